@@ -1,0 +1,22 @@
+//! ACKJOB and FASTACK (WIRE 3.3, 3.4).
+
+use bytes::Bytes;
+
+use super::{parse_ids, Ctx, Outcome};
+use crate::resp::Reply;
+
+pub fn ackjob(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
+    let ids = match parse_ids(&args[1..]) {
+        Ok(ids) => ids,
+        Err(e) => return e,
+    };
+    Reply::Integer(ctx.node.engine.ackjob(&ids, ctx.now)).into()
+}
+
+pub fn fastack(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
+    let ids = match parse_ids(&args[1..]) {
+        Ok(ids) => ids,
+        Err(e) => return e,
+    };
+    Reply::Integer(ctx.node.engine.fastack(&ids, ctx.now)).into()
+}

@@ -1,0 +1,171 @@
+//! Small server commands: PING, AUTH, TIME, SHUTDOWN, MONITOR, SLOWLOG,
+//! COMMAND, LATENCY, LOADJOB (refused from clients) and BGREWRITEAOF.
+
+use bytes::Bytes;
+
+use super::{eq_ic, err, parse_i64, syntax_error, Ctx, Outcome, COMMANDS, FLAG_NAMES, NOT_INTEGER};
+use crate::resp::Reply;
+
+pub fn ping(_ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
+    match args.len() {
+        1 => Reply::Status("PONG".into()).into(),
+        2 => Reply::Bulk(args[1].clone()).into(),
+        _ => err("ERR wrong number of arguments for 'ping' command"),
+    }
+}
+
+pub fn auth(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
+    let pw = ctx.node.config.requirepass.as_deref().unwrap_or("");
+    if pw.is_empty() {
+        return err("ERR Client sent AUTH, but no password is set");
+    }
+    if args[1].len() <= 512 && args[1].as_ref() == pw.as_bytes() {
+        ctx.client.authenticated = true;
+        Reply::ok().into()
+    } else {
+        ctx.client.authenticated = false;
+        err("ERR invalid password")
+    }
+}
+
+pub fn time(ctx: &mut Ctx, _args: &[Bytes]) -> Outcome {
+    let us = crate::server::unix_us();
+    let _ = ctx;
+    Reply::Array(vec![
+        Reply::bulk_str(&(us / 1_000_000).to_string()),
+        Reply::bulk_str(&(us % 1_000_000).to_string()),
+    ])
+    .into()
+}
+
+pub fn shutdown(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
+    let rewrite = match args.len() {
+        1 => false,
+        2 if eq_ic(&args[1], "rewrite-aof") => true,
+        _ => return syntax_error(),
+    };
+    if rewrite {
+        if let Err(e) = crate::aof::rewrite_now(ctx.node) {
+            tracing::warn!(error = %e, "SHUTDOWN REWRITE-AOF failed.");
+            return err("ERR Errors trying to SHUTDOWN. Check logs.");
+        }
+    }
+    Outcome::Shutdown
+}
+
+pub fn monitor(_ctx: &mut Ctx, _args: &[Bytes]) -> Outcome {
+    Outcome::Monitor
+}
+
+pub fn slowlog(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
+    let sub = &args[1];
+    if eq_ic(sub, "reset") && args.len() == 2 {
+        ctx.node.slowlog.clear();
+        return Reply::ok().into();
+    }
+    if eq_ic(sub, "len") && args.len() == 2 {
+        return Reply::Integer(ctx.node.slowlog.len() as i64).into();
+    }
+    if eq_ic(sub, "get") && args.len() <= 3 {
+        let n = match args.get(2) {
+            None => 10,
+            Some(v) => match parse_i64(v) {
+                Some(n) => n,
+                None => return err(NOT_INTEGER),
+            },
+        };
+        let n = if n < 0 { usize::MAX } else { n as usize };
+        let entries = ctx
+            .node
+            .slowlog
+            .iter()
+            .take(n)
+            .map(|e| {
+                Reply::Array(vec![
+                    Reply::Integer(e.id as i64),
+                    Reply::Integer(e.time as i64),
+                    Reply::Integer(e.usec as i64),
+                    Reply::Array(e.args.iter().cloned().map(Reply::Bulk).collect()),
+                ])
+            })
+            .collect();
+        return Reply::Array(entries).into();
+    }
+    err("ERR Unknown SLOWLOG subcommand or wrong # of args. Try GET, RESET, LEN.")
+}
+
+fn command_info(i: usize) -> Reply {
+    let c = &COMMANDS[i];
+    let flags = FLAG_NAMES
+        .iter()
+        .filter(|(f, _)| c.flags & f != 0)
+        .map(|(_, n)| Reply::Status((*n).to_string()))
+        .collect();
+    Reply::Array(vec![
+        Reply::bulk_str(c.name),
+        Reply::Integer(i64::from(c.arity)),
+        Reply::Array(flags),
+        Reply::Integer(0),
+        Reply::Integer(0),
+        Reply::Integer(0),
+    ])
+}
+
+pub fn command(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
+    if args.len() == 1 {
+        return Reply::Array((0..COMMANDS.len()).map(command_info).collect()).into();
+    }
+    if eq_ic(&args[1], "count") && args.len() == 2 {
+        return Reply::Integer(COMMANDS.len() as i64).into();
+    }
+    if eq_ic(&args[1], "info") {
+        let items = args[2..]
+            .iter()
+            .map(|n| match super::lookup(ctx.node, n) {
+                Some(i) => command_info(i),
+                None => Reply::NullBulk,
+            })
+            .collect();
+        return Reply::Array(items).into();
+    }
+    err("ERR Unknown subcommand or wrong number of arguments.")
+}
+
+pub fn latency(_ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
+    // Latency monitoring is off (latency-monitor-threshold 0): nothing sampled.
+    let sub = &args[1];
+    if eq_ic(sub, "latest") {
+        return Reply::Array(Vec::new()).into();
+    }
+    if eq_ic(sub, "history") && args.len() == 3 {
+        return Reply::Array(Vec::new()).into();
+    }
+    if eq_ic(sub, "reset") {
+        return Reply::Integer(0).into();
+    }
+    if eq_ic(sub, "doctor") {
+        return Reply::bulk_str("Dave, no latency spike was observed during the lifetime of this Disque instance, not in the slightest bit. I honestly think you ought to sleep better.\n").into();
+    }
+    if eq_ic(sub, "graph") && args.len() == 3 {
+        return Reply::Error(format!(
+            "ERR No samples available for event '{}'",
+            String::from_utf8_lossy(&args[2])
+        ))
+        .into();
+    }
+    syntax_error()
+}
+
+pub fn loadjob(_ctx: &mut Ctx, _args: &[Bytes]) -> Outcome {
+    err("ERR LOADJOB is a special command only processed from AOF")
+}
+
+pub fn bgrewriteaof(ctx: &mut Ctx, _args: &[Bytes]) -> Outcome {
+    if ctx.node.aof.rewrite_in_progress {
+        return err("ERR Background append only file rewriting already in progress");
+    }
+    match crate::aof::start_rewrite(ctx.node, ctx.now) {
+        Ok(()) => Reply::Status("Background append only file rewriting started".into()).into(),
+        Err(e) => Reply::Error(format!("ERR {e}")).into(),
+    }
+}

@@ -1,0 +1,107 @@
+//! CLUSTER subcommands (WIRE 4.5): node listing, info, identity, MEET,
+//! FORGET, RESET, LEAVING and SAVECONFIG.
+
+use bytes::Bytes;
+
+use super::{eq_ic, err, syntax_error, Ctx, Outcome};
+use crate::engine::cluster::{FLAG_HANDSHAKE, FLAG_LEAVING};
+use crate::resp::Reply;
+
+const WRONG: &str = "ERR Wrong CLUSTER subcommand or number of arguments";
+
+pub fn cluster(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
+    let sub = &args[1];
+    let now = ctx.now;
+    let n = args.len();
+    if eq_ic(sub, "nodes") && n == 2 {
+        return Reply::Bulk(Bytes::from(ctx.node.engine.cluster.nodes_text())).into();
+    }
+    if eq_ic(sub, "myid") && n == 2 {
+        return Reply::bulk(ctx.node.engine.cluster.my_id()).into();
+    }
+    if eq_ic(sub, "info") && n == 2 {
+        let c = &mut ctx.node.engine.cluster;
+        c.refresh_reachable();
+        let text = format!(
+            "cluster_state:ok\r\ncluster_known_nodes:{}\r\ncluster_reachable_nodes:{}\r\ncluster_size:{}\r\ncluster_stats_messages_sent:{}\r\ncluster_stats_messages_received:{}\r\n",
+            c.known(),
+            c.reachable.len(),
+            c.size(),
+            c.stats_sent,
+            c.stats_received
+        );
+        return Reply::Bulk(Bytes::from(text)).into();
+    }
+    if eq_ic(sub, "meet") && n == 4 {
+        let ip = String::from_utf8_lossy(&args[2]).into_owned();
+        let port_s = String::from_utf8_lossy(&args[3]).into_owned();
+        let Some(port) = super::parse_i64(&args[3]) else {
+            return Reply::Error(format!("ERR Invalid TCP port specified: {port_s}")).into();
+        };
+        let Ok(addr) = ip.parse::<std::net::IpAddr>() else {
+            return Reply::Error(format!("ERR Invalid node address specified: {ip}:{port_s}"))
+                .into();
+        };
+        if !(1..=55535).contains(&port) {
+            return Reply::Error(format!("ERR Invalid node address specified: {ip}:{port_s}"))
+                .into();
+        }
+        ctx.node
+            .engine
+            .cluster_meet(addr.to_string(), port as u16, now);
+        return Reply::ok().into();
+    }
+    if eq_ic(sub, "forget") && n == 3 {
+        let id = &args[2];
+        if id.len() != 40 {
+            return err("ERR Invalid node identifier");
+        }
+        let c = &ctx.node.engine.cluster;
+        if id.as_ref() == c.my_id().as_slice() {
+            return err("ERR I tried hard but I can't forget myself...");
+        }
+        let Some(idx) = c.find(id) else {
+            return Reply::Error(format!("ERR Unknown node {}", String::from_utf8_lossy(id)))
+                .into();
+        };
+        ctx.node.engine.cluster_forget(idx, now);
+        return Reply::ok().into();
+    }
+    if eq_ic(sub, "reset") && n <= 3 {
+        let hard = match args.get(2) {
+            None => false,
+            Some(a) if eq_ic(a, "soft") => false,
+            Some(a) if eq_ic(a, "hard") => true,
+            Some(_) => return syntax_error(),
+        };
+        ctx.node.engine.cluster_reset(hard, now);
+        return Reply::ok().into();
+    }
+    if eq_ic(sub, "leaving") && n == 2 {
+        let yes = ctx.node.engine.cluster.leaving();
+        return Reply::Status(if yes { "yes" } else { "no" }.into()).into();
+    }
+    if eq_ic(sub, "leaving") && n == 3 {
+        let on = if eq_ic(&args[2], "yes") {
+            true
+        } else if eq_ic(&args[2], "no") {
+            false
+        } else {
+            return err("ERR Wrong argument for CLUSTER LEAVING. Use 'yes' or 'no'");
+        };
+        let me = ctx.node.engine.cluster.myself_mut();
+        if on {
+            me.flags |= FLAG_LEAVING;
+        } else {
+            me.flags &= !FLAG_LEAVING;
+        }
+        ctx.node.engine.cluster.dirty = true;
+        return Reply::ok().into();
+    }
+    if eq_ic(sub, "saveconfig") && n == 2 {
+        ctx.node.engine.cluster.dirty = true;
+        return Reply::ok().into();
+    }
+    let _ = FLAG_HANDSHAKE;
+    err(WRONG)
+}

@@ -1,0 +1,63 @@
+//! CONFIG GET | SET | RESETSTAT | REWRITE (WIRE 4.4, 11.3). Parsing and
+//! formatting live in `crate::config`; this applies changes to the node.
+
+use bytes::Bytes;
+
+use super::{eq_ic, Ctx, Outcome};
+use crate::resp::Reply;
+
+pub fn config(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
+    let sub = &args[1];
+    let wrong = || {
+        Outcome::Reply(Reply::Error(format!(
+            "ERR Wrong number of arguments for CONFIG {}",
+            String::from_utf8_lossy(sub)
+        )))
+    };
+    if eq_ic(sub, "get") {
+        if args.len() != 3 {
+            return wrong();
+        }
+        let pairs = ctx.node.config.get(&args[2]);
+        let mut out = Vec::with_capacity(pairs.len() * 2);
+        for (k, v) in pairs {
+            out.push(Reply::bulk_str(&k));
+            out.push(Reply::bulk_str(&v));
+        }
+        return Reply::Array(out).into();
+    }
+    if eq_ic(sub, "set") {
+        if args.len() != 4 {
+            return wrong();
+        }
+        let name = String::from_utf8_lossy(&args[2]).to_ascii_lowercase();
+        return match ctx.node.config.set(&name, &args[3]) {
+            Ok(canonical) => match ctx.node.apply_config(canonical, ctx.now) {
+                Ok(()) => Reply::ok().into(),
+                Err(e) => Reply::Error(e).into(),
+            },
+            Err(e) => Reply::Error(e.reply_text()).into(),
+        };
+    }
+    if eq_ic(sub, "resetstat") {
+        if args.len() != 2 {
+            return wrong();
+        }
+        let n = ctx.node.stats.cmd.len();
+        ctx.node.stats = crate::node::Stats {
+            cmd: vec![(0, 0); n],
+            ..Default::default()
+        };
+        return Reply::ok().into();
+    }
+    if eq_ic(sub, "rewrite") {
+        if args.len() != 2 {
+            return wrong();
+        }
+        return match ctx.node.config.rewrite() {
+            Ok(()) => Reply::ok().into(),
+            Err(e) => Reply::Error(e.reply_text()).into(),
+        };
+    }
+    super::err("ERR CONFIG subcommand must be one of GET, SET, RESETSTAT, REWRITE")
+}

@@ -1,0 +1,61 @@
+//! DEBUG subcommands (WIRE 4.6) used by operators and test harnesses.
+
+use bytes::Bytes;
+
+use super::{eq_ic, Ctx, Outcome};
+use crate::resp::Reply;
+
+pub fn debug(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
+    let sub = &args[1];
+    let n = args.len();
+    if eq_ic(sub, "flushall") && n == 2 {
+        ctx.node.engine.flushall(ctx.now);
+        return Reply::ok().into();
+    }
+    if eq_ic(sub, "error") && n == 3 {
+        let msg: String = String::from_utf8_lossy(&args[2])
+            .chars()
+            .map(|c| if c == '\r' || c == '\n' { ' ' } else { c })
+            .collect();
+        return Reply::Error(msg).into();
+    }
+    if eq_ic(sub, "sleep") && n == 3 {
+        let secs: f64 = std::str::from_utf8(&args[2])
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0.0);
+        // DEBUG SLEEP deliberately stalls the whole node (it exists to test that).
+        if secs > 0.0 && secs.is_finite() {
+            std::thread::sleep(std::time::Duration::from_secs_f64(secs.min(3600.0)));
+        }
+        return Reply::ok().into();
+    }
+    if eq_ic(sub, "loadaof") && n == 2 {
+        return match crate::aof::debug_reload(ctx.node, ctx.now) {
+            Ok(()) => Reply::ok().into(),
+            Err(e) => Reply::Error(format!("ERR {e}")).into(),
+        };
+    }
+    if eq_ic(sub, "structsize") && n == 2 {
+        let text = format!(
+            "bits:{} job:{} queue:{} nodeset:{}\r\n",
+            usize::BITS,
+            std::mem::size_of::<crate::job::Job>(),
+            std::mem::size_of::<crate::queue::Queue>(),
+            std::mem::size_of::<crate::job::NodeSet>()
+        );
+        return Reply::Bulk(Bytes::from(text)).into();
+    }
+    if (eq_ic(sub, "segfault") || eq_ic(sub, "assert") || eq_ic(sub, "oom")) && n == 2 {
+        tracing::warn!("DEBUG crash requested by a client.");
+        std::process::abort();
+    }
+    if (eq_ic(sub, "restart") || eq_ic(sub, "crash-and-recover")) && n <= 3 {
+        return Outcome::Shutdown;
+    }
+    Reply::Error(format!(
+        "ERR Unknown DEBUG subcommand or wrong number of arguments for '{}'",
+        String::from_utf8_lossy(sub)
+    ))
+    .into()
+}

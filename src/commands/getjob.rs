@@ -1,0 +1,59 @@
+//! GETJOB argument parsing (WIRE 3.2); popping and blocking live in the engine.
+
+use bytes::Bytes;
+
+use super::{eq_ic, err, parse_i64, syntax_error, Ctx, Outcome};
+use crate::engine::getjob::{GetJobOutcome, GetJobRequest};
+
+pub fn getjob(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
+    let mut req = GetJobRequest {
+        nohang: false,
+        timeout: 0,
+        count: 1,
+        withcounters: false,
+        queues: Vec::new(),
+    };
+    let mut i = 1;
+    let mut from = false;
+    while i < args.len() {
+        let a = &args[i];
+        if eq_ic(a, "nohang") {
+            req.nohang = true;
+        } else if eq_ic(a, "withcounters") {
+            req.withcounters = true;
+        } else if eq_ic(a, "timeout") {
+            let Some(v) = args.get(i + 1) else {
+                return syntax_error();
+            };
+            match parse_i64(v) {
+                None => return err("ERR timeout is not an integer or out of range"),
+                Some(t) if t < 0 => return err("ERR timeout is negative"),
+                Some(t) => req.timeout = t as u64,
+            }
+            i += 1;
+        } else if eq_ic(a, "count") {
+            let Some(v) = args.get(i + 1) else {
+                return syntax_error();
+            };
+            match parse_i64(v) {
+                Some(c) if c > 0 => req.count = c as u64,
+                _ => return err("ERR COUNT must be a number greater than zero"),
+            }
+            i += 1;
+        } else if eq_ic(a, "from") {
+            from = true;
+            req.queues = args[i + 1..].to_vec();
+            break;
+        } else {
+            return syntax_error();
+        }
+        i += 1;
+    }
+    if !from || req.queues.is_empty() {
+        return syntax_error();
+    }
+    match ctx.node.engine.getjob(ctx.client.id, req, ctx.now) {
+        GetJobOutcome::Reply(r) => Outcome::Reply(r),
+        GetJobOutcome::Blocked(rx) => Outcome::Blocked(rx),
+    }
+}

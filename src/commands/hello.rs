@@ -1,0 +1,97 @@
+//! HELLO: Disque's node-list reply (WIRE 4.1) when called bare, and the
+//! Redis 6+ handshake `HELLO <2|3> [AUTH user pass] [SETNAME name]` that
+//! modern client libraries send on connect.
+
+use bytes::Bytes;
+
+use super::{eq_ic, err, parse_i64, Ctx, Outcome};
+use crate::engine::cluster::{FLAG_FAIL, FLAG_LEAVING, FLAG_PFAIL};
+use crate::resp::Reply;
+
+pub fn hello(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
+    if args.len() == 1 {
+        if ctx.node.requires_auth() && !ctx.client.authenticated {
+            return err("NOAUTH Authentication required.");
+        }
+        return disque_hello(ctx);
+    }
+    let Some(proto) = parse_i64(&args[1]) else {
+        return err("ERR Protocol version is not an integer or out of range");
+    };
+    let mut i = 2;
+    let mut auth: Option<(Bytes, Bytes)> = None;
+    let mut setname: Option<Bytes> = None;
+    while i < args.len() {
+        if eq_ic(&args[i], "auth") && i + 2 < args.len() {
+            auth = Some((args[i + 1].clone(), args[i + 2].clone()));
+            i += 3;
+        } else if eq_ic(&args[i], "setname") && i + 1 < args.len() {
+            setname = Some(args[i + 1].clone());
+            i += 2;
+        } else {
+            return Outcome::Reply(Reply::Error(format!(
+                "ERR Syntax error in HELLO option '{}'",
+                String::from_utf8_lossy(&args[i])
+            )));
+        }
+    }
+    if !(2..=3).contains(&proto) {
+        return err("NOPROTO unsupported protocol version");
+    }
+    if let Some((user, pass)) = auth {
+        let pw = ctx.node.config.requirepass.as_deref().unwrap_or("");
+        if !eq_ic(&user, "default") || pw.is_empty() || pass.as_ref() != pw.as_bytes() {
+            return err("WRONGPASS invalid username-password pair or user is disabled.");
+        }
+        ctx.client.authenticated = true;
+    }
+    if ctx.node.requires_auth() && !ctx.client.authenticated {
+        return err("NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time");
+    }
+    if let Some(name) = setname {
+        if let Err(e) = super::client::set_name(ctx, name) {
+            return e;
+        }
+    }
+    ctx.client.proto = proto as u8;
+    let pairs = vec![
+        ("server", Reply::bulk_str("disque")),
+        ("version", Reply::bulk_str(crate::VERSION)),
+        ("proto", Reply::Integer(proto)),
+        ("id", Reply::Integer(ctx.client.id as i64)),
+        ("mode", Reply::bulk_str("cluster")),
+        ("role", Reply::bulk_str("master")),
+        ("modules", Reply::Array(Vec::new())),
+    ];
+    Reply::Map(
+        pairs
+            .into_iter()
+            .map(|(k, v)| (Reply::bulk_str(k), v))
+            .collect(),
+    )
+    .into()
+}
+
+fn disque_hello(ctx: &mut Ctx) -> Outcome {
+    let engine = &ctx.node.engine;
+    let mut out = vec![Reply::Integer(1), Reply::bulk(engine.cluster.my_id())];
+    for (i, n) in engine.cluster.live() {
+        let mut prio = 1;
+        if i != 0 && !n.link {
+            prio = 5;
+        }
+        if n.has(FLAG_PFAIL) {
+            prio = 10;
+        }
+        if n.has(FLAG_FAIL | FLAG_LEAVING) {
+            prio = 100;
+        }
+        out.push(Reply::Array(vec![
+            Reply::bulk(n.id),
+            Reply::bulk_str(&n.ip),
+            Reply::bulk_str(&n.port.to_string()),
+            Reply::bulk_str(&prio.to_string()),
+        ]));
+    }
+    Reply::Array(out).into()
+}

@@ -1,0 +1,103 @@
+//! Per-job state commands: ENQUEUE, NACK, DEQUEUE, DELJOB (WIRE 3.5-3.8)
+//! and WORKING (3.7).
+
+use bytes::Bytes;
+
+use super::{err, parse_ids, Ctx, Outcome, BADID};
+use crate::engine::{add_ms, rand250, BusOut};
+use crate::job::{JobId, JobState, F_BCAST_WILLQUEUE};
+use crate::resp::Reply;
+
+fn requeue(ctx: &mut Ctx, args: &[Bytes], nack: bool) -> Outcome {
+    let ids = match parse_ids(&args[1..]) {
+        Ok(ids) => ids,
+        Err(e) => return e,
+    };
+    let engine = &mut ctx.node.engine;
+    let mut n = 0;
+    for id in &ids {
+        let Some(h) = engine.lookup(id) else { continue };
+        if engine.job(h).is_some_and(|j| j.state == JobState::Active)
+            && engine.enqueue(h, nack, ctx.now)
+        {
+            n += 1;
+        }
+    }
+    Reply::Integer(n).into()
+}
+
+pub fn enqueue(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
+    requeue(ctx, args, false)
+}
+
+pub fn nack(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
+    requeue(ctx, args, true)
+}
+
+pub fn dequeue(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
+    let ids = match parse_ids(&args[1..]) {
+        Ok(ids) => ids,
+        Err(e) => return e,
+    };
+    let engine = &mut ctx.node.engine;
+    let mut n = 0;
+    for id in &ids {
+        if let Some(h) = engine.lookup(id) {
+            if engine.dequeue(h) {
+                n += 1;
+            }
+        }
+    }
+    Reply::Integer(n).into()
+}
+
+pub fn deljob(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
+    let ids = match parse_ids(&args[1..]) {
+        Ok(ids) => ids,
+        Err(e) => return e,
+    };
+    let engine = &mut ctx.node.engine;
+    let mut n = 0;
+    for id in &ids {
+        if let Some(h) = engine.lookup(id) {
+            engine.delete_job(h, ctx.now);
+            n += 1;
+        }
+    }
+    Reply::Integer(n).into()
+}
+
+pub fn working(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
+    let Some(id) = JobId::parse(&args[1]) else {
+        return err(BADID);
+    };
+    let now = ctx.now;
+    let engine = &mut ctx.node.engine;
+    let Some(h) = engine.lookup(&id) else {
+        return err("NOJOB Job not known in the context of this node.");
+    };
+    let Some(j) = engine.job(h) else {
+        return err("NOJOB Job not known in the context of this node.");
+    };
+    let ctime_ms = j.ctime / 1_000_000;
+    let life = (i128::from(j.etime) * 1000) - i128::from(ctime_ms);
+    let elapsed = i128::from(now) - i128::from(ctime_ms);
+    if life > 0 && elapsed > life / 2 {
+        return err(
+            "TOOLATE Half of job TTL already elapsed, you are no longer allowed to postpone the next delivery.",
+        );
+    }
+    engine.dequeue(h);
+    let jitter = rand250(&mut engine.rng);
+    let Some(j) = engine.store.get_mut(h) else {
+        return err("NOJOB Job not known in the context of this node.");
+    };
+    j.flags |= F_BCAST_WILLQUEUE;
+    if j.retry != 0 && j.qtime != 0 {
+        j.qtime = add_ms(now + u64::from(j.retry) * 1000, jitter);
+    }
+    let retry = j.retry;
+    engine.update_awake(h, now);
+    engine.send_to_delivered(h, BusOut::Working { job: id });
+    Reply::Integer(i64::from(retry)).into()
+}

@@ -1,0 +1,424 @@
+//! Client commands: the command table (names, arity, flags as Disque
+//! reports them), dispatch in Disque's order (WIRE 1.1), and one module per
+//! command or small family. Argument errors become `-ERR ...` replies and
+//! keep the connection open; only protocol errors close it.
+
+pub mod ackjob;
+pub mod addjob;
+pub mod admin;
+pub mod client;
+pub mod cluster_cmd;
+pub mod config_cmd;
+pub mod debug;
+pub mod getjob;
+pub mod hello;
+pub mod info;
+pub mod jobs;
+pub mod pause;
+pub mod queues;
+pub mod scan;
+pub mod show;
+
+use std::time::Instant;
+
+use bytes::Bytes;
+use tokio::sync::oneshot;
+
+use crate::job::JobId;
+use crate::node::{ClientState, Node};
+use crate::resp::Reply;
+
+pub type Handler = fn(&mut Ctx, &[Bytes]) -> Outcome;
+
+pub const F_WRITE: u8 = 1;
+pub const F_READONLY: u8 = 2;
+pub const F_DENYOOM: u8 = 4;
+pub const F_ADMIN: u8 = 8;
+pub const F_RANDOM: u8 = 16;
+pub const F_LOADING: u8 = 32;
+pub const F_SKIP_MONITOR: u8 = 64;
+pub const F_FAST: u8 = 128;
+
+pub const FLAG_NAMES: [(u8, &str); 8] = [
+    (F_WRITE, "write"),
+    (F_READONLY, "readonly"),
+    (F_DENYOOM, "denyoom"),
+    (F_ADMIN, "admin"),
+    (F_RANDOM, "random"),
+    (F_LOADING, "loading"),
+    (F_SKIP_MONITOR, "skip_monitor"),
+    (F_FAST, "fast"),
+];
+
+pub struct CommandSpec {
+    pub name: &'static str,
+    pub arity: i32,
+    pub flags: u8,
+    pub handler: Handler,
+}
+
+const W: u8 = F_WRITE;
+const R: u8 = F_READONLY;
+
+/// Disque 1.0's command table, in its order (COMMAND and commandstats use it).
+pub static COMMANDS: &[CommandSpec] = &[
+    CommandSpec {
+        name: "auth",
+        arity: 2,
+        flags: R | F_LOADING | F_FAST,
+        handler: admin::auth,
+    },
+    CommandSpec {
+        name: "ping",
+        arity: -1,
+        flags: R | F_FAST,
+        handler: admin::ping,
+    },
+    CommandSpec {
+        name: "info",
+        arity: -1,
+        flags: R | F_LOADING,
+        handler: info::info,
+    },
+    CommandSpec {
+        name: "shutdown",
+        arity: -1,
+        flags: R | F_ADMIN | F_LOADING,
+        handler: admin::shutdown,
+    },
+    CommandSpec {
+        name: "monitor",
+        arity: 1,
+        flags: R | F_ADMIN,
+        handler: admin::monitor,
+    },
+    CommandSpec {
+        name: "debug",
+        arity: -2,
+        flags: F_ADMIN,
+        handler: debug::debug,
+    },
+    CommandSpec {
+        name: "config",
+        arity: -2,
+        flags: R | F_ADMIN,
+        handler: config_cmd::config,
+    },
+    CommandSpec {
+        name: "cluster",
+        arity: -2,
+        flags: R | F_ADMIN,
+        handler: cluster_cmd::cluster,
+    },
+    CommandSpec {
+        name: "client",
+        arity: -2,
+        flags: R | F_ADMIN,
+        handler: client::client,
+    },
+    CommandSpec {
+        name: "slowlog",
+        arity: -2,
+        flags: R,
+        handler: admin::slowlog,
+    },
+    CommandSpec {
+        name: "time",
+        arity: 1,
+        flags: R | F_FAST,
+        handler: admin::time,
+    },
+    CommandSpec {
+        name: "command",
+        arity: 0,
+        flags: R | F_LOADING,
+        handler: admin::command,
+    },
+    CommandSpec {
+        name: "latency",
+        arity: -2,
+        flags: R | F_ADMIN | F_LOADING,
+        handler: admin::latency,
+    },
+    // Disque's HELLO takes no argument; -1 also admits the Redis 6 handshake.
+    CommandSpec {
+        name: "hello",
+        arity: -1,
+        flags: R | F_FAST,
+        handler: hello::hello,
+    },
+    CommandSpec {
+        name: "addjob",
+        arity: -4,
+        flags: W | F_DENYOOM | F_FAST,
+        handler: addjob::addjob,
+    },
+    CommandSpec {
+        name: "getjob",
+        arity: -2,
+        flags: W | F_FAST,
+        handler: getjob::getjob,
+    },
+    CommandSpec {
+        name: "ackjob",
+        arity: -1,
+        flags: W | F_FAST,
+        handler: ackjob::ackjob,
+    },
+    CommandSpec {
+        name: "fastack",
+        arity: -1,
+        flags: W | F_FAST,
+        handler: ackjob::fastack,
+    },
+    CommandSpec {
+        name: "deljob",
+        arity: -1,
+        flags: W | F_FAST,
+        handler: jobs::deljob,
+    },
+    CommandSpec {
+        name: "show",
+        arity: 2,
+        flags: R | F_FAST,
+        handler: show::show,
+    },
+    CommandSpec {
+        name: "loadjob",
+        arity: 2,
+        flags: W,
+        handler: admin::loadjob,
+    },
+    CommandSpec {
+        name: "bgrewriteaof",
+        arity: 1,
+        flags: R | F_ADMIN,
+        handler: admin::bgrewriteaof,
+    },
+    CommandSpec {
+        name: "qlen",
+        arity: 2,
+        flags: R | F_FAST,
+        handler: queues::qlen,
+    },
+    CommandSpec {
+        name: "qpeek",
+        arity: 3,
+        flags: R,
+        handler: queues::qpeek,
+    },
+    CommandSpec {
+        name: "qstat",
+        arity: 2,
+        flags: R | F_FAST,
+        handler: queues::qstat,
+    },
+    CommandSpec {
+        name: "qscan",
+        arity: -1,
+        flags: R,
+        handler: scan::qscan,
+    },
+    CommandSpec {
+        name: "jscan",
+        arity: -1,
+        flags: R,
+        handler: scan::jscan,
+    },
+    CommandSpec {
+        name: "enqueue",
+        arity: -1,
+        flags: W | F_DENYOOM | F_FAST,
+        handler: jobs::enqueue,
+    },
+    CommandSpec {
+        name: "nack",
+        arity: -1,
+        flags: W | F_DENYOOM | F_FAST,
+        handler: jobs::nack,
+    },
+    CommandSpec {
+        name: "dequeue",
+        arity: -1,
+        flags: W | F_FAST,
+        handler: jobs::dequeue,
+    },
+    CommandSpec {
+        name: "working",
+        arity: 2,
+        flags: W | F_FAST,
+        handler: jobs::working,
+    },
+    CommandSpec {
+        name: "pause",
+        arity: -3,
+        flags: R | F_FAST,
+        handler: pause::pause,
+    },
+];
+
+/// What the connection must do after a command.
+pub enum Outcome {
+    Reply(Reply),
+    /// Wait for the engine to answer (blocked GETJOB / ADDJOB).
+    Blocked(oneshot::Receiver<Reply>),
+    /// Send the reply (if any), then close the connection.
+    Close(Option<Reply>),
+    /// Shut the server down (SHUTDOWN): no reply.
+    Shutdown,
+    /// Switch the connection to MONITOR mode after replying +OK.
+    Monitor,
+}
+
+impl From<Reply> for Outcome {
+    fn from(r: Reply) -> Self {
+        Outcome::Reply(r)
+    }
+}
+
+/// Everything a command may touch.
+pub struct Ctx<'a> {
+    pub node: &'a mut Node,
+    pub client: &'a mut ClientState,
+    /// Unix milliseconds.
+    pub now: u64,
+}
+
+pub fn err(msg: &str) -> Outcome {
+    Outcome::Reply(Reply::err(msg))
+}
+
+pub fn syntax_error() -> Outcome {
+    err("ERR syntax error")
+}
+
+pub const BADID: &str = "BADID Invalid Job ID format.";
+pub const NOT_INTEGER: &str = "ERR value is not an integer or out of range";
+
+/// Strict decimal integer like Redis string2ll: optional '-', no '+',
+/// no spaces, no leading zeros.
+pub fn parse_i64(b: &[u8]) -> Option<i64> {
+    if b.is_empty() || b.len() > 20 {
+        return None;
+    }
+    let s = std::str::from_utf8(b).ok()?;
+    let digits = s.strip_prefix('-').unwrap_or(s);
+    if digits.is_empty() || !digits.bytes().all(|c| c.is_ascii_digit()) {
+        return None;
+    }
+    if digits.len() > 1 && digits.starts_with('0') {
+        return None;
+    }
+    if s == "-0" {
+        return None;
+    }
+    s.parse().ok()
+}
+
+/// Parse all IDs first; any bad one fails the whole command (WIRE 2.3).
+pub fn parse_ids(args: &[Bytes]) -> Result<Vec<JobId>, Outcome> {
+    args.iter()
+        .map(|a| JobId::parse(a).ok_or_else(|| err(BADID)))
+        .collect()
+}
+
+pub fn eq_ic(a: &[u8], b: &str) -> bool {
+    a.eq_ignore_ascii_case(b.as_bytes())
+}
+
+pub fn lookup(node: &Node, name: &[u8]) -> Option<usize> {
+    let mut buf = [0u8; 32];
+    if name.len() > buf.len() {
+        return None;
+    }
+    let lower = &mut buf[..name.len()];
+    lower.copy_from_slice(name);
+    lower.make_ascii_lowercase();
+    node.command_names.get(&*lower).copied()
+}
+
+/// Run one command in Disque's dispatch order (WIRE 1.1).
+pub fn dispatch(node: &mut Node, client: &mut ClientState, args: &[Bytes], now: u64) -> Outcome {
+    let Some(name) = args.first() else {
+        return Outcome::Reply(Reply::NullBulk);
+    };
+    if eq_ic(name, "quit") {
+        return Outcome::Close(Some(Reply::ok()));
+    }
+    let Some(idx) = lookup(node, name) else {
+        return Outcome::Reply(Reply::Error(format!(
+            "ERR unknown command '{}'",
+            String::from_utf8_lossy(name)
+        )));
+    };
+    let spec = &COMMANDS[idx];
+    if let Some(info) = node.clients.get_mut(&client.id) {
+        info.last_active = now;
+        info.last_cmd = spec.name;
+    }
+    let argc = args.len() as i32;
+    if (spec.arity > 0 && argc != spec.arity) || (spec.arity < 0 && argc < -spec.arity) {
+        return Outcome::Reply(Reply::Error(format!(
+            "ERR wrong number of arguments for '{}' command",
+            spec.name
+        )));
+    }
+    if node.requires_auth() && !client.authenticated && spec.name != "auth" && spec.name != "hello"
+    {
+        return err("NOAUTH Authentication required.");
+    }
+    if node.engine.memory.maxmemory != 0 {
+        let ok = node.engine.free_memory_if_needed(now);
+        if !ok && spec.flags & F_DENYOOM != 0 {
+            return err("OOM command not allowed when used memory > 'maxmemory'.");
+        }
+    }
+    if let Some(e) = node.aof_write_error() {
+        if spec.flags & F_WRITE != 0 || spec.name == "ping" {
+            return Outcome::Reply(Reply::Error(format!(
+                "MISCONF Errors writing to the AOF file: {e}"
+            )));
+        }
+    }
+    if node.monitors_active() {
+        node.feed_monitors(client, args, now);
+    }
+    let start = Instant::now();
+    let mut ctx = Ctx { node, client, now };
+    let out = (spec.handler)(&mut ctx, args);
+    let node = ctx.node;
+    node.engine.serve_ready(now);
+    let usec = start.elapsed().as_micros() as u64;
+    node.record_call(idx, usec, args);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn strict_integers() {
+        assert_eq!(parse_i64(b"0"), Some(0));
+        assert_eq!(parse_i64(b"-12"), Some(-12));
+        assert_eq!(parse_i64(b"9223372036854775807"), Some(i64::MAX));
+        for bad in [
+            &b""[..],
+            b"+1",
+            b" 1",
+            b"01",
+            b"1.5",
+            b"abc",
+            b"-",
+            b"-0",
+            b"99999999999999999999",
+        ] {
+            assert_eq!(parse_i64(bad), None, "{:?}", bad);
+        }
+    }
+
+    #[test]
+    fn table_has_32_commands() {
+        assert_eq!(COMMANDS.len(), 32);
+    }
+}

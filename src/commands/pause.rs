@@ -1,0 +1,47 @@
+//! PAUSE (WIRE 3.12): queue input/output pause flags, optionally broadcast.
+
+use bytes::Bytes;
+
+use super::{eq_ic, syntax_error, Ctx, Outcome};
+use crate::engine::BusOut;
+use crate::queue::{Queue, PAUSE_IN, PAUSE_OUT};
+use crate::resp::Reply;
+
+pub fn pause(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
+    let name = &args[1];
+    let mut flags = 0u8;
+    let mut set = false;
+    let mut bcast = false;
+    for opt in &args[2..] {
+        if eq_ic(opt, "in") {
+            flags |= PAUSE_IN;
+            set = true;
+        } else if eq_ic(opt, "out") {
+            flags |= PAUSE_OUT;
+            set = true;
+        } else if eq_ic(opt, "all") {
+            flags |= PAUSE_IN | PAUSE_OUT;
+            set = true;
+        } else if eq_ic(opt, "none") {
+            flags = 0;
+            set = true;
+        } else if eq_ic(opt, "state") {
+        } else if eq_ic(opt, "bcast") {
+            bcast = true;
+        } else {
+            return syntax_error();
+        }
+    }
+    let engine = &mut ctx.node.engine;
+    if set {
+        engine.set_pause(name, flags, ctx.now);
+    }
+    let current = engine.queue(name).map_or(0, |q| q.paused);
+    if bcast {
+        engine.broadcast(BusOut::Pause {
+            queue: name.clone(),
+            flags: current,
+        });
+    }
+    Reply::Status(Queue::pause_name(current).to_string()).into()
+}

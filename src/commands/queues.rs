@@ -1,0 +1,69 @@
+//! QLEN, QPEEK, QSTAT (WIRE 3.11).
+
+use bytes::Bytes;
+
+use super::{err, parse_i64, Ctx, Outcome, NOT_INTEGER};
+use crate::queue::Queue;
+use crate::resp::Reply;
+
+pub fn qlen(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
+    Reply::Integer(ctx.node.engine.queue_len(&args[1]) as i64).into()
+}
+
+pub fn qpeek(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
+    let Some(count) = parse_i64(&args[2]) else {
+        return err(NOT_INTEGER);
+    };
+    let engine = &ctx.node.engine;
+    let Some(q) = engine.queue(&args[1]) else {
+        return Reply::Array(Vec::new()).into();
+    };
+    let n = count.unsigned_abs().min(q.len() as u64) as usize;
+    let handles: Vec<u32> = if count >= 0 {
+        q.jobs.iter().take(n).map(|&(_, h)| h).collect()
+    } else {
+        q.jobs.iter().rev().take(n).map(|&(_, h)| h).collect()
+    };
+    Reply::Array(
+        handles
+            .into_iter()
+            .map(|h| engine.job_reply(h, false))
+            .collect(),
+    )
+    .into()
+}
+
+pub fn qstat(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
+    let now = ctx.now;
+    let engine = &ctx.node.engine;
+    let Some(q) = engine.queue(&args[1]) else {
+        return Reply::NullArray.into();
+    };
+    let now_s = now / 1000;
+    let import_from: Vec<Reply> = q
+        .fed
+        .responders
+        .keys()
+        .filter_map(|&n| engine.cluster.get(n))
+        .map(|n| Reply::bulk(n.id))
+        .collect();
+    let pairs = vec![
+        ("name", Reply::Bulk(q.name.clone())),
+        ("len", Reply::Integer(q.len() as i64)),
+        ("age", Reply::Integer(now_s.saturating_sub(q.ctime) as i64)),
+        ("idle", Reply::Integer(now_s.saturating_sub(q.atime) as i64)),
+        ("blocked", Reply::Integer(q.blocked.len() as i64)),
+        ("import-from", Reply::Array(import_from)),
+        ("import-rate", Reply::Integer(q.fed.import_rate(now) as i64)),
+        ("jobs-in", Reply::Integer(q.jobs_in as i64)),
+        ("jobs-out", Reply::Integer(q.jobs_out as i64)),
+        ("pause", Reply::bulk_str(Queue::pause_name(q.paused))),
+    ];
+    Reply::Map(
+        pairs
+            .into_iter()
+            .map(|(k, v)| (Reply::bulk_str(k), v))
+            .collect(),
+    )
+    .into()
+}

@@ -1,0 +1,116 @@
+//! Acknowledgements and their garbage collection (WIRE 3.3, 3.4, 9.3):
+//! ACKJOB, FASTACK, dummy ACKs for jobs this node never saw, and the
+//! SETACK/GOTACK exchange that lets every holder forget an acked job.
+
+use super::{BusOut, Engine, JobHandle};
+use crate::job::{JobId, JobState, NodeSet};
+
+impl Engine {
+    /// ACKJOB: returns how many IDs were known and not already acked.
+    pub fn ackjob(&mut self, ids: &[JobId], now: u64) -> i64 {
+        let mut count = 0;
+        for id in ids {
+            let h = match self.lookup(id) {
+                Some(h) => {
+                    if self
+                        .store
+                        .get(h)
+                        .is_some_and(|j| j.state != JobState::Acked)
+                    {
+                        self.acknowledge(h, now);
+                        count += 1;
+                    }
+                    Some(h)
+                }
+                None if self.cluster.size() > 1
+                    && !self.cluster.leaving()
+                    && id.is_at_least_once() =>
+                {
+                    self.create_dummy_ack(*id, now)
+                }
+                None => None,
+            };
+            if let Some(h) = h {
+                self.gc_attempt(h, now);
+            }
+        }
+        count
+    }
+
+    fn create_dummy_ack(&mut self, id: JobId, now: u64) -> Option<JobHandle> {
+        let mut job = Engine::new_job(id);
+        job.state = JobState::Acked;
+        job.etime =
+            ((now / 1000) + u64::from(id.ttl_minutes()) * 60).min(u64::from(u32::MAX)) as u32;
+        let h = self.register(job)?;
+        self.update_awake(h, now);
+        Some(h)
+    }
+
+    /// FASTACK: delete locally and tell every possible holder.
+    pub fn fastack(&mut self, ids: &[JobId], now: u64) -> i64 {
+        let mut count = 0;
+        for id in ids {
+            match self.lookup(id) {
+                Some(h) => {
+                    self.send_to_delivered(h, BusOut::DelJob { job: *id });
+                    self.delete_job(h, now);
+                    count += 1;
+                }
+                None => self.broadcast(BusOut::DelJob { job: *id }),
+            }
+        }
+        count
+    }
+
+    /// Send to every known node with a link except self and handshakes.
+    pub fn broadcast(&mut self, msg: BusOut) {
+        let targets: Vec<u32> = self
+            .cluster
+            .live()
+            .filter(|(i, n)| *i != 0 && n.link && !n.has(super::cluster::FLAG_HANDSHAKE))
+            .map(|(i, _)| i)
+            .collect();
+        for t in targets {
+            self.out.bus.push((t, msg.clone()));
+        }
+    }
+
+    /// One garbage-collection attempt for an acked job (WIRE 9.3).
+    pub fn gc_attempt(&mut self, h: JobHandle, now: u64) {
+        let size = self.cluster.size();
+        let Some(j) = self.store.get_mut(h) else {
+            return;
+        };
+        if j.state != JobState::Acked {
+            return;
+        }
+        let confirmed = j
+            .nodes_confirmed
+            .get_or_insert_with(|| Box::new(NodeSet::from_slice(&[0])));
+        let dummy = j.nodes_delivered.is_empty();
+        if (!dummy && j.nodes_delivered.len() == confirmed.len()) || (dummy && size == 1) {
+            self.delete_job(h, now);
+            return;
+        }
+        let id = j.id;
+        let may_have = j.nodes_delivered.len() as u32;
+        let confirmed: Vec<u32> = confirmed.iter().collect();
+        let targets: Vec<u32> = if dummy {
+            self.cluster
+                .live()
+                .filter(|(i, n)| *i != 0 && !n.has(super::cluster::FLAG_HANDSHAKE))
+                .map(|(i, _)| i)
+                .filter(|i| !confirmed.contains(i))
+                .collect()
+        } else {
+            j.nodes_delivered
+                .iter()
+                .filter(|n| *n != 0 && !confirmed.contains(n))
+                .collect()
+        };
+        for t in targets {
+            self.out.bus.push((t, BusOut::SetAck { job: id, may_have }));
+        }
+    }
+}

@@ -1,0 +1,294 @@
+//! ADDJOB inside the engine (WIRE 3.1): validation that needs node state,
+//! job creation, the immediate and synchronous replication paths, the
+//! replication cron that keeps adding nodes, and "replication achieved".
+
+use bytes::Bytes;
+use rand::seq::SliceRandom;
+use tokio::sync::oneshot;
+
+use super::{AddWaiter, BusOut, Engine, JobHandle};
+use crate::job::{JobId, JobState, NodeSet};
+use crate::queue::{ClientId, PAUSE_IN};
+use crate::resp::Reply;
+
+pub struct AddJobRequest {
+    pub queue: Bytes,
+    pub body: Bytes,
+    /// ms; 0 = wait forever.
+    pub timeout: u64,
+    pub replicate: Option<u32>,
+    pub delay: u32,
+    pub retry: Option<u32>,
+    pub ttl: Option<u32>,
+    pub maxlen: Option<u64>,
+    pub asynchronous: bool,
+}
+
+pub enum AddJobOutcome {
+    Reply(Reply),
+    Blocked(oneshot::Receiver<Reply>),
+}
+
+fn err(s: &str) -> AddJobOutcome {
+    AddJobOutcome::Reply(Reply::err(s))
+}
+
+impl Engine {
+    pub fn addjob(&mut self, client: ClientId, req: AddJobRequest, now: u64) -> AddJobOutcome {
+        let ttl = req.ttl.unwrap_or(86400);
+        let cluster_size = self.cluster.size() as u32;
+        let repl = req.replicate.unwrap_or_else(|| cluster_size.min(3));
+        if repl > 1 && req.retry == Some(0) {
+            return err("ERR With RETRY set to 0 please explicitly set  REPLICATE to 1 (at-most-once delivery)");
+        }
+        if req.delay >= ttl {
+            return err("ERR The specified DELAY is greater than TTL. Job refused since would never be delivered");
+        }
+        let retry = req.retry.unwrap_or_else(|| (ttl / 10).clamp(1, 300));
+        let oom = self.memory_level() >= 1;
+        let leaving = self.cluster.leaving();
+        let extrepl = oom || leaving;
+        let needed = if extrepl { repl } else { repl - 1 };
+        self.cluster.refresh_reachable();
+        let reachable = self.cluster.reachable.len() as u32;
+        if needed > reachable {
+            if extrepl && needed - 1 == reachable {
+                let why = if leaving {
+                    "I'm leaving the cluster"
+                } else {
+                    "I'm out of memory"
+                };
+                return AddJobOutcome::Reply(Reply::Error(format!(
+                    "NOREPL Not enough reachable nodes for the requested replication level, since I'm unable to hold a copy of the message for the following reason: {why}"
+                )));
+            }
+            return err("NOREPL Not enough reachable nodes for the requested replication level");
+        }
+        if let Some(q) = self.queue(&req.queue) {
+            if let Some(maxlen) = req.maxlen {
+                if q.len() as u64 >= maxlen {
+                    return err("MAXLEN Queue is already longer than the specified MAXLEN count");
+                }
+            }
+            if q.paused & PAUSE_IN != 0 {
+                return err("PAUSED Queue paused in input, try later");
+            }
+        }
+
+        let myid = self.cluster.my_id();
+        let id = JobId::generate(&myid, u64::from(ttl), u64::from(retry), &mut self.rng);
+        if self.lookup(&id).is_some() {
+            return err("ERR Internal error creating the job, check server logs");
+        }
+        let mut job = Engine::new_job(id);
+        job.state = JobState::WaitRepl;
+        job.repl = repl as u16;
+        job.etime = ((now / 1000) + u64::from(ttl)).min(u64::from(u32::MAX)) as u32;
+        job.ctime = self.next_ctime(now);
+        job.delay = req.delay;
+        job.retry = retry;
+        job.qtime = if req.delay > 0 {
+            now + u64::from(req.delay) * 1000
+        } else {
+            now + u64::from(retry) * 1000
+        };
+        job.queue = Some(match self.queue(&req.queue) {
+            Some(q) => q.name.clone(),
+            None => Bytes::copy_from_slice(&req.queue),
+        });
+        // Own allocation: the argument may be a slice of a large read buffer.
+        job.body = Some(Bytes::copy_from_slice(&req.body));
+        if !extrepl {
+            job.nodes_delivered.insert(0);
+        }
+        let discard = req.asynchronous && extrepl;
+        let idstr = String::from_utf8_lossy(&id.0).into_owned();
+
+        if (repl > 1 || extrepl) && !req.asynchronous {
+            job.nodes_confirmed = Some(Box::new(if extrepl {
+                NodeSet::default()
+            } else {
+                NodeSet::from_slice(&[0])
+            }));
+            let (tx, rx) = oneshot::channel();
+            let deadline = if req.timeout == 0 {
+                u64::MAX
+            } else {
+                now.saturating_add(req.timeout)
+            };
+            job.adder = Some(Box::new(AddWaiter {
+                client,
+                tx,
+                deadline,
+                last_add: now,
+            }));
+            let Some(h) = self.register(job) else {
+                return err("ERR Internal error creating the job, check server logs");
+            };
+            self.add_timeouts.insert((deadline, h));
+            self.add_waiting += 1;
+            self.update_awake(h, now);
+            self.add_replication_targets(h, needed as usize, false);
+            return AddJobOutcome::Blocked(rx);
+        }
+
+        // Immediate path.
+        let delay = job.delay;
+        let h = if discard {
+            None
+        } else {
+            let Some(h) = self.register(job) else {
+                return err("ERR Internal error creating the job, check server logs");
+            };
+            Some(h)
+        };
+        if let Some(h) = h {
+            if let Some(j) = self.store.get_mut(h) {
+                j.state = JobState::Active;
+            }
+            if delay == 0 && !extrepl {
+                self.enqueue(h, false, now);
+            }
+            self.update_awake(h, now);
+            if !extrepl {
+                self.aof_loadjob(h);
+            }
+            if needed > 0 {
+                self.add_replication_targets(h, needed as usize, true);
+            }
+        }
+        let _ = discard;
+        AddJobOutcome::Reply(Reply::Status(idstr))
+    }
+
+    /// Add `n` random reachable linked nodes to nodes_delivered and send them REPLJOB.
+    fn add_replication_targets(&mut self, h: JobHandle, n: usize, noreply: bool) -> usize {
+        let Some(j) = self.store.get(h) else { return 0 };
+        let mut candidates: Vec<u32> = self
+            .cluster
+            .reachable
+            .iter()
+            .copied()
+            .filter(|&i| {
+                self.cluster.get(i).is_some_and(|node| node.link) && !j.nodes_delivered.contains(i)
+            })
+            .collect();
+        candidates.shuffle(&mut self.rng);
+        candidates.truncate(n);
+        let id = j.id;
+        if let Some(j) = self.store.get_mut(h) {
+            for &c in &candidates {
+                j.nodes_delivered.insert(c);
+            }
+        }
+        for &c in &candidates {
+            self.out.bus.push((c, BusOut::ReplJob { job: id, noreply }));
+        }
+        candidates.len()
+    }
+
+    /// Every ~100 ms: for each blocked ADDJOB, add one more node every 50 ms
+    /// and resend REPLJOB to the holders that did not confirm yet.
+    pub fn replication_cron(&mut self, now: u64) {
+        if self.add_waiting == 0 {
+            return;
+        }
+        self.cluster.refresh_reachable();
+        let pending: Vec<JobHandle> = self.add_timeouts.iter().map(|&(_, h)| h).collect();
+        for h in pending {
+            let Some(j) = self.store.get(h) else { continue };
+            let Some(w) = j.adder.as_ref() else { continue };
+            if now.saturating_sub(w.last_add) < 50 {
+                continue;
+            }
+            let added = self.add_replication_targets(h, 1, false);
+            let Some(j) = self.store.get_mut(h) else {
+                continue;
+            };
+            if let Some(w) = j.adder.as_mut() {
+                w.last_add = now;
+            }
+            let id = j.id;
+            let confirmed: Vec<u32> = j
+                .nodes_confirmed
+                .as_ref()
+                .map(|c| c.iter().collect())
+                .unwrap_or_default();
+            let holders: Vec<u32> = j.nodes_delivered.iter().filter(|&n| n != 0).collect();
+            for n in holders {
+                if !confirmed.contains(&n) {
+                    self.out.bus.push((
+                        n,
+                        BusOut::ReplJob {
+                            job: id,
+                            noreply: false,
+                        },
+                    ));
+                } else if added > 0 {
+                    self.out.bus.push((
+                        n,
+                        BusOut::ReplJob {
+                            job: id,
+                            noreply: true,
+                        },
+                    ));
+                }
+            }
+        }
+    }
+
+    /// GOTJOB from `from` for a wait-repl job.
+    pub fn on_gotjob(&mut self, h: JobHandle, from: u32, now: u64) {
+        let Some(j) = self.store.get_mut(h) else {
+            return;
+        };
+        if j.state != JobState::WaitRepl {
+            return;
+        }
+        let repl = usize::from(j.repl);
+        let confirmed = j.nodes_confirmed.get_or_insert_with(Default::default);
+        confirmed.insert(from);
+        if confirmed.len() >= repl {
+            self.replication_achieved(h, now);
+        }
+    }
+
+    /// The requested replication level was reached: reply and go active.
+    /// Returns false if the job was handed off and deleted locally.
+    pub fn replication_achieved(&mut self, h: JobHandle, now: u64) -> bool {
+        let Some(j) = self.store.get_mut(h) else {
+            return false;
+        };
+        j.state = JobState::Active;
+        let idstr = String::from_utf8_lossy(&j.id.0).into_owned();
+        let adder = j.adder.take();
+        let id = j.id;
+        let delay = j.delay;
+        let local = j.nodes_delivered.contains(0);
+        let confirmed: Vec<u32> = j
+            .nodes_confirmed
+            .as_ref()
+            .map(|c| c.iter().collect())
+            .unwrap_or_default();
+        if let Some(w) = adder {
+            self.finish_add_waiter(h, *w, Reply::Status(idstr));
+        }
+        if !local {
+            let targets: Vec<u32> = confirmed.into_iter().filter(|&n| n != 0).collect();
+            if let Some(&t) = targets.choose(&mut self.rng) {
+                self.out.bus.push((t, BusOut::Enqueue { job: id, delay }));
+            }
+            self.store.remove(h);
+            return false;
+        }
+        if let Some(j) = self.store.get_mut(h) {
+            j.nodes_confirmed = None;
+        }
+        if delay == 0 {
+            self.enqueue(h, false, now);
+        }
+        self.update_awake(h, now);
+        self.aof_loadjob(h);
+        true
+    }
+}

@@ -1,0 +1,316 @@
+//! GETJOB: popping jobs across queues, blocking clients on empty queues,
+//! serving them when jobs arrive, their timeouts, and the need-jobs hook
+//! that asks other nodes for jobs (federation, WIRE 9.5).
+
+use bytes::Bytes;
+use tokio::sync::oneshot;
+
+use super::{BusOut, Engine, JobHandle};
+use crate::job::{JobState, F_DELIVERED};
+use crate::queue::{ClientId, PAUSE_OUT};
+use crate::resp::Reply;
+
+/// A client blocked in GETJOB.
+pub struct GetWaiter {
+    pub queues: Vec<Bytes>,
+    pub withcounters: bool,
+    /// u64::MAX = forever.
+    pub deadline: u64,
+    pub tx: oneshot::Sender<Reply>,
+}
+
+pub struct GetJobRequest {
+    pub nohang: bool,
+    /// 0 = forever.
+    pub timeout: u64,
+    pub count: u64,
+    pub withcounters: bool,
+    pub queues: Vec<Bytes>,
+}
+
+pub enum GetJobOutcome {
+    Reply(Reply),
+    Blocked(oneshot::Receiver<Reply>),
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum NeedReason {
+    ClientsWaiting,
+    ReachedZero,
+}
+
+pub const LEAVING_ERR: &str =
+    "LEAVING This node is leaving the cluster, please connect to a different one";
+
+impl Engine {
+    /// Render a job as GETJOB does: [queue, id, body] (+ counters).
+    pub fn job_reply(&self, h: JobHandle, withcounters: bool) -> Reply {
+        let Some(j) = self.store.get(h) else {
+            return Reply::NullBulk;
+        };
+        let mut v = Vec::with_capacity(if withcounters { 7 } else { 3 });
+        v.push(j.queue.clone().map_or(Reply::NullBulk, Reply::Bulk));
+        v.push(Reply::Bulk(Bytes::copy_from_slice(&j.id.0)));
+        v.push(j.body.clone().map_or(Reply::NullBulk, Reply::Bulk));
+        if withcounters {
+            v.push(Reply::bulk_str("nacks"));
+            v.push(Reply::Integer(i64::from(j.nacks)));
+            v.push(Reply::bulk_str("additional-deliveries"));
+            v.push(Reply::Integer(i64::from(j.deliv)));
+        }
+        Reply::Array(v)
+    }
+
+    pub fn getjob(&mut self, client: ClientId, req: GetJobRequest, now: u64) -> GetJobOutcome {
+        let mut jobs = Vec::new();
+        loop {
+            let mut taken = 0;
+            for name in &req.queues {
+                if jobs.len() as u64 >= req.count {
+                    break;
+                }
+                let qh = self.queue_handle(name);
+                let popped = match qh {
+                    Some(qh)
+                        if self
+                            .queues
+                            .get(qh)
+                            .is_some_and(|q| q.paused & PAUSE_OUT == 0) =>
+                    {
+                        self.pop(qh, now).map(|h| (qh, h))
+                    }
+                    _ => None,
+                };
+                match popped {
+                    Some((qh, h)) => {
+                        jobs.push(self.job_reply(h, req.withcounters));
+                        taken += 1;
+                        if self.queues.get(qh).is_some_and(|q| q.is_empty()) {
+                            self.need_jobs(name, NeedReason::ReachedZero, now);
+                        }
+                    }
+                    None => self.need_jobs(name, NeedReason::ClientsWaiting, now),
+                }
+            }
+            if taken == 0 || jobs.len() as u64 >= req.count {
+                break;
+            }
+        }
+        if !jobs.is_empty() {
+            return GetJobOutcome::Reply(Reply::Array(jobs));
+        }
+        if req.nohang {
+            return GetJobOutcome::Reply(Reply::NullArray);
+        }
+        if self.cluster.leaving() {
+            return GetJobOutcome::Reply(Reply::err(LEAVING_ERR));
+        }
+        let (tx, rx) = oneshot::channel();
+        let mut queues: Vec<Bytes> = Vec::with_capacity(req.queues.len());
+        for q in req.queues {
+            if !queues.contains(&q) {
+                queues.push(q);
+            }
+        }
+        for q in &queues {
+            let qh = self.queue_create(q, now);
+            if let Some(queue) = self.queues.get_mut(qh) {
+                queue.blocked.push_back(client);
+            }
+        }
+        let deadline = if req.timeout == 0 {
+            u64::MAX
+        } else {
+            now.saturating_add(req.timeout)
+        };
+        self.remove_waiter(client);
+        self.waiter_timeouts.insert((deadline, client));
+        self.waiters.insert(
+            client,
+            GetWaiter {
+                queues,
+                withcounters: req.withcounters,
+                deadline,
+                tx,
+            },
+        );
+        GetJobOutcome::Blocked(rx)
+    }
+
+    /// Unregister a blocked client from all its queues.
+    pub fn remove_waiter(&mut self, client: ClientId) -> Option<GetWaiter> {
+        let w = self.waiters.remove(&client)?;
+        self.waiter_timeouts.remove(&(w.deadline, client));
+        for q in &w.queues {
+            if let Some(qh) = self.queue_handle(q) {
+                if let Some(queue) = self.queues.get_mut(qh) {
+                    queue.blocked.retain(|&c| c != client);
+                }
+            }
+        }
+        Some(w)
+    }
+
+    /// Serve clients blocked on queues that received jobs. Call after every
+    /// command, bus message and tick.
+    pub fn serve_ready(&mut self, now: u64) {
+        while let Some(name) = self.ready.pop() {
+            let Some(qh) = self.queue_handle(&name) else {
+                continue;
+            };
+            while let Some(q) = self.queues.get_mut(qh) {
+                if q.is_empty() || q.paused & PAUSE_OUT != 0 {
+                    break;
+                }
+                let Some(client) = q.blocked.front().copied() else {
+                    break;
+                };
+                let Some(w) = self.remove_waiter(client) else {
+                    // Stale entry: drop it.
+                    if let Some(q) = self.queues.get_mut(qh) {
+                        q.blocked.pop_front();
+                    }
+                    continue;
+                };
+                if w.tx.is_closed() {
+                    continue;
+                }
+                let Some(h) = self.pop(qh, now) else { break };
+                let reply = Reply::Array(vec![self.job_reply(h, w.withcounters)]);
+                if w.tx.send(reply).is_err() {
+                    self.undo_pop(qh, h);
+                }
+                if self.queues.get(qh).is_some_and(|q| q.is_empty()) {
+                    self.need_jobs(&name, NeedReason::ReachedZero, now);
+                }
+            }
+        }
+    }
+
+    /// Put back a job whose receiving client vanished between pop and send.
+    fn undo_pop(&mut self, qh: u32, h: JobHandle) {
+        if let Some(j) = self.store.get_mut(h) {
+            j.state = JobState::Queued;
+            j.flags &= !F_DELIVERED;
+            let key = (j.ctime, h);
+            if let Some(q) = self.queues.get_mut(qh) {
+                q.jobs.insert(key);
+                q.jobs_out = q.jobs_out.saturating_sub(1);
+            }
+        }
+    }
+
+    /// Time out blocked GETJOB clients; kick them when leaving.
+    pub fn expire_waiters(&mut self, now: u64) {
+        while let Some(&(t, client)) = self.waiter_timeouts.first() {
+            if t > now {
+                break;
+            }
+            if let Some(w) = self.remove_waiter(client) {
+                let _ = w.tx.send(Reply::NullArray);
+            } else {
+                self.waiter_timeouts.remove(&(t, client));
+            }
+        }
+        if self.cluster.leaving() && !self.waiters.is_empty() {
+            let ids: Vec<ClientId> = self.waiters.keys().copied().collect();
+            for c in ids {
+                if let Some(w) = self.remove_waiter(c) {
+                    let _ = w.tx.send(Reply::err(LEAVING_ERR));
+                }
+            }
+        }
+    }
+
+    /// Ask other nodes for jobs of this queue (WIRE 9.5 need-jobs).
+    pub fn need_jobs(&mut self, name: &[u8], reason: NeedReason, now: u64) {
+        if self.cluster.leaving() {
+            return;
+        }
+        let qh = self.queue_create(name, now);
+        let peers: Vec<u32> = self
+            .cluster
+            .live()
+            .filter(|(i, n)| *i != 0 && n.link && !n.has(super::cluster::FLAG_HANDSHAKE))
+            .map(|(i, _)| i)
+            .collect();
+        let Some(q) = self.queues.get_mut(qh) else {
+            return;
+        };
+        let rate = q.fed.import_rate(now);
+        if reason == NeedReason::ReachedZero && rate == 0 {
+            return;
+        }
+        let now_s = now / 1000;
+        q.fed
+            .responders
+            .retain(|_, &mut t| now_s.saturating_sub(t) <= 5);
+        let nresp = q.fed.responders.len() as u64;
+        let want = rate.checked_div(nresp).map_or(5, |r| r.clamp(5, 100)) as u32;
+        let mut sends = Vec::new();
+        let bcast_delay = (2000u64 << q.fed.bcast_attempt.min(5)).min(30_000);
+        if now.saturating_sub(q.fed.bcast_time) > bcast_delay && !peers.is_empty() {
+            q.fed.bcast_time = now;
+            q.fed.bcast_attempt = q.fed.bcast_attempt.saturating_add(1);
+            for &p in &peers {
+                sends.push((p, 1));
+            }
+        }
+        let adhoc_delay = (25u64 << q.fed.adhoc_attempt.min(7)).min(2000);
+        if (reason == NeedReason::ReachedZero || now.saturating_sub(q.fed.adhoc_time) > adhoc_delay)
+            && nresp > 0
+        {
+            q.fed.adhoc_time = now;
+            q.fed.adhoc_attempt = q.fed.adhoc_attempt.saturating_add(1);
+            for &p in q.fed.responders.keys() {
+                sends.push((p, want));
+            }
+        }
+        let qname = q.name.clone();
+        for (p, count) in sends {
+            self.out.bus.push((
+                p,
+                BusOut::NeedJobs {
+                    queue: qname.clone(),
+                    count,
+                },
+            ));
+        }
+    }
+
+    /// Cron part of blocking: keep asking for jobs for blocked clients.
+    pub fn waiters_cron(&mut self, now: u64) {
+        if self.waiters.is_empty() {
+            return;
+        }
+        let mut names: Vec<Bytes> = self
+            .waiters
+            .values()
+            .flat_map(|w| w.queues.iter().cloned())
+            .collect();
+        names.sort();
+        names.dedup();
+        for n in names {
+            self.need_jobs(&n, NeedReason::ClientsWaiting, now);
+        }
+    }
+}
+
+impl Engine {
+    /// Replace a queue's pause flags (creating it when setting non-zero
+    /// flags); lifting `out` wakes blocked clients.
+    pub fn set_pause(&mut self, name: &[u8], flags: u8, now: u64) {
+        let qh = match self.queue_handle(name) {
+            Some(h) => h,
+            None if flags == 0 => return,
+            None => self.queue_create(name, now),
+        };
+        if let Some(q) = self.queues.get_mut(qh) {
+            let was_out = q.paused & PAUSE_OUT != 0;
+            q.paused = flags;
+            if was_out && flags & PAUSE_OUT == 0 && !q.is_empty() && !q.blocked.is_empty() {
+                self.ready.push(q.name.clone());
+            }
+        }
+    }
+}

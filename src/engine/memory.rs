@@ -1,0 +1,103 @@
+//! Memory pressure (WIRE 9.9): warning levels derived from the allocator's
+//! byte count and `maxmemory`, and eviction of acked or already-delivered
+//! at-most-once jobs (then idle queues) when above 95%.
+
+use std::time::Instant;
+
+use rand::Rng;
+
+use super::Engine;
+use crate::job::{JobState, F_DELIVERED};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Policy {
+    Acks,
+    NoEviction,
+}
+
+pub struct MemoryConfig {
+    pub maxmemory: u64,
+    pub policy: Policy,
+    /// Bytes currently allocated by the process.
+    pub used: fn() -> usize,
+}
+
+fn zero() -> usize {
+    0
+}
+
+impl Default for MemoryConfig {
+    fn default() -> Self {
+        MemoryConfig {
+            maxmemory: 0,
+            policy: Policy::Acks,
+            used: zero,
+        }
+    }
+}
+
+impl Engine {
+    /// 0 normal, 1 above 75% of maxmemory, 2 above 95%.
+    pub fn memory_level(&self) -> u8 {
+        let max = self.memory.maxmemory;
+        if max == 0 {
+            return 0;
+        }
+        let used = (self.memory.used)() as u64;
+        if used > max / 100 * 95 {
+            2
+        } else if used > max / 100 * 75 {
+            1
+        } else {
+            0
+        }
+    }
+
+    /// Seconds an empty queue may stay idle before eviction.
+    pub fn max_queue_idle(&self) -> u64 {
+        match self.memory_level() {
+            0 => 300,
+            1 => 10,
+            _ => 2,
+        }
+    }
+
+    /// Try to get under 95% of maxmemory. Returns false if it could not
+    /// (deny-oom commands must then be refused).
+    pub fn free_memory_if_needed(&mut self, now: u64) -> bool {
+        if self.memory_level() < 2 {
+            return true;
+        }
+        if self.memory.policy == Policy::NoEviction {
+            return false;
+        }
+        let start = Instant::now();
+        let mut misses = 0;
+        while self.memory_level() >= 2 {
+            if self.store.is_empty() {
+                let before = self.queues.len();
+                self.evict_idle_queues(now);
+                return self.memory_level() < 2
+                    || (self.queues.len() < before && self.memory_level() < 2);
+            }
+            let slots = self.store.slots();
+            let h = self.rng.gen_range(0..slots.max(1)) as u32;
+            let evictable = self
+                .store
+                .get(h)
+                .map(|j| j.state == JobState::Acked || (j.retry == 0 && j.has(F_DELIVERED)));
+            match evictable {
+                Some(true) => {
+                    self.delete_job(h, now);
+                    misses = 0;
+                }
+                Some(false) => misses += 1,
+                None => {}
+            }
+            if misses >= 10 || start.elapsed().as_micros() > 1000 {
+                return false;
+            }
+        }
+        true
+    }
+}

@@ -1,0 +1,488 @@
+//! The engine: the single owner of a node's job state (jobs, queues,
+//! blocked clients, scheduler, node table). It performs no I/O and reads no
+//! clock: every entry point takes `now` (unix ms) and leaves its side
+//! effects (AOF records, bus messages) in `Engine::out`, to be drained by the
+//! shell in engine order. Blocked clients are woken through oneshot
+//! channels, which never block.
+
+pub mod ack;
+pub mod addjob;
+pub mod cluster;
+pub mod getjob;
+pub mod membership;
+pub mod memory;
+pub mod scheduler;
+pub mod store;
+
+use std::collections::{BTreeSet, HashMap};
+
+use bytes::Bytes;
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use tokio::sync::oneshot;
+
+use crate::job::{Job, JobId, JobState, NodeIdx, NodeSet, F_BCAST_QUEUED, F_BCAST_WILLQUEUE};
+use crate::queue::{ClientId, Queue, PAUSE_OUT};
+use crate::resp::Reply;
+use crate::slab::Slab;
+
+pub use cluster::Cluster;
+pub use getjob::GetWaiter;
+pub use memory::MemoryConfig;
+pub use store::{JobHandle, JobStore};
+
+/// A message for a peer, produced by the engine and sent by the bus layer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BusOut {
+    ReplJob { job: JobId, noreply: bool },
+    GotJob { job: JobId },
+    Enqueue { job: JobId, delay: u32 },
+    Queued { job: JobId, nack: bool, deliv: bool },
+    SetAck { job: JobId, may_have: u32 },
+    WillQueue { job: JobId },
+    GotAck { job: JobId, known: bool },
+    DelJob { job: JobId },
+    Working { job: JobId },
+    NeedJobs { queue: Bytes, count: u32 },
+    YourJobs { jobs: Vec<JobId> },
+    Pause { queue: Bytes, flags: u8 },
+}
+
+/// A record for the append-only file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AofRecord {
+    /// The job handle whose current state must be serialised as LOADJOB.
+    LoadJob(Bytes),
+    DelJob(JobId),
+}
+
+/// Effects accumulated by engine calls, drained by the shell.
+#[derive(Default)]
+pub struct Effects {
+    pub aof: Vec<AofRecord>,
+    pub bus: Vec<(NodeIdx, BusOut)>,
+}
+
+/// A client blocked in ADDJOB until its job is replicated.
+pub struct AddWaiter {
+    pub client: ClientId,
+    pub tx: oneshot::Sender<Reply>,
+    /// u64::MAX = wait forever.
+    pub deadline: u64,
+    /// Last time a node was added to nodes_delivered.
+    pub last_add: u64,
+}
+
+/// Serialises a job for the AOF (installed by the persistence layer).
+pub type AofSerializer = fn(&Job) -> Bytes;
+
+pub struct Engine {
+    pub store: JobStore,
+    pub queues: Slab<Queue>,
+    pub queue_index: HashMap<Bytes, u32>,
+    pub cluster: Cluster,
+    pub waiters: HashMap<ClientId, GetWaiter>,
+    pub waiter_timeouts: BTreeSet<(u64, ClientId)>,
+    /// Jobs with a blocked ADDJOB client, by deadline (u64::MAX = none).
+    pub add_timeouts: BTreeSet<(u64, JobHandle)>,
+    pub add_waiting: usize,
+    /// Queues that gained jobs while clients were blocked on them.
+    pub ready: Vec<Bytes>,
+    pub rng: SmallRng,
+    pub last_ctime: u64,
+    pub out: Effects,
+    pub memory: MemoryConfig,
+    /// When set, LOADJOB/DELJOB records are produced.
+    pub aof: Option<AofSerializer>,
+    pub last_need_jobs_cron: u64,
+    pub last_queue_evict: u64,
+}
+
+/// `rand() % 500 - 250`: desynchronises timers across nodes.
+pub fn rand250(rng: &mut SmallRng) -> i64 {
+    rng.gen_range(-250..250)
+}
+
+pub fn add_ms(t: u64, delta: i64) -> u64 {
+    t.saturating_add_signed(delta)
+}
+
+impl Engine {
+    pub fn new(myself: [u8; 40], port: u16, seed: u64, now: u64) -> Engine {
+        Engine {
+            store: JobStore::default(),
+            queues: Slab::default(),
+            queue_index: HashMap::new(),
+            cluster: Cluster::new(myself, port, now),
+            waiters: HashMap::new(),
+            waiter_timeouts: BTreeSet::new(),
+            add_timeouts: BTreeSet::new(),
+            add_waiting: 0,
+            ready: Vec::new(),
+            rng: SmallRng::seed_from_u64(seed),
+            last_ctime: 0,
+            out: Effects::default(),
+            memory: MemoryConfig::default(),
+            aof: None,
+            last_need_jobs_cron: 0,
+            last_queue_evict: 0,
+        }
+    }
+
+    /// Creation time for a new job: unix ms * 1e6, strictly increasing.
+    pub fn next_ctime(&mut self, now: u64) -> u64 {
+        let mut c = now.saturating_mul(1_000_000);
+        if c <= self.last_ctime {
+            c = self.last_ctime + 1;
+        }
+        self.last_ctime = c;
+        c
+    }
+
+    pub fn lookup(&self, id: &JobId) -> Option<JobHandle> {
+        self.store.lookup(id)
+    }
+
+    pub fn job(&self, h: JobHandle) -> Option<&Job> {
+        self.store.get(h)
+    }
+
+    // ----- queues -----
+
+    pub fn queue_handle(&self, name: &[u8]) -> Option<u32> {
+        self.queue_index.get(name).copied()
+    }
+
+    pub fn queue(&self, name: &[u8]) -> Option<&Queue> {
+        self.queue_handle(name).and_then(|h| self.queues.get(h))
+    }
+
+    pub fn queue_mut(&mut self, name: &[u8]) -> Option<&mut Queue> {
+        let h = self.queue_handle(name)?;
+        self.queues.get_mut(h)
+    }
+
+    /// Get or create a queue. Returns its handle.
+    pub fn queue_create(&mut self, name: &[u8], now: u64) -> u32 {
+        if let Some(h) = self.queue_handle(name) {
+            return h;
+        }
+        let name = Bytes::copy_from_slice(name);
+        let h = self.queues.insert(Queue::new(name.clone(), now / 1000));
+        self.queue_index.insert(name, h);
+        h
+    }
+
+    pub fn queue_len(&self, name: &[u8]) -> usize {
+        self.queue(name).map_or(0, |q| q.len())
+    }
+
+    pub fn queue_destroy(&mut self, h: u32) {
+        if let Some(q) = self.queues.remove(h) {
+            self.queue_index.remove(&q.name);
+        }
+    }
+
+    /// Evict the queue if empty, idle for `max_idle` s, unblocked and unpaused.
+    pub fn queue_maybe_evict(&mut self, h: u32, now: u64, max_idle: u64) -> bool {
+        let Some(q) = self.queues.get(h) else {
+            return false;
+        };
+        if q.is_empty()
+            && q.blocked.is_empty()
+            && q.paused == 0
+            && (now / 1000).saturating_sub(q.atime) >= max_idle
+        {
+            self.queue_destroy(h);
+            return true;
+        }
+        false
+    }
+
+    // ----- job lifecycle -----
+
+    /// Register a new job; false if the ID is already present.
+    pub fn register(&mut self, job: Job) -> Option<JobHandle> {
+        if self.store.lookup(&job.id).is_some() {
+            return None;
+        }
+        Some(self.store.insert(job))
+    }
+
+    /// Wake-up time for a job (WIRE 9.2), with a fresh GC back-off for acked jobs.
+    fn compute_awake(&mut self, h: JobHandle, now: u64) -> u64 {
+        let jitter = rand250(&mut self.rng);
+        let Some(j) = self.store.get(h) else {
+            return 0;
+        };
+        let mut when = u64::from(j.etime) * 1000 + 1000;
+        match j.state {
+            JobState::Acked => {
+                let backoff = (1000u64 << j.gc_retry.min(8)).min(180_000);
+                when = when.min(add_ms(now + backoff, jitter));
+            }
+            JobState::Active | JobState::Queued if j.qtime != 0 => {
+                let q = if j.has(F_BCAST_WILLQUEUE) {
+                    j.qtime.saturating_sub(500)
+                } else {
+                    j.qtime
+                };
+                when = when.min(q);
+            }
+            _ => {}
+        }
+        when.max(1)
+    }
+
+    pub fn update_awake(&mut self, h: JobHandle, now: u64) {
+        let when = self.compute_awake(h, now);
+        self.store.schedule(h, when);
+    }
+
+    pub(crate) fn aof_loadjob(&mut self, h: JobHandle) {
+        if let (Some(ser), Some(j)) = (self.aof, self.store.get(h)) {
+            let rec = ser(j);
+            self.out.aof.push(AofRecord::LoadJob(rec));
+        }
+    }
+
+    fn aof_deljob(&mut self, id: JobId) {
+        if self.aof.is_some() {
+            self.out.aof.push(AofRecord::DelJob(id));
+        }
+    }
+
+    /// Send a message to every node of the job's nodes_delivered except self.
+    pub fn send_to_delivered(&mut self, h: JobHandle, msg: BusOut) {
+        let Some(j) = self.store.get(h) else { return };
+        let targets: Vec<NodeIdx> = j.nodes_delivered.iter().filter(|&n| n != 0).collect();
+        for n in targets {
+            self.out.bus.push((n, msg.clone()));
+        }
+    }
+
+    /// Remove a job from its queue if queued (state -> active). WIRE 9.1 dequeue.
+    pub fn dequeue(&mut self, h: JobHandle) -> bool {
+        let Some(j) = self.store.get_mut(h) else {
+            return false;
+        };
+        if j.state != JobState::Queued {
+            return false;
+        }
+        j.state = JobState::Active;
+        let key = (j.ctime, h);
+        let qname = j.queue.clone();
+        if let Some(q) = qname.and_then(|n| self.queue_mut(&n)) {
+            q.jobs.remove(&key);
+        }
+        true
+    }
+
+    /// Local enqueue procedure (WIRE 9.1). Returns true if the job got queued.
+    pub fn enqueue(&mut self, h: JobHandle, nack: bool, now: u64) -> bool {
+        let jitter = rand250(&mut self.rng);
+        let Some(j) = self.store.get_mut(h) else {
+            return false;
+        };
+        if j.state == JobState::Queued
+            || j.qtime == 0
+            || (j.retry == 0 && j.has(crate::job::F_DELIVERED))
+        {
+            return false;
+        }
+        let Some(qname) = j.queue.clone() else {
+            return false;
+        };
+        j.state = JobState::Queued;
+        if j.retry > 0 {
+            j.flags |= F_BCAST_WILLQUEUE;
+            j.qtime = add_ms(now + u64::from(j.retry) * 1000, jitter);
+        } else {
+            j.qtime = 0;
+        }
+        let broadcast = j.has(F_BCAST_QUEUED) || nack;
+        if broadcast {
+            if nack {
+                j.nacks = j.nacks.saturating_add(1);
+            } else {
+                j.deliv = j.deliv.saturating_add(1);
+            }
+        } else {
+            j.flags |= F_BCAST_QUEUED;
+        }
+        let id = j.id;
+        let key = j.ctime;
+        if broadcast {
+            self.send_to_delivered(
+                h,
+                BusOut::Queued {
+                    job: id,
+                    nack,
+                    deliv: !nack,
+                },
+            );
+        }
+        let qh = self.queue_create(&qname, now);
+        if let Some(q) = self.queues.get_mut(qh) {
+            q.jobs.insert((key, h));
+            q.atime = now / 1000;
+            q.jobs_in += 1;
+            if !q.blocked.is_empty() && q.paused & PAUSE_OUT == 0 {
+                self.ready.push(q.name.clone());
+            }
+        }
+        // Share the queue's name allocation instead of one copy per job.
+        if let (Some(q), Some(j)) = (self.queues.get(qh), self.store.get_mut(h)) {
+            j.queue = Some(q.name.clone());
+        }
+        self.update_awake(h, now);
+        true
+    }
+
+    /// Pop the oldest job of a queue for delivery (WIRE 9.1 pop).
+    pub fn pop(&mut self, qh: u32, now: u64) -> Option<JobHandle> {
+        let q = self.queues.get_mut(qh)?;
+        let (_, h) = q.jobs.pop_first()?;
+        q.atime = now / 1000;
+        q.jobs_out += 1;
+        if let Some(j) = self.store.get_mut(h) {
+            j.state = JobState::Active;
+            j.flags |= crate::job::F_DELIVERED;
+        }
+        Some(h)
+    }
+
+    /// Delete a job locally: unqueue, unschedule, AOF DELJOB for live jobs,
+    /// fail a blocked ADDJOB. Broadcasts DELJOB only for wait-repl jobs.
+    pub fn delete_job(&mut self, h: JobHandle, now: u64) {
+        let _ = now;
+        self.dequeue(h);
+        let Some(mut job) = self.store.remove(h) else {
+            return;
+        };
+        match job.state {
+            JobState::Active | JobState::Queued => self.aof_deljob(job.id),
+            JobState::WaitRepl => {
+                for n in job.nodes_delivered.iter().filter(|&n| n != 0) {
+                    self.out.bus.push((n, BusOut::DelJob { job: job.id }));
+                }
+            }
+            JobState::Acked => {}
+        }
+        if let Some(w) = job.adder.take() {
+            self.finish_add_waiter(h, *w, Reply::err(NOREPL_EXPIRED));
+        }
+    }
+
+    pub fn finish_add_waiter(&mut self, h: JobHandle, w: AddWaiter, reply: Reply) {
+        self.add_timeouts.remove(&(w.deadline, h));
+        self.add_waiting = self.add_waiting.saturating_sub(1);
+        let _ = w.tx.send(reply);
+    }
+
+    /// Delete every job and queue; blocked GETJOB clients get a null reply.
+    pub fn flushall(&mut self, now: u64) {
+        for h in self.store.handles() {
+            self.delete_job(h, now);
+        }
+        self.store.clear();
+        let ids: Vec<ClientId> = self.waiters.keys().copied().collect();
+        for id in ids {
+            if let Some(w) = self.remove_waiter(id) {
+                let _ = w.tx.send(Reply::NullArray);
+            }
+        }
+        self.queues.clear();
+        self.queue_index.clear();
+        self.ready.clear();
+    }
+
+    /// Mark the job as acked (WIRE 9.3 acknowledge).
+    pub fn acknowledge(&mut self, h: JobHandle, now: u64) {
+        let Some(j) = self.store.get(h) else { return };
+        if j.state == JobState::Acked {
+            return;
+        }
+        let id = j.id;
+        let live = matches!(j.state, JobState::Active | JobState::Queued);
+        self.dequeue(h);
+        if let Some(j) = self.store.get_mut(h) {
+            j.state = JobState::Acked;
+            j.nodes_confirmed = None;
+        }
+        if live {
+            self.aof_deljob(id);
+        }
+        self.update_awake(h, now);
+    }
+
+    /// Earliest instant the engine needs a tick for.
+    pub fn next_deadline(&self) -> Option<u64> {
+        let mut t = self.store.next_awake();
+        for cand in [
+            self.waiter_timeouts.first().map(|x| x.0),
+            self.add_timeouts
+                .first()
+                .map(|x| x.0)
+                .filter(|&t| t != u64::MAX),
+        ]
+        .into_iter()
+        .flatten()
+        {
+            t = Some(t.map_or(cand, |x| x.min(cand)));
+        }
+        t
+    }
+
+    /// Number of clients blocked in GETJOB or ADDJOB.
+    pub fn blocked_clients(&self) -> usize {
+        self.waiters.len() + self.add_waiting
+    }
+
+    /// Drop all bookkeeping for a client that disconnected.
+    pub fn client_gone(&mut self, client: ClientId, now: u64) {
+        self.remove_waiter(client);
+        // An ADDJOB client that left: delete its pending job (WIRE 3.1).
+        let pending: Vec<JobHandle> = self
+            .add_timeouts
+            .iter()
+            .map(|&(_, h)| h)
+            .filter(|&h| {
+                self.store
+                    .get(h)
+                    .and_then(|j| j.adder.as_ref())
+                    .is_some_and(|w| w.client == client)
+            })
+            .collect();
+        for h in pending {
+            self.delete_job(h, now);
+        }
+    }
+
+    /// A new empty job with defaults filled in.
+    pub fn new_job(id: JobId) -> Job {
+        Job {
+            id,
+            state: JobState::Active,
+            gc_retry: 0,
+            flags: 0,
+            repl: 0,
+            nacks: 0,
+            deliv: 0,
+            etime: 0,
+            delay: 0,
+            retry: 0,
+            ctime: 0,
+            qtime: 0,
+            awakeme: 0,
+            queue: None,
+            body: None,
+            nodes_delivered: NodeSet::default(),
+            nodes_confirmed: None,
+            adder: None,
+        }
+    }
+}
+
+pub const NOREPL_EXPIRED: &str =
+    "NOREPL job removed (expired?) before the requested replication level was achieved";

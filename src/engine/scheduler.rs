@@ -1,0 +1,144 @@
+//! Time-driven work: job expiry, WILLQUEUE announcements, retry/delay
+//! re-queueing, ack garbage collection retries, ADDJOB and GETJOB timeouts
+//! and idle queue eviction. Everything is deadline-ordered; nothing scans
+//! every job per tick.
+
+use rand::Rng;
+
+use super::{add_ms, rand250, BusOut, Engine};
+use crate::job::{JobState, F_BCAST_WILLQUEUE};
+use crate::queue::PAUSE_IN;
+use crate::resp::Reply;
+
+/// Max jobs processed per tick, so a mass expiry cannot stall the node.
+const MAX_JOBS_PER_TICK: usize = 10_000;
+
+pub const NOREPL_TIMEOUT: &str =
+    "NOREPL Timeout reached before replicating to the requested number of nodes";
+
+impl Engine {
+    /// Run all due timers. Returns nothing; effects land in `self.out`.
+    pub fn tick(&mut self, now: u64) {
+        for _ in 0..MAX_JOBS_PER_TICK {
+            let Some(h) = self.store.pop_due(now) else {
+                break;
+            };
+            self.process_job(h, now);
+        }
+        self.expire_add_waiters(now);
+        self.expire_waiters(now);
+        if now.saturating_sub(self.last_need_jobs_cron) >= 100 {
+            self.last_need_jobs_cron = now;
+            self.waiters_cron(now);
+            self.replication_cron(now);
+        }
+        if now.saturating_sub(self.last_queue_evict) >= 100 {
+            self.last_queue_evict = now;
+            self.evict_idle_queues(now);
+        }
+        self.serve_ready(now);
+    }
+
+    fn process_job(&mut self, h: u32, now: u64) {
+        let now_s = now / 1000;
+        let Some(j) = self.store.get(h) else { return };
+        if u64::from(j.etime) <= now_s {
+            self.delete_job(h, now);
+            return;
+        }
+        let state = j.state;
+        if matches!(state, JobState::Active | JobState::Queued)
+            && j.has(F_BCAST_WILLQUEUE)
+            && j.qtime != 0
+            && j.qtime.saturating_sub(500) <= now
+        {
+            let id = j.id;
+            if state != JobState::Queued {
+                self.send_to_delivered(h, BusOut::WillQueue { job: id });
+            }
+            if let Some(j) = self.store.get_mut(h) {
+                j.flags &= !F_BCAST_WILLQUEUE;
+            }
+        }
+        let Some(j) = self.store.get(h) else { return };
+        let (qtime, retry) = (j.qtime, j.retry);
+        if state == JobState::Active && qtime != 0 && qtime <= now {
+            let paused_in = j
+                .queue
+                .as_ref()
+                .and_then(|q| self.queue(q))
+                .is_some_and(|q| q.paused & PAUSE_IN != 0);
+            if retry != 0 && paused_in {
+                let jitter = rand250(&mut self.rng);
+                if let Some(j) = self.store.get_mut(h) {
+                    j.qtime = add_ms(now + u64::from(retry) * 1000, jitter);
+                }
+            } else if !self.enqueue(h, false, now) {
+                // Not queueable any more (at-most-once job already delivered).
+                if let Some(j) = self.store.get_mut(h) {
+                    j.qtime = 0;
+                }
+            }
+        } else if state == JobState::Queued && qtime != 0 && qtime <= now && retry != 0 {
+            let jitter = rand250(&mut self.rng);
+            if let Some(j) = self.store.get_mut(h) {
+                j.flags |= F_BCAST_WILLQUEUE;
+                j.qtime = add_ms(now + u64::from(retry) * 1000, jitter);
+            }
+        } else if state == JobState::Acked {
+            self.gc_attempt(h, now);
+            if let Some(j) = self.store.get_mut(h) {
+                j.gc_retry = (j.gc_retry + 1).min(10);
+            }
+        }
+        if self.store.get(h).is_some() {
+            self.update_awake(h, now);
+        }
+    }
+
+    fn expire_add_waiters(&mut self, now: u64) {
+        while let Some(&(t, h)) = self.add_timeouts.first() {
+            if t > now {
+                break;
+            }
+            self.add_timeouts.remove(&(t, h));
+            let waiter = self.store.get_mut(h).and_then(|j| j.adder.take());
+            if let Some(w) = waiter {
+                self.finish_add_waiter(h, *w, Reply::err(NOREPL_TIMEOUT));
+                // The job is deleted and DELJOB broadcast to possible holders.
+                self.delete_job(h, now);
+            }
+        }
+    }
+
+    /// Sample random queues and evict idle empty ones (WIRE 9.8).
+    pub fn evict_idle_queues(&mut self, now: u64) {
+        let max_idle = self.max_queue_idle();
+        let slots = self.queues.capacity_slots();
+        if self.queues.is_empty() || slots == 0 {
+            return;
+        }
+        let mut sampled = 0usize;
+        let mut evicted = 0usize;
+        loop {
+            let mut found = false;
+            for _ in 0..20 {
+                let h = self.rng.gen_range(0..slots) as u32;
+                if self.queues.get(h).is_some() {
+                    found = true;
+                    sampled += 1;
+                    if self.queue_maybe_evict(h, now, max_idle) {
+                        evicted += 1;
+                    }
+                }
+            }
+            if !found
+                || self.queues.is_empty()
+                || (sampled > 10 && evicted * 10 < sampled)
+                || sampled > 2000
+            {
+                break;
+            }
+        }
+    }
+}

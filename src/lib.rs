@@ -1,0 +1,34 @@
+//! A Disque 1.0 compatible distributed job queue.
+//!
+//! # Layout
+//!
+//! - `resp`: RESP2/RESP3 request parsing and reply encoding (pure).
+//! - `job`, `queue`: the domain data (job IDs, states, flags; queues).
+//! - `engine`: the synchronous, I/O-free owner of a node's state. Every
+//!   command, bus message and timer tick is one call with `now` passed in;
+//!   effects (AOF records, bus messages) are collected for the shell.
+//! - `commands`: the command table and one module per command family.
+//! - `node`: everything behind the node's lock (engine, config, clients,
+//!   stats, slow log).
+//! - `server`: the tokio shell: listener, connections, timer, shutdown.
+//! - `config`: directives, config files, CONFIG GET/SET/REWRITE.
+//! - `cluster`: bus message framing; `job_codec`: serialized jobs.
+//! - `aof`: persistence. `memory`: counting allocator. `sys`: OS queries.
+
+pub mod aof;
+pub mod cluster;
+pub mod commands;
+pub mod config;
+pub mod engine;
+pub mod job;
+pub mod job_codec;
+pub mod memory;
+pub mod node;
+pub mod queue;
+pub mod resp;
+pub mod server;
+pub mod slab;
+pub mod sys;
+
+/// The version reported by INFO and HELLO.
+pub const VERSION: &str = "1.0-rc1";

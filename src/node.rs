@@ -1,0 +1,284 @@
+//! Everything behind the node's one lock: the engine plus server-level
+//! state that commands read or change (configuration, client registry,
+//! statistics, slow log, monitors, persistence status).
+
+use std::collections::{HashMap, VecDeque};
+
+use bytes::Bytes;
+use tokio::sync::{mpsc, oneshot};
+
+use crate::commands::COMMANDS;
+use crate::config::Config;
+use crate::engine::Engine;
+
+/// Per-connection state owned by the connection task.
+pub struct ClientState {
+    pub id: u64,
+    pub addr: String,
+    /// 2 or 3 (HELLO 3 switches to RESP3).
+    pub proto: u8,
+    pub authenticated: bool,
+    pub reply_mode: ReplyMode,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReplyMode {
+    On,
+    Off,
+    /// Skip the reply of the next command only.
+    Skip,
+}
+
+/// What CLIENT LIST / KILL need to know about a connection.
+pub struct ClientInfo {
+    pub id: u64,
+    pub addr: String,
+    pub fd: i64,
+    pub name: Option<Bytes>,
+    pub created: u64,
+    pub last_active: u64,
+    pub last_cmd: &'static str,
+    pub blocked: bool,
+    pub monitor: bool,
+    pub kill: Option<oneshot::Sender<()>>,
+}
+
+#[derive(Default)]
+pub struct Stats {
+    pub total_connections: u64,
+    pub total_commands: u64,
+    pub net_input: u64,
+    pub net_output: u64,
+    pub rejected_connections: u64,
+    /// (calls, usec) per command-table index.
+    pub cmd: Vec<(u64, u64)>,
+    pub ops_sample_time: u64,
+    pub ops_sample_count: u64,
+    pub ops_per_sec: u64,
+    pub in_sample: u64,
+    pub out_sample: u64,
+    pub in_kbps: f64,
+    pub out_kbps: f64,
+}
+
+pub struct SlowlogEntry {
+    pub id: u64,
+    pub time: u64,
+    pub usec: u64,
+    pub args: Vec<Bytes>,
+}
+
+/// AOF status as seen by INFO and dispatch.
+#[derive(Default)]
+pub struct AofStatus {
+    /// "off", "on" or "wait-rewrite".
+    pub state: &'static str,
+    pub last_write_error: Option<String>,
+    pub rewrite_in_progress: bool,
+    pub rewrite_scheduled: bool,
+    pub last_rewrite_ok: bool,
+    pub last_rewrite_time_sec: i64,
+    pub rewrite_start: Option<u64>,
+    pub current_size: u64,
+    pub base_size: u64,
+}
+
+pub struct Node {
+    pub engine: Engine,
+    pub config: Config,
+    pub command_names: HashMap<Vec<u8>, usize>,
+    pub clients: HashMap<u64, ClientInfo>,
+    pub stats: Stats,
+    pub slowlog: VecDeque<SlowlogEntry>,
+    pub slowlog_next_id: u64,
+    pub monitors: Vec<mpsc::Sender<Bytes>>,
+    pub run_id: String,
+    pub start_time: u64,
+    pub executable: String,
+    pub tcp_port: u16,
+    pub aof: AofStatus,
+    /// Commands wait until this unix-ms time (CLIENT PAUSE).
+    pub clients_paused_until: u64,
+    /// Where engine effects go (AOF writer, bus); None drops them.
+    pub effect_sink: Option<Box<dyn Fn(crate::engine::Effects) + Send>>,
+}
+
+impl Node {
+    pub fn new(engine: Engine, config: Config, now: u64) -> Node {
+        let mut names = HashMap::new();
+        for (i, c) in COMMANDS.iter().enumerate() {
+            names.insert(c.name.as_bytes().to_vec(), i);
+        }
+        for (old, new) in &config.rename_commands {
+            if let Some(i) = names.remove(old.to_ascii_lowercase().as_bytes()) {
+                if !new.is_empty() {
+                    names.insert(new.to_ascii_lowercase().into_bytes(), i);
+                }
+            }
+        }
+        let mut run_id = String::with_capacity(40);
+        for _ in 0..40 {
+            run_id.push(char::from(
+                b"0123456789abcdef"[rand::random::<usize>() % 16],
+            ));
+        }
+        Node {
+            engine,
+            config,
+            command_names: names,
+            clients: HashMap::new(),
+            stats: Stats {
+                cmd: vec![(0, 0); COMMANDS.len()],
+                ..Default::default()
+            },
+            slowlog: VecDeque::new(),
+            slowlog_next_id: 0,
+            monitors: Vec::new(),
+            run_id,
+            start_time: now,
+            executable: std::env::current_exe()
+                .map(|p| p.display().to_string())
+                .unwrap_or_default(),
+            tcp_port: 0,
+            aof: AofStatus {
+                state: "off",
+                last_rewrite_ok: true,
+                last_rewrite_time_sec: -1,
+                ..Default::default()
+            },
+            clients_paused_until: 0,
+            effect_sink: None,
+        }
+    }
+
+    pub fn requires_auth(&self) -> bool {
+        self.config
+            .requirepass
+            .as_deref()
+            .is_some_and(|p| !p.is_empty())
+    }
+
+    pub fn aof_write_error(&self) -> Option<&str> {
+        self.aof.last_write_error.as_deref()
+    }
+
+    pub fn monitors_active(&self) -> bool {
+        !self.monitors.is_empty()
+    }
+
+    /// One MONITOR line per executed command: `+<sec>.<usec> [<addr>] "arg" ...`.
+    pub fn feed_monitors(&mut self, client: &crate::node::ClientState, args: &[Bytes], now: u64) {
+        let mut line = format!(
+            "+{}.{:06} [{}]",
+            now / 1000,
+            (now % 1000) * 1000,
+            client.addr
+        );
+        for a in args {
+            line.push(' ');
+            line.push_str(&quote_arg(a));
+        }
+        line.push_str("\r\n");
+        let msg = Bytes::from(line);
+        self.monitors.retain(|m| m.try_send(msg.clone()).is_ok());
+    }
+
+    /// Bookkeeping after a command: stats, commandstats and the slow log.
+    pub fn record_call(&mut self, idx: usize, usec: u64, args: &[Bytes]) {
+        self.stats.total_commands += 1;
+        if let Some(c) = self.stats.cmd.get_mut(idx) {
+            c.0 += 1;
+            c.1 += usec;
+        }
+        let threshold = self.config.slowlog_log_slower_than;
+        if threshold >= 0 && usec >= threshold as u64 {
+            self.slowlog_push(usec, args);
+        }
+    }
+
+    fn slowlog_push(&mut self, usec: u64, args: &[Bytes]) {
+        let max_len = self.config.slowlog_max_len as usize;
+        let mut kept: Vec<Bytes> = Vec::new();
+        let limit = args.len().min(32);
+        for (i, a) in args.iter().take(limit).enumerate() {
+            if i == 31 && args.len() > 32 {
+                kept.push(Bytes::from(format!(
+                    "... ({} more arguments)",
+                    args.len() - 31
+                )));
+                break;
+            }
+            if a.len() > 128 {
+                let mut v = a[..128].to_vec();
+                v.extend_from_slice(format!("... ({} more bytes)", a.len() - 128).as_bytes());
+                kept.push(Bytes::from(v));
+            } else {
+                kept.push(a.clone());
+            }
+        }
+        self.slowlog.push_front(SlowlogEntry {
+            id: self.slowlog_next_id,
+            time: crate::server::unix_ms() / 1000,
+            usec,
+            args: kept,
+        });
+        self.slowlog_next_id += 1;
+        while self.slowlog.len() > max_len {
+            self.slowlog.pop_back();
+        }
+    }
+}
+
+/// Quote an argument like Redis sdscatrepr.
+pub fn quote_arg(a: &[u8]) -> String {
+    let mut s = String::from("\"");
+    for &c in a {
+        match c {
+            b'\\' => s.push_str("\\\\"),
+            b'"' => s.push_str("\\\""),
+            b'\n' => s.push_str("\\n"),
+            b'\r' => s.push_str("\\r"),
+            b'\t' => s.push_str("\\t"),
+            7 => s.push_str("\\a"),
+            8 => s.push_str("\\b"),
+            c if c.is_ascii_graphic() || c == b' ' => s.push(c as char),
+            c => s.push_str(&format!("\\x{c:02x}")),
+        }
+    }
+    s.push('"');
+    s
+}
+
+impl Node {
+    /// Push a CONFIG SET change into the running node.
+    pub fn apply_config(&mut self, name: &str, now: u64) -> Result<(), String> {
+        match name {
+            "maxmemory" => {
+                self.engine.memory.maxmemory = self.config.maxmemory;
+                self.engine.free_memory_if_needed(now);
+            }
+            "maxmemory-policy" => {
+                self.engine.memory.policy = memory_policy(&self.config);
+            }
+            "hz" | "cluster-node-timeout" | "timeout" | "loglevel" => {}
+            _ => {}
+        }
+        Ok(())
+    }
+}
+
+pub fn memory_policy(config: &Config) -> crate::engine::memory::Policy {
+    match config.maxmemory_policy {
+        crate::config::MaxmemoryPolicy::Acks => crate::engine::memory::Policy::Acks,
+        crate::config::MaxmemoryPolicy::NoEviction => crate::engine::memory::Policy::NoEviction,
+    }
+}
+
+impl Node {
+    /// Hand engine effects to the AOF writer and the bus (non-blocking).
+    pub fn dispatch_effects(&mut self, effects: crate::engine::Effects) {
+        if let Some(tx) = &self.effect_sink {
+            tx(effects);
+        }
+    }
+}

@@ -1,0 +1,965 @@
+//! Request parsing: turns the bytes a client sends into argument vectors.
+//!
+//! Owns the two request framings Redis (and so Disque) accepts — multibulk
+//! (`*N\r\n$len\r\narg\r\n...`) and inline (a quoted, space separated line) —
+//! their size limits, the exact `Protocol error: ...` texts, and the
+//! `sdssplitargs` quoting rules shared with the config-file parser.
+//! The parser is incremental so that huge arguments arriving in many reads
+//! cost O(total bytes), and it never allocates from a length it has not
+//! validated.
+
+use std::fmt;
+
+use bytes::{Buf, Bytes, BytesMut};
+
+/// Most arguments one multibulk request may declare.
+pub const MAX_MULTIBULK: i64 = 1024 * 1024;
+/// Largest single bulk argument (effective max job body).
+pub const MAX_BULK: i64 = 512 * 1024 * 1024;
+/// Longest inline request line, and longest pending multibulk header line.
+pub const MAX_INLINE: usize = 64 * 1024;
+/// Largest unparsed buffer tolerated while no complete request is available.
+pub const MAX_QUERY_BUF: usize = 1024 * 1024 * 1024;
+
+/// Arguments at least this long are handed out as zero-copy slices of the
+/// read buffer; shorter ones are copied. A job body kept alive for hours as a
+/// slice would otherwise pin the whole (possibly megabytes large) read buffer
+/// it arrived in. Same threshold as Redis's PROTO_MBULK_BIG_ARG.
+pub const ZERO_COPY_MIN: usize = 32 * 1024;
+
+/// A `*N` header may announce up to a million arguments in a dozen bytes;
+/// only this many slots are allocated up front, the rest grow as args arrive.
+const ARGS_PREALLOC_MAX: usize = 1024;
+
+/// A client protocol violation. The server replies `-ERR <message>` and
+/// closes the connection.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ProtocolError {
+    InvalidMultibulkLength,
+    InvalidBulkLength,
+    TooBigMbulkCount,
+    TooBigBulkCount,
+    /// The byte found where a bulk header's `$` was expected.
+    ExpectedDollar(u8),
+    TooBigInline,
+    UnbalancedQuotes,
+    QueryBufferTooBig,
+}
+
+impl ProtocolError {
+    /// The error text exactly as Redis words it (without the `ERR ` prefix).
+    pub fn message(&self) -> String {
+        match self {
+            ProtocolError::InvalidMultibulkLength => {
+                "Protocol error: invalid multibulk length".to_string()
+            }
+            ProtocolError::InvalidBulkLength => "Protocol error: invalid bulk length".to_string(),
+            ProtocolError::TooBigMbulkCount => {
+                "Protocol error: too big mbulk count string".to_string()
+            }
+            ProtocolError::TooBigBulkCount => {
+                "Protocol error: too big bulk count string".to_string()
+            }
+            ProtocolError::ExpectedDollar(b) => {
+                format!("Protocol error: expected '$', got '{}'", *b as char)
+            }
+            ProtocolError::TooBigInline => "Protocol error: too big inline request".to_string(),
+            ProtocolError::UnbalancedQuotes => {
+                "Protocol error: unbalanced quotes in request".to_string()
+            }
+            ProtocolError::QueryBufferTooBig => "Protocol error: query buffer too big".to_string(),
+        }
+    }
+}
+
+impl fmt::Display for ProtocolError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message())
+    }
+}
+
+impl std::error::Error for ProtocolError {}
+
+/// Incremental request parser; one per connection.
+///
+/// Contract: between calls the caller only appends to `buf` (it never drops
+/// or rewrites unconsumed bytes). After an `Err` the parser state is
+/// meaningless; the connection is expected to be closed.
+#[derive(Debug)]
+pub struct RequestParser {
+    /// Arguments still expected by the multibulk request in progress
+    /// (0 = between requests).
+    mb_remaining: usize,
+    /// Arguments of the multibulk request in progress already received.
+    args: Vec<Bytes>,
+    /// Length of the bulk argument whose header was consumed but whose
+    /// payload is not complete yet.
+    bulk_len: Option<usize>,
+    /// Leading bytes of `buf` already searched for a line terminator, so a
+    /// header or inline line trickling in is not rescanned from the start.
+    scanned: usize,
+    /// Bytes still missing for the pending bulk payload (plus its CRLF), as
+    /// of the last `parse` call.
+    pending: Option<usize>,
+    /// MAX_QUERY_BUF, lowered in tests (the real limit cannot be reached
+    /// through the other limits, it is a backstop).
+    query_buf_limit: usize,
+}
+
+impl Default for RequestParser {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl RequestParser {
+    pub fn new() -> Self {
+        RequestParser {
+            mb_remaining: 0,
+            args: Vec::new(),
+            bulk_len: None,
+            scanned: 0,
+            pending: None,
+            query_buf_limit: MAX_QUERY_BUF,
+        }
+    }
+
+    /// Parse at most one request from the front of `buf`, consuming its bytes.
+    ///
+    /// `Ok(Some(args))` is a complete command (`args[0]` is the command name;
+    /// the vector is never empty). `Ok(None)` means more bytes are needed;
+    /// bytes of a partial request may already have moved into the parser.
+    /// Empty inline lines and multibulk counts <= 0 are consumed and skipped.
+    pub fn parse(&mut self, buf: &mut BytesMut) -> Result<Option<Vec<Bytes>>, ProtocolError> {
+        self.pending = None;
+        loop {
+            if self.mb_remaining == 0 {
+                let Some(&first) = buf.first() else {
+                    return Ok(None);
+                };
+                if first == b'*' {
+                    match self.multibulk_header(buf)? {
+                        None => return self.need_more(buf),
+                        Some(n) if n <= 0 => continue,
+                        Some(n) => {
+                            // n is validated 1..=MAX_MULTIBULK, fits usize.
+                            let n = n as usize;
+                            self.mb_remaining = n;
+                            self.args = Vec::with_capacity(n.min(ARGS_PREALLOC_MAX));
+                        }
+                    }
+                } else {
+                    match self.inline(buf)? {
+                        None => return self.need_more(buf),
+                        Some(args) if args.is_empty() => continue,
+                        Some(args) => return Ok(Some(args)),
+                    }
+                }
+            }
+
+            while self.mb_remaining > 0 {
+                let len = match self.bulk_len {
+                    Some(len) => len,
+                    None => match self.bulk_header(buf)? {
+                        Some(len) => {
+                            self.bulk_len = Some(len);
+                            len
+                        }
+                        None => return self.need_more(buf),
+                    },
+                };
+                // len <= MAX_BULK, so no overflow.
+                let needed = len + 2;
+                if buf.len() < needed {
+                    self.pending = Some(needed - buf.len());
+                    return self.need_more(buf);
+                }
+                // Redis blindly skips the two bytes after the payload. We
+                // reject anything but CRLF: a wrong length would otherwise
+                // silently desynchronise the stream and run payload bytes as
+                // commands.
+                if &buf[len..needed] != b"\r\n" {
+                    return Err(ProtocolError::InvalidBulkLength);
+                }
+                let arg = if len >= ZERO_COPY_MIN {
+                    buf.split_to(len).freeze()
+                } else {
+                    let a = Bytes::copy_from_slice(&buf[..len]);
+                    buf.advance(len);
+                    a
+                };
+                buf.advance(2);
+                self.args.push(arg);
+                self.bulk_len = None;
+                self.mb_remaining -= 1;
+            }
+            return Ok(Some(std::mem::take(&mut self.args)));
+        }
+    }
+
+    /// While a bulk argument is partially received: how many more bytes the
+    /// caller should reserve in its read buffer to hold the rest of it (and
+    /// its CRLF) without repeated reallocation. `None` otherwise. The value
+    /// is bounded by MAX_BULK + 2 but comes from the client: a caller serving
+    /// many untrusted connections may want to cap what it reserves at once.
+    pub fn pending_bulk_remaining(&self) -> Option<usize> {
+        self.pending
+    }
+
+    fn need_more<T>(&self, buf: &BytesMut) -> Result<Option<T>, ProtocolError> {
+        if buf.len() > self.query_buf_limit {
+            Err(ProtocolError::QueryBufferTooBig)
+        } else {
+            Ok(None)
+        }
+    }
+
+    /// Position of the first `needle` in `buf`, remembering how far the
+    /// search got so the next call resumes there.
+    fn find(&mut self, buf: &BytesMut, needle: u8) -> Option<usize> {
+        let start = self.scanned.min(buf.len());
+        match buf[start..].iter().position(|&b| b == needle) {
+            Some(i) => {
+                self.scanned = start + i;
+                Some(start + i)
+            }
+            None => {
+                self.scanned = buf.len();
+                None
+            }
+        }
+    }
+
+    fn consume(&mut self, buf: &mut BytesMut, n: usize) {
+        buf.advance(n);
+        self.scanned = 0;
+    }
+
+    /// Locate a complete `\r`-terminated header line the way Redis does:
+    /// the line ends at the first `\r` and needs one more byte after it
+    /// (assumed, not checked, to be `\n`). Returns the `\r` position.
+    fn header_line(
+        &mut self,
+        buf: &BytesMut,
+        too_big: ProtocolError,
+    ) -> Result<Option<usize>, ProtocolError> {
+        match self.find(buf, b'\r') {
+            None if buf.len() > MAX_INLINE => Err(too_big),
+            None => Ok(None),
+            Some(cr) if cr + 1 >= buf.len() => Ok(None),
+            Some(cr) => Ok(Some(cr)),
+        }
+    }
+
+    fn multibulk_header(&mut self, buf: &mut BytesMut) -> Result<Option<i64>, ProtocolError> {
+        let Some(cr) = self.header_line(buf, ProtocolError::TooBigMbulkCount)? else {
+            return Ok(None);
+        };
+        let n = match string2ll(&buf[1..cr]) {
+            Some(n) if n <= MAX_MULTIBULK => n,
+            _ => return Err(ProtocolError::InvalidMultibulkLength),
+        };
+        self.consume(buf, cr + 2);
+        Ok(Some(n))
+    }
+
+    fn bulk_header(&mut self, buf: &mut BytesMut) -> Result<Option<usize>, ProtocolError> {
+        let Some(cr) = self.header_line(buf, ProtocolError::TooBigBulkCount)? else {
+            return Ok(None);
+        };
+        // Like Redis, the `$` is only checked once the whole line is in, so
+        // the error reported does not depend on how the bytes were split.
+        if buf[0] != b'$' {
+            return Err(ProtocolError::ExpectedDollar(buf[0]));
+        }
+        let len = match string2ll(&buf[1..cr]) {
+            Some(n) if (0..=MAX_BULK).contains(&n) => n as usize,
+            _ => return Err(ProtocolError::InvalidBulkLength),
+        };
+        self.consume(buf, cr + 2);
+        Ok(Some(len))
+    }
+
+    fn inline(&mut self, buf: &mut BytesMut) -> Result<Option<Vec<Bytes>>, ProtocolError> {
+        let Some(nl) = self.find(buf, b'\n') else {
+            if buf.len() > MAX_INLINE {
+                return Err(ProtocolError::TooBigInline);
+            }
+            return Ok(None);
+        };
+        let end = if nl > 0 && buf[nl - 1] == b'\r' {
+            nl - 1
+        } else {
+            nl
+        };
+        let args = split_args(&buf[..end]).ok_or(ProtocolError::UnbalancedQuotes)?;
+        self.consume(buf, nl + 1);
+        Ok(Some(args.into_iter().map(Bytes::from).collect()))
+    }
+}
+
+/// Redis `string2ll`: strict decimal, optional leading `-`, no `+`, no
+/// spaces, no leading zeros, no `-0`, no overflow.
+fn string2ll(s: &[u8]) -> Option<i64> {
+    if s == b"0" {
+        return Some(0);
+    }
+    let (negative, digits) = match s.split_first() {
+        Some((b'-', rest)) => (true, rest),
+        Some(_) => (false, s),
+        None => return None,
+    };
+    match digits.first() {
+        Some(b'1'..=b'9') => {}
+        _ => return None,
+    }
+    let mut v: u64 = 0;
+    for &d in digits {
+        if !d.is_ascii_digit() {
+            return None;
+        }
+        v = v.checked_mul(10)?.checked_add(u64::from(d - b'0'))?;
+    }
+    if negative {
+        if v > i64::MIN.unsigned_abs() {
+            return None;
+        }
+        Some((v as i64).wrapping_neg())
+    } else {
+        i64::try_from(v).ok()
+    }
+}
+
+/// C `isspace` in the "C" locale.
+fn is_c_space(b: u8) -> bool {
+    matches!(b, b' ' | b'\t' | b'\n' | 0x0b | 0x0c | b'\r')
+}
+
+fn hex_val(b: u8) -> Option<u8> {
+    match b {
+        b'0'..=b'9' => Some(b - b'0'),
+        b'a'..=b'f' => Some(b - b'a' + 10),
+        b'A'..=b'F' => Some(b - b'A' + 10),
+        _ => None,
+    }
+}
+
+/// Split a line into arguments with Redis `sdssplitargs` rules; `None` when
+/// quotes are unbalanced (or a closing quote is glued to the next word).
+///
+/// Whitespace separates words; `"..."` understands `\n \r \t \b \a \\ \"`
+/// and `\xHH` (any other escaped char stands for itself); `'...'` is literal
+/// except `\'`. A quote may start mid-word (`a"b c"` is one word `ab c`).
+/// Since the original works on a C string, a NUL byte ends the line.
+pub fn split_args(line: &[u8]) -> Option<Vec<Vec<u8>>> {
+    let line = match line.iter().position(|&b| b == 0) {
+        Some(i) => &line[..i],
+        None => line,
+    };
+    // Reading past the end yields 0, mirroring the C string terminator the
+    // original algorithm relies on.
+    let at = |i: usize| line.get(i).copied().unwrap_or(0);
+    let mut out = Vec::new();
+    let mut p = 0;
+    loop {
+        while p < line.len() && is_c_space(line[p]) {
+            p += 1;
+        }
+        if p >= line.len() {
+            return Some(out);
+        }
+        let mut cur = Vec::new();
+        let mut in_dq = false;
+        let mut in_sq = false;
+        let mut done = false;
+        while !done {
+            let c = at(p);
+            if in_dq {
+                let hex = (hex_val(at(p + 2)), hex_val(at(p + 3)));
+                if let (b'\\', b'x', (Some(hi), Some(lo))) = (c, at(p + 1), hex) {
+                    cur.push(hi * 16 + lo);
+                    p += 3;
+                } else if c == b'\\' && at(p + 1) != 0 {
+                    p += 1;
+                    cur.push(match at(p) {
+                        b'n' => b'\n',
+                        b'r' => b'\r',
+                        b't' => b'\t',
+                        b'b' => 0x08,
+                        b'a' => 0x07,
+                        other => other,
+                    });
+                } else if c == b'"' {
+                    let next = at(p + 1);
+                    if next != 0 && !is_c_space(next) {
+                        return None;
+                    }
+                    done = true;
+                } else if c == 0 {
+                    return None;
+                } else {
+                    cur.push(c);
+                }
+            } else if in_sq {
+                if c == b'\\' && at(p + 1) == b'\'' {
+                    p += 1;
+                    cur.push(b'\'');
+                } else if c == b'\'' {
+                    let next = at(p + 1);
+                    if next != 0 && !is_c_space(next) {
+                        return None;
+                    }
+                    done = true;
+                } else if c == 0 {
+                    return None;
+                } else {
+                    cur.push(c);
+                }
+            } else {
+                // Only these end an unquoted word (not \v or \f), as in Redis.
+                match c {
+                    b' ' | b'\n' | b'\r' | b'\t' | 0 => done = true,
+                    b'"' => in_dq = true,
+                    b'\'' => in_sq = true,
+                    _ => cur.push(c),
+                }
+            }
+            if p < line.len() {
+                p += 1;
+            }
+        }
+        out.push(cur);
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+
+    fn b(s: &[u8]) -> Bytes {
+        Bytes::copy_from_slice(s)
+    }
+
+    fn args(list: &[&[u8]]) -> Vec<Bytes> {
+        list.iter().map(|a| b(a)).collect()
+    }
+
+    fn mb(list: &[&[u8]]) -> Vec<u8> {
+        let mut v = format!("*{}\r\n", list.len()).into_bytes();
+        for a in list {
+            v.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
+            v.extend_from_slice(a);
+            v.extend_from_slice(b"\r\n");
+        }
+        v
+    }
+
+    /// Parse everything in `input` at once: all commands, then the first
+    /// error if any.
+    fn parse_all(input: &[u8]) -> (Vec<Vec<Bytes>>, Option<ProtocolError>) {
+        let mut p = RequestParser::new();
+        let mut buf = BytesMut::from(input);
+        let mut out = Vec::new();
+        loop {
+            match p.parse(&mut buf) {
+                Ok(Some(a)) => out.push(a),
+                Ok(None) => return (out, None),
+                Err(e) => return (out, Some(e)),
+            }
+        }
+    }
+
+    /// Feed `input` in the given chunk sizes, draining after each chunk.
+    fn parse_chunked(
+        input: &[u8],
+        chunks: impl Iterator<Item = usize>,
+    ) -> (Vec<Vec<Bytes>>, Option<ProtocolError>) {
+        let mut p = RequestParser::new();
+        let mut buf = BytesMut::new();
+        let mut out = Vec::new();
+        let mut pos = 0;
+        for n in chunks {
+            let end = (pos + n).min(input.len());
+            buf.extend_from_slice(&input[pos..end]);
+            pos = end;
+            loop {
+                match p.parse(&mut buf) {
+                    Ok(Some(a)) => out.push(a),
+                    Ok(None) => break,
+                    Err(e) => return (out, Some(e)),
+                }
+            }
+            if pos == input.len() {
+                break;
+            }
+        }
+        (out, None)
+    }
+
+    fn err_of(input: &[u8]) -> ProtocolError {
+        parse_all(input).1.expect("expected a protocol error")
+    }
+
+    /// Same outcome when fed all at once, a byte at a time, and split in
+    /// two at every boundary.
+    fn check_split_invariance(input: &[u8]) {
+        let whole = parse_all(input);
+        let bytewise = parse_chunked(input, std::iter::repeat(1));
+        assert_eq!(whole, bytewise, "byte-at-a-time differs for {input:?}");
+        for k in 0..=input.len() {
+            let two = parse_chunked(input, [k, input.len()].into_iter());
+            assert_eq!(whole, two, "split at {k} differs for {input:?}");
+        }
+    }
+
+    #[test]
+    fn error_messages_are_exact() {
+        use ProtocolError::*;
+        let cases = [
+            (
+                InvalidMultibulkLength,
+                "Protocol error: invalid multibulk length",
+            ),
+            (InvalidBulkLength, "Protocol error: invalid bulk length"),
+            (
+                TooBigMbulkCount,
+                "Protocol error: too big mbulk count string",
+            ),
+            (TooBigBulkCount, "Protocol error: too big bulk count string"),
+            (
+                ExpectedDollar(b'x'),
+                "Protocol error: expected '$', got 'x'",
+            ),
+            (TooBigInline, "Protocol error: too big inline request"),
+            (
+                UnbalancedQuotes,
+                "Protocol error: unbalanced quotes in request",
+            ),
+            (QueryBufferTooBig, "Protocol error: query buffer too big"),
+        ];
+        for (e, msg) in cases {
+            assert_eq!(e.message(), msg);
+            assert_eq!(e.to_string(), msg);
+        }
+    }
+
+    #[test]
+    fn simple_multibulk() {
+        let (cmds, err) = parse_all(b"*2\r\n$4\r\nECHO\r\n$5\r\nhello\r\n");
+        assert_eq!(err, None);
+        assert_eq!(cmds, vec![args(&[b"ECHO", b"hello"])]);
+    }
+
+    #[test]
+    fn pipelined_requests_returned_one_by_one() {
+        let mut input = mb(&[b"PING"]);
+        input.extend_from_slice(b"INFO server\r\n");
+        input.extend_from_slice(&mb(&[b"ADDJOB", b"q", b"body", b"0"]));
+        input.extend_from_slice(b"PING\n");
+        let mut p = RequestParser::new();
+        let mut buf = BytesMut::from(&input[..]);
+        assert_eq!(p.parse(&mut buf).unwrap(), Some(args(&[b"PING"])));
+        assert_eq!(
+            p.parse(&mut buf).unwrap(),
+            Some(args(&[b"INFO", b"server"]))
+        );
+        assert_eq!(
+            p.parse(&mut buf).unwrap(),
+            Some(args(&[b"ADDJOB", b"q", b"body", b"0"]))
+        );
+        assert_eq!(p.parse(&mut buf).unwrap(), Some(args(&[b"PING"])));
+        assert_eq!(p.parse(&mut buf).unwrap(), None);
+        assert!(buf.is_empty());
+        check_split_invariance(&input);
+    }
+
+    #[test]
+    fn ping_then_empty_line() {
+        let mut p = RequestParser::new();
+        let mut buf = BytesMut::from(&b"PING\r\n\n"[..]);
+        assert_eq!(p.parse(&mut buf).unwrap(), Some(args(&[b"PING"])));
+        assert_eq!(p.parse(&mut buf).unwrap(), None);
+        assert!(buf.is_empty(), "empty line must be consumed");
+        check_split_invariance(b"PING\r\n\n");
+    }
+
+    #[test]
+    fn empty_and_blank_inline_lines_skipped() {
+        let (cmds, err) = parse_all(b"\r\n\n   \t \r\nPING\r\n");
+        assert_eq!(err, None);
+        assert_eq!(cmds, vec![args(&[b"PING"])]);
+    }
+
+    #[test]
+    fn zero_and_negative_multibulk_skipped() {
+        for input in [&b"*0\r\n"[..], b"*-1\r\n", b"*-5\r\n"] {
+            let mut p = RequestParser::new();
+            let mut buf = BytesMut::from(input);
+            assert_eq!(p.parse(&mut buf).unwrap(), None);
+            assert!(buf.is_empty());
+        }
+        let mut input = b"*0\r\n*-1\r\n".to_vec();
+        input.extend_from_slice(&mb(&[b"PING"]));
+        let (cmds, err) = parse_all(&input);
+        assert_eq!(err, None);
+        assert_eq!(cmds, vec![args(&[b"PING"])]);
+        check_split_invariance(&input);
+    }
+
+    #[test]
+    fn binary_args() {
+        let body: &[u8] = b"a\0b\r\nc\r\n\n*3\r\n$\0";
+        let input = mb(&[b"ADDJOB", b"q\0ueue", body, b"", b"0"]);
+        let (cmds, err) = parse_all(&input);
+        assert_eq!(err, None);
+        assert_eq!(cmds, vec![args(&[b"ADDJOB", b"q\0ueue", body, b"", b"0"])]);
+        check_split_invariance(&input);
+    }
+
+    #[test]
+    fn large_arg_is_zero_copy_and_small_is_copied() {
+        let big = vec![b'x'; ZERO_COPY_MIN + 10];
+        let input = mb(&[b"SET", &big]);
+        let mut p = RequestParser::new();
+        let mut buf = BytesMut::from(&input[..]);
+        let range = buf.as_ptr_range();
+        let cmd = p.parse(&mut buf).unwrap().unwrap();
+        assert_eq!(&cmd[1][..], &big[..]);
+        assert!(
+            range.contains(&cmd[1].as_ptr()),
+            "big arg must share the buffer"
+        );
+        assert!(
+            !range.contains(&cmd[0].as_ptr()),
+            "small arg must be copied"
+        );
+    }
+
+    #[test]
+    fn big_body_in_64k_reads() {
+        let body: Vec<u8> = (0..4 * 1024 * 1024u32).map(|i| (i % 251) as u8).collect();
+        let input = mb(&[b"ADDJOB", b"q", &body, b"0"]);
+        let mut p = RequestParser::new();
+        let mut buf = BytesMut::new();
+        let mut got = None;
+        let mut reserved_hint = false;
+        for chunk in input.chunks(64 * 1024) {
+            if let Some(n) = p.pending_bulk_remaining() {
+                reserved_hint = true;
+                assert!(n <= body.len() + 2);
+                buf.reserve(n);
+            }
+            buf.extend_from_slice(chunk);
+            if let Some(cmd) = p.parse(&mut buf).unwrap() {
+                assert!(got.is_none());
+                got = Some(cmd);
+            }
+        }
+        assert!(reserved_hint);
+        let cmd = got.unwrap();
+        assert_eq!(cmd.len(), 4);
+        assert_eq!(&cmd[2][..], &body[..]);
+        assert_eq!(p.pending_bulk_remaining(), None);
+        assert!(buf.is_empty());
+    }
+
+    #[test]
+    fn pending_bulk_remaining_counts_missing_bytes() {
+        let mut p = RequestParser::new();
+        let mut buf = BytesMut::from(&b"*2\r\n$3\r\nSET\r\n$10\r\nabc"[..]);
+        assert_eq!(p.parse(&mut buf).unwrap(), None);
+        assert_eq!(p.pending_bulk_remaining(), Some(10 + 2 - 3));
+        buf.extend_from_slice(b"defghij\r");
+        assert_eq!(p.parse(&mut buf).unwrap(), None);
+        assert_eq!(p.pending_bulk_remaining(), Some(1));
+        buf.extend_from_slice(b"\n");
+        assert_eq!(
+            p.parse(&mut buf).unwrap(),
+            Some(args(&[b"SET", b"abcdefghij"]))
+        );
+        assert_eq!(p.pending_bulk_remaining(), None);
+        // Waiting for a header is not a pending bulk.
+        let mut buf = BytesMut::from(&b"*2\r\n$3"[..]);
+        assert_eq!(p.parse(&mut buf).unwrap(), None);
+        assert_eq!(p.pending_bulk_remaining(), None);
+    }
+
+    #[test]
+    fn huge_declared_lengths_do_not_allocate() {
+        let mut p = RequestParser::new();
+        let mut buf = BytesMut::from(&b"*1048576\r\n$536870912\r\n"[..]);
+        let cap_before = buf.capacity();
+        assert_eq!(p.parse(&mut buf).unwrap(), None);
+        assert!(p.args.capacity() <= ARGS_PREALLOC_MAX);
+        assert!(buf.capacity() <= cap_before);
+        assert_eq!(p.pending_bulk_remaining(), Some(512 * 1024 * 1024 + 2));
+        // Limits themselves are accepted.
+        let (_, err) = parse_all(b"*1048576\r\n$536870912\r\n");
+        assert_eq!(err, None);
+    }
+
+    #[test]
+    fn invalid_multibulk_length() {
+        use ProtocolError::InvalidMultibulkLength as E;
+        for input in [
+            &b"*1048577\r\n"[..],
+            b"*abc\r\n",
+            b"*\r\n",
+            b"*+1\r\n",
+            b"* 1\r\n",
+            b"*01\r\n",
+            b"*-0\r\n",
+            b"*1 \r\n",
+            b"*99999999999999999999\r\n",
+            b"*-\r\n",
+            b"*1\n$4\r\nPING\r\n", // the line runs to the first CR, like Redis
+        ] {
+            assert_eq!(err_of(input), E, "{input:?}");
+            check_split_invariance(input);
+        }
+    }
+
+    #[test]
+    fn invalid_bulk_length() {
+        use ProtocolError::InvalidBulkLength as E;
+        for input in [
+            &b"*1\r\n$536870913\r\n"[..],
+            b"*1\r\n$-1\r\n",
+            b"*1\r\n$\r\n",
+            b"*1\r\n$x\r\n",
+            b"*1\r\n$04\r\nPING\r\n",
+            b"*1\r\n$9223372036854775808\r\n",
+            b"*1\r\n$4\r\nPINGxx",   // payload not followed by CRLF
+            b"*1\r\n$3\r\nPING\r\n", // length too short
+            b"*1\r\n$4\r\nPING\rX",  // half a CRLF
+        ] {
+            assert_eq!(err_of(input), E, "{input:?}");
+            check_split_invariance(input);
+        }
+    }
+
+    #[test]
+    fn expected_dollar() {
+        assert_eq!(
+            err_of(b"*1\r\n:4\r\nPING\r\n"),
+            ProtocolError::ExpectedDollar(b':')
+        );
+        assert_eq!(
+            err_of(b"*1\r\n:4\r\nPING\r\n").message(),
+            "Protocol error: expected '$', got ':'"
+        );
+        assert_eq!(
+            err_of(b"*2\r\n$4\r\nECHO\r\nhello\r\n"),
+            ProtocolError::ExpectedDollar(b'h')
+        );
+        // Only reported once the header line is complete.
+        let mut p = RequestParser::new();
+        let mut buf = BytesMut::from(&b"*1\r\nX"[..]);
+        assert_eq!(p.parse(&mut buf), Ok(None));
+        check_split_invariance(b"*1\r\n:4\r\nPING\r\n");
+    }
+
+    #[test]
+    fn too_big_mbulk_count_string() {
+        let mut input = b"*".to_vec();
+        input.extend(std::iter::repeat_n(b'1', MAX_INLINE - 1));
+        let mut p = RequestParser::new();
+        let mut buf = BytesMut::from(&input[..]);
+        assert_eq!(p.parse(&mut buf), Ok(None)); // exactly MAX_INLINE: still waiting
+        buf.extend_from_slice(b"1");
+        assert_eq!(p.parse(&mut buf), Err(ProtocolError::TooBigMbulkCount));
+        // A long header that does get its CR in the same read is just invalid.
+        input.extend_from_slice(b"1\r\n");
+        assert_eq!(err_of(&input), ProtocolError::InvalidMultibulkLength);
+    }
+
+    #[test]
+    fn too_big_bulk_count_string() {
+        let mut input = b"*1\r\n$".to_vec();
+        input.extend(std::iter::repeat_n(b'1', MAX_INLINE));
+        assert_eq!(err_of(&input), ProtocolError::TooBigBulkCount);
+        // Also when the oversized line is not even a `$` line.
+        let mut input = b"*1\r\n".to_vec();
+        input.extend(std::iter::repeat_n(b'x', MAX_INLINE + 1));
+        assert_eq!(err_of(&input), ProtocolError::TooBigBulkCount);
+    }
+
+    #[test]
+    fn too_big_inline() {
+        let mut p = RequestParser::new();
+        let mut buf = BytesMut::from(&vec![b'a'; MAX_INLINE][..]);
+        assert_eq!(p.parse(&mut buf), Ok(None));
+        buf.extend_from_slice(b"a");
+        assert_eq!(p.parse(&mut buf), Err(ProtocolError::TooBigInline));
+        // A long line whose newline arrived in the same read is accepted.
+        let mut input = vec![b'a'; MAX_INLINE * 2];
+        input.extend_from_slice(b"\r\n");
+        let (cmds, err) = parse_all(&input);
+        assert_eq!(err, None);
+        assert_eq!(cmds[0][0].len(), MAX_INLINE * 2);
+    }
+
+    #[test]
+    fn unbalanced_quotes() {
+        for input in [
+            &b"SET \"abc\r\n"[..],
+            b"SET 'abc\r\n",
+            b"SET \"abc\"def\r\n",
+            b"SET 'abc'def\r\n",
+            b"SET \"abc\\\"\r\n",
+        ] {
+            assert_eq!(err_of(input), ProtocolError::UnbalancedQuotes, "{input:?}");
+            check_split_invariance(input);
+        }
+    }
+
+    #[test]
+    fn query_buffer_limit() {
+        let mut p = RequestParser::new();
+        p.query_buf_limit = 16;
+        let mut buf = BytesMut::from(&b"*1\r\n$100\r\n0123456789abcdefg"[..]);
+        assert_eq!(p.parse(&mut buf), Err(ProtocolError::QueryBufferTooBig));
+        // Complete requests are still served from a big buffer.
+        let mut p = RequestParser::new();
+        p.query_buf_limit = 16;
+        let mut buf = BytesMut::from(&b"PING\r\nPING\r\nPING\r\nPING\r\n"[..]);
+        assert_eq!(p.parse(&mut buf).unwrap(), Some(args(&[b"PING"])));
+    }
+
+    #[test]
+    fn inline_quotes_and_escapes() {
+        let input = b"SET \"a b\\n\\r\\t\\b\\a\\\\\\\"\\x41\\x4a\\xzz\\q\" 'it\\'s \"x\" \\n'\r\n";
+        let (cmds, err) = parse_all(input);
+        assert_eq!(err, None);
+        assert_eq!(
+            cmds,
+            vec![args(&[
+                b"SET",
+                b"a b\n\r\t\x08\x07\\\"AJxzzq",
+                b"it's \"x\" \\n"
+            ])]
+        );
+        check_split_invariance(input);
+    }
+
+    #[test]
+    fn inline_without_cr_and_tabs() {
+        let (cmds, err) = parse_all(b"GETJOB\tFROM  q1 q2\n");
+        assert_eq!(err, None);
+        assert_eq!(cmds, vec![args(&[b"GETJOB", b"FROM", b"q1", b"q2"])]);
+    }
+
+    #[test]
+    fn split_args_rules() {
+        let v = |s: &[u8]| split_args(s);
+        let w = |list: &[&[u8]]| Some(list.iter().map(|x| x.to_vec()).collect::<Vec<_>>());
+        assert_eq!(v(b""), w(&[]));
+        assert_eq!(v(b"   "), w(&[]));
+        assert_eq!(v(b"a b  c"), w(&[b"a", b"b", b"c"]));
+        assert_eq!(v(b"  port 7711  "), w(&[b"port", b"7711"]));
+        assert_eq!(v(b"\"\""), w(&[b""]));
+        assert_eq!(v(b"''"), w(&[b""]));
+        assert_eq!(v(b"a\"b c\"d"), None);
+        assert_eq!(v(b"a\"b c\" d"), w(&[b"ab c", b"d"]));
+        assert_eq!(v(b"\"\\x4"), None);
+        assert_eq!(v(b"\"\\x4\""), w(&[b"x4"]));
+        assert_eq!(v(b"\"\\xff\\x00\""), w(&[b"\xff\x00"]));
+        assert_eq!(v(b"'a\\b'"), w(&[b"a\\b"]));
+        assert_eq!(v(b"\"a\"\t"), w(&[b"a"]));
+        assert_eq!(v(b"\"a\"\x0bb"), w(&[b"a", b"b"]));
+        // \v does not end an unquoted word, but is skipped as a separator.
+        assert_eq!(v(b"a\x0bb"), w(&[b"a\x0bb"]));
+        assert_eq!(v(b"\x0ba"), w(&[b"a"]));
+        // NUL ends the line, as in the C original.
+        assert_eq!(v(b"a b\0c d"), w(&[b"a", b"b"]));
+        assert_eq!(v(b"\"a\0\""), None);
+        assert_eq!(v(b"\""), None);
+        assert_eq!(v(b"'"), None);
+        assert_eq!(v(b"\"\\"), None);
+        assert_eq!(v(b"a\\ b"), w(&[b"a\\", b"b"]));
+    }
+
+    #[test]
+    fn string2ll_matches_redis() {
+        assert_eq!(string2ll(b"0"), Some(0));
+        assert_eq!(string2ll(b"-1"), Some(-1));
+        assert_eq!(string2ll(b"9223372036854775807"), Some(i64::MAX));
+        assert_eq!(string2ll(b"-9223372036854775808"), Some(i64::MIN));
+        for bad in [
+            &b""[..],
+            b"-",
+            b"-0",
+            b"00",
+            b"01",
+            b"+1",
+            b" 1",
+            b"1 ",
+            b"1a",
+            b"9223372036854775808",
+            b"-9223372036854775809",
+            b"184467440737095516160",
+        ] {
+            assert_eq!(string2ll(bad), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn header_cr_followed_by_other_byte_is_tolerated_like_redis() {
+        let (cmds, err) = parse_all(b"*1\rX$4\rYPING\r\n");
+        assert_eq!(err, None);
+        assert_eq!(cmds, vec![args(&[b"PING"])]);
+    }
+
+    #[test]
+    fn mixed_stream_split_invariance() {
+        let mut input = Vec::new();
+        input.extend_from_slice(b"PING\r\n\n\r\n");
+        input.extend_from_slice(&mb(&[b"ADDJOB", b"queue", &[7u8; 100], b"0"]));
+        input.extend_from_slice(b"*0\r\n*-1\r\n");
+        input.extend_from_slice(b"ECHO \"hi there\" 'x'\n");
+        input.extend_from_slice(&mb(&[b"GETJOB", b"FROM", b"q"]));
+        input.extend_from_slice(b"*1\r\n$4\r\nPI");
+        let (cmds, err) = parse_all(&input);
+        assert_eq!(err, None);
+        assert_eq!(cmds.len(), 4);
+        check_split_invariance(&input);
+    }
+
+    #[test]
+    fn never_panics_on_garbage() {
+        // Deterministic pseudo-random inputs biased towards protocol bytes.
+        let alphabet = b"*$\r\n0123-'\" \\xaZ\0";
+        let mut seed: u64 = 0x9e3779b97f4a7c15;
+        for _ in 0..3000 {
+            let mut input = Vec::new();
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            let len = (seed % 40) as usize;
+            for _ in 0..len {
+                seed ^= seed << 13;
+                seed ^= seed >> 7;
+                seed ^= seed << 17;
+                input.push(alphabet[(seed % alphabet.len() as u64) as usize]);
+            }
+            let whole = parse_all(&input);
+            let bytewise = parse_chunked(&input, std::iter::repeat(1));
+            assert_eq!(whole, bytewise, "{input:?}");
+            for cmd in &whole.0 {
+                assert!(!cmd.is_empty());
+            }
+        }
+    }
+
+    #[test]
+    fn caller_clearing_buffer_does_not_panic() {
+        let mut p = RequestParser::new();
+        let mut buf = BytesMut::from(&b"PING PING PING"[..]);
+        assert_eq!(p.parse(&mut buf), Ok(None));
+        // Outside the contract (only appending is allowed), but must not panic.
+        buf.clear();
+        buf.extend_from_slice(b"P\n");
+        let _ = p.parse(&mut buf);
+    }
+}

@@ -1,0 +1,317 @@
+//! One client connection: read, parse every complete request in the
+//! buffer, run them under a single lock, write all replies with one
+//! syscall per batch. Blocked commands (GETJOB, replicated ADDJOB) wait on
+//! their oneshot while the socket is watched for disconnects; requests
+//! pipelined behind them stay buffered and run after they unblock.
+
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::sync::{mpsc, oneshot};
+
+use super::Shared;
+use crate::commands::{self, Outcome};
+use crate::node::{ClientInfo, ClientState, ReplyMode};
+use crate::resp::encode::encode;
+use crate::resp::parse::RequestParser;
+use crate::resp::Reply;
+
+/// Most requests run under one lock acquisition, so one pipelining client
+/// cannot hold the node for long.
+const MAX_BATCH: usize = 256;
+/// Reserve at most this much ahead for a large incoming bulk argument.
+const MAX_RESERVE: usize = 8 * 1024 * 1024;
+
+enum Step {
+    /// Keep going.
+    Continue,
+    /// Wait for a blocked command's reply.
+    Blocked(oneshot::Receiver<Reply>, bool),
+    Close,
+    Shutdown,
+    Monitor,
+    /// CLIENT PAUSE in effect until this unix ms.
+    Paused(u64),
+}
+
+pub async fn handle(shared: Arc<Shared>, mut stream: TcpStream, addr: SocketAddr) {
+    let id = shared.next_client_id.fetch_add(1, Ordering::Relaxed);
+    let (kill_tx, kill_rx) = oneshot::channel();
+    let fd = {
+        use std::os::fd::AsRawFd;
+        i64::from(stream.as_raw_fd())
+    };
+    shared.with(|node, now| {
+        node.stats.total_connections += 1;
+        node.clients.insert(
+            id,
+            ClientInfo {
+                id,
+                addr: addr.to_string(),
+                fd,
+                name: None,
+                created: now,
+                last_active: now,
+                last_cmd: "NULL",
+                blocked: false,
+                monitor: false,
+                kill: Some(kill_tx),
+            },
+        );
+    });
+    let _ = stream.set_nodelay(true);
+    let mut client = ClientState {
+        id,
+        addr: addr.to_string(),
+        proto: 2,
+        authenticated: false,
+        reply_mode: ReplyMode::On,
+    };
+    let result = serve(&shared, &mut stream, &mut client, kill_rx).await;
+    if let Err(e) = result {
+        tracing::debug!(client = id, error = %e, "Client connection closed with error.");
+    }
+    shared.with(|node, now| {
+        node.clients.remove(&id);
+        node.engine.client_gone(id, now);
+    });
+}
+
+async fn serve(
+    shared: &Shared,
+    stream: &mut TcpStream,
+    client: &mut ClientState,
+    mut kill_rx: oneshot::Receiver<()>,
+) -> std::io::Result<()> {
+    let mut rbuf = BytesMut::with_capacity(16 * 1024);
+    let mut wbuf = BytesMut::with_capacity(16 * 1024);
+    let mut parser = RequestParser::new();
+    let mut pending: VecDeque<Vec<Bytes>> = VecDeque::new();
+    let mut shutdown = shared.shutdown_rx();
+    let mut read_bytes: u64 = 0;
+    let mut protocol_error: Option<String> = None;
+    loop {
+        // Parse every complete request already buffered.
+        while pending.len() < MAX_BATCH && protocol_error.is_none() {
+            match parser.parse(&mut rbuf) {
+                Ok(Some(args)) => pending.push_back(args),
+                Ok(None) => break,
+                Err(e) => protocol_error = Some(e.message()),
+            }
+        }
+        if !pending.is_empty() {
+            let step = run_batch(shared, client, &mut pending, &mut wbuf, read_bytes);
+            read_bytes = 0;
+            match step {
+                Step::Continue => {}
+                Step::Paused(until) => {
+                    flush(stream, &mut wbuf).await?;
+                    let wait = until.saturating_sub(super::unix_ms());
+                    tokio::time::sleep(Duration::from_millis(wait.min(3_600_000))).await;
+                    continue;
+                }
+                Step::Blocked(rx, suppress) => {
+                    flush(stream, &mut wbuf).await?;
+                    let Some(reply) =
+                        wait_blocked(shared, stream, client.id, rx, &mut rbuf, &mut kill_rx)
+                            .await?
+                    else {
+                        return Ok(());
+                    };
+                    if !suppress {
+                        encode(&reply, client.proto, &mut wbuf);
+                    }
+                    continue;
+                }
+                Step::Close => {
+                    flush(stream, &mut wbuf).await?;
+                    return Ok(());
+                }
+                Step::Shutdown => {
+                    flush(stream, &mut wbuf).await?;
+                    shared.shutdown();
+                    return Ok(());
+                }
+                Step::Monitor => {
+                    flush(stream, &mut wbuf).await?;
+                    return monitor(shared, stream, client.id, &mut kill_rx).await;
+                }
+            }
+            if !pending.is_empty() {
+                continue;
+            }
+        }
+        if let Some(msg) = protocol_error.take() {
+            encode(&Reply::Error(format!("ERR {msg}")), client.proto, &mut wbuf);
+            flush(stream, &mut wbuf).await?;
+            return Ok(());
+        }
+        flush(stream, &mut wbuf).await?;
+        if let Some(extra) = parser.pending_bulk_remaining() {
+            rbuf.reserve(extra.min(MAX_RESERVE));
+        } else if rbuf.capacity() - rbuf.len() < 4096 {
+            rbuf.reserve(16 * 1024);
+        }
+        let idle = shared.idle_timeout.load(Ordering::Relaxed);
+        let n = tokio::select! {
+            r = stream.read_buf(&mut rbuf) => r?,
+            _ = &mut kill_rx => return Ok(()),
+            _ = shutdown.changed() => return Ok(()),
+            _ = idle_sleep(idle) => return Ok(()),
+        };
+        if n == 0 {
+            return Ok(());
+        }
+        read_bytes += n as u64;
+    }
+}
+
+async fn idle_sleep(secs: u64) {
+    if secs == 0 {
+        std::future::pending::<()>().await;
+    }
+    tokio::time::sleep(Duration::from_secs(secs)).await;
+}
+
+async fn flush(stream: &mut TcpStream, wbuf: &mut BytesMut) -> std::io::Result<()> {
+    if !wbuf.is_empty() {
+        stream.write_all(wbuf).await?;
+        wbuf.clear();
+        if wbuf.capacity() > 1024 * 1024 {
+            // Do not keep a huge buffer around after one big reply.
+            *wbuf = BytesMut::with_capacity(16 * 1024);
+        }
+    }
+    Ok(())
+}
+
+/// Run queued requests under one lock until one needs the connection's attention.
+fn run_batch(
+    shared: &Shared,
+    client: &mut ClientState,
+    pending: &mut VecDeque<Vec<Bytes>>,
+    wbuf: &mut BytesMut,
+    read_bytes: u64,
+) -> Step {
+    shared.with(|node, now| {
+        node.stats.net_input += read_bytes;
+        if node.clients_paused_until > now {
+            return Step::Paused(node.clients_paused_until);
+        }
+        let start_len = wbuf.len();
+        let mut step = Step::Continue;
+        while let Some(args) = pending.pop_front() {
+            let before = client.reply_mode;
+            if before == ReplyMode::Skip {
+                client.reply_mode = ReplyMode::On;
+            }
+            let out = commands::dispatch(node, client, &args, now);
+            let after = client.reply_mode;
+            let suppress = matches!(after, ReplyMode::Off | ReplyMode::Skip)
+                || (before == ReplyMode::Skip && after == ReplyMode::On);
+            match out {
+                Outcome::Reply(r) => {
+                    if !suppress {
+                        encode(&r, client.proto, wbuf);
+                    }
+                }
+                Outcome::Blocked(rx) => {
+                    if let Some(info) = node.clients.get_mut(&client.id) {
+                        info.blocked = true;
+                    }
+                    step = Step::Blocked(rx, suppress);
+                    break;
+                }
+                Outcome::Close(r) => {
+                    if let Some(r) = r {
+                        encode(&r, client.proto, wbuf);
+                    }
+                    step = Step::Close;
+                    break;
+                }
+                Outcome::Shutdown => {
+                    step = Step::Shutdown;
+                    break;
+                }
+                Outcome::Monitor => {
+                    encode(&Reply::ok(), client.proto, wbuf);
+                    step = Step::Monitor;
+                    break;
+                }
+            }
+        }
+        node.stats.net_output += (wbuf.len() - start_len) as u64;
+        step
+    })
+}
+
+/// Await a blocked command's reply; Ok(None) when the client went away.
+async fn wait_blocked(
+    shared: &Shared,
+    stream: &mut TcpStream,
+    id: u64,
+    mut rx: oneshot::Receiver<Reply>,
+    rbuf: &mut BytesMut,
+    kill_rx: &mut oneshot::Receiver<()>,
+) -> std::io::Result<Option<Reply>> {
+    let mut shutdown = shared.shutdown_rx();
+    let reply = loop {
+        tokio::select! {
+            biased;
+            r = &mut rx => break r.ok(),
+            r = stream.read_buf(rbuf) => {
+                // Requests sent while blocked are kept for later; EOF ends the client.
+                if r? == 0 {
+                    return Ok(None);
+                }
+                if rbuf.len() > crate::resp::parse::MAX_QUERY_BUF {
+                    return Ok(None);
+                }
+            }
+            _ = &mut *kill_rx => return Ok(None),
+            _ = shutdown.changed() => return Ok(None),
+        }
+    };
+    shared.with(|node, _| {
+        if let Some(info) = node.clients.get_mut(&id) {
+            info.blocked = false;
+        }
+    });
+    // The engine always answers before dropping a waiter; a dropped sender
+    // means the node is shutting down.
+    Ok(Some(reply.unwrap_or(Reply::NullArray)))
+}
+
+async fn monitor(
+    shared: &Shared,
+    stream: &mut TcpStream,
+    id: u64,
+    kill_rx: &mut oneshot::Receiver<()>,
+) -> std::io::Result<()> {
+    let (tx, mut rx) = mpsc::channel::<Bytes>(10_000);
+    shared.with(|node, _| {
+        node.monitors.push(tx);
+        if let Some(info) = node.clients.get_mut(&id) {
+            info.monitor = true;
+        }
+    });
+    let mut shutdown = shared.shutdown_rx();
+    let mut sink = [0u8; 1024];
+    loop {
+        tokio::select! {
+            m = rx.recv() => match m {
+                Some(line) => stream.write_all(&line).await?,
+                None => return Ok(()),
+            },
+            r = stream.read(&mut sink) => if r? == 0 { return Ok(()) },
+            _ = &mut *kill_rx => return Ok(()),
+            _ = shutdown.changed() => return Ok(()),
+        }
+    }
+}

@@ -1,0 +1,187 @@
+//! Binding the client port (and reserving the bus port beside it) and the
+//! accept loop with its maxclients check and accept-error backoff.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpListener;
+
+use super::Shared;
+
+/// Highest client port whose bus port (port + 10000) still fits.
+pub const MAX_CLIENT_PORT: u16 = 55535;
+pub const BUS_PORT_OFFSET: u16 = 10000;
+
+pub struct Bound {
+    pub clients: Vec<TcpListener>,
+    pub bus: Vec<TcpListener>,
+    pub port: u16,
+}
+
+fn bind_addrs(bind: &[String], port: u16) -> Vec<SocketAddr> {
+    if bind.is_empty() {
+        return vec![
+            SocketAddr::from(([0, 0, 0, 0], port)),
+            SocketAddr::from((std::net::Ipv6Addr::UNSPECIFIED, port)),
+        ];
+    }
+    bind.iter()
+        .filter_map(|b| b.parse::<std::net::IpAddr>().ok())
+        .map(|ip| SocketAddr::new(ip, port))
+        .collect()
+}
+
+fn std_bind(addr: SocketAddr, backlog: u32) -> std::io::Result<std::net::TcpListener> {
+    let sock = if addr.is_ipv4() {
+        tokio::net::TcpSocket::new_v4()?
+    } else {
+        tokio::net::TcpSocket::new_v6()?
+    };
+    sock.set_reuseaddr(true)?;
+    if addr.is_ipv6() {
+        // Let the IPv4 wildcard own IPv4 traffic.
+        let _ = set_v6only(&sock);
+    }
+    sock.bind(addr)?;
+    let l = sock.listen(backlog)?;
+    l.into_std()
+}
+
+fn set_v6only(sock: &tokio::net::TcpSocket) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let one: libc::c_int = 1;
+    // SAFETY: valid fd owned by `sock`; option value points to a c_int.
+    let r = unsafe {
+        libc::setsockopt(
+            sock.as_raw_fd(),
+            libc::IPPROTO_IPV6,
+            libc::IPV6_V6ONLY,
+            &one as *const _ as *const libc::c_void,
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if r != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+fn bind_all(
+    bind: &[String],
+    port: u16,
+    backlog: u32,
+) -> std::io::Result<Vec<std::net::TcpListener>> {
+    let addrs = bind_addrs(bind, port);
+    let mut out = Vec::new();
+    let mut last_err = None;
+    for a in addrs {
+        match std_bind(a, backlog) {
+            Ok(l) => out.push(l),
+            // A host without IPv6 still serves IPv4 on the wildcard.
+            Err(e) if bind.is_empty() && a.is_ipv6() => last_err = Some(e),
+            Err(e) => return Err(e),
+        }
+    }
+    if out.is_empty() {
+        return Err(last_err.unwrap_or_else(|| std::io::Error::other("no bind address")));
+    }
+    Ok(out)
+}
+
+/// Bind the client and bus ports. Port 0 picks a free pair.
+pub fn bind(bind: &[String], port: u16, backlog: u32) -> std::io::Result<Bound> {
+    if port > MAX_CLIENT_PORT {
+        return Err(std::io::Error::other(format!(
+            "port {port} too high: the cluster bus port (port + {BUS_PORT_OFFSET}) must fit"
+        )));
+    }
+    let attempts = if port == 0 { 200 } else { 1 };
+    let mut last = None;
+    for _ in 0..attempts {
+        let clients = match bind_all(bind, port, backlog) {
+            Ok(c) => c,
+            Err(e) => {
+                last = Some(e);
+                continue;
+            }
+        };
+        let actual = clients[0].local_addr()?.port();
+        if actual > MAX_CLIENT_PORT {
+            continue;
+        }
+        let clients = if port == 0 && clients.len() > 1 {
+            // Other addresses must use the same port as the first.
+            drop(clients);
+            match bind_all(bind, actual, backlog) {
+                Ok(c) => c,
+                Err(e) => {
+                    last = Some(e);
+                    continue;
+                }
+            }
+        } else {
+            clients
+        };
+        match bind_all(bind, actual + BUS_PORT_OFFSET, backlog) {
+            Ok(bus) => {
+                let to_tokio =
+                    |v: Vec<std::net::TcpListener>| -> std::io::Result<Vec<TcpListener>> {
+                        v.into_iter()
+                            .map(|l| {
+                                l.set_nonblocking(true)?;
+                                TcpListener::from_std(l)
+                            })
+                            .collect()
+                    };
+                return Ok(Bound {
+                    clients: to_tokio(clients)?,
+                    bus: to_tokio(bus)?,
+                    port: actual,
+                });
+            }
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| std::io::Error::other("no free port pair found")))
+}
+
+pub async fn accept_loop(shared: Arc<Shared>, listener: TcpListener) {
+    let mut backoff = 1;
+    let mut shutdown = shared.shutdown_rx();
+    loop {
+        let accepted = tokio::select! {
+            r = listener.accept() => r,
+            _ = shutdown.changed() => return,
+        };
+        let (mut stream, addr) = match accepted {
+            Ok(x) => {
+                backoff = 1;
+                x
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "Accept failed.");
+                tokio::time::sleep(Duration::from_millis(backoff)).await;
+                backoff = (backoff * 2).min(1000);
+                continue;
+            }
+        };
+        let full = shared.with(|node, _| {
+            let full = node.clients.len() as u64 >= node.config.maxclients;
+            if full {
+                node.stats.rejected_connections += 1;
+            }
+            full
+        });
+        if full {
+            tokio::spawn(async move {
+                let _ = stream
+                    .write_all(b"-ERR max number of clients reached\r\n")
+                    .await;
+            });
+            continue;
+        }
+        tokio::spawn(super::connection::handle(shared.clone(), stream, addr));
+    }
+}

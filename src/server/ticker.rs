@@ -1,0 +1,50 @@
+//! The timer task: calls `Engine::tick` at the configured `hz`, and sooner
+//! when the engine's next deadline is nearer (a GETJOB TIMEOUT of 10 ms
+//! fires after ~10 ms, not after the next 100 ms tick). Also samples the
+//! instantaneous stats.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::{unix_ms, Shared};
+
+pub async fn run(shared: Arc<Shared>) {
+    let mut shutdown = shared.shutdown_rx();
+    loop {
+        let (next, period) = shared.with(|node, now| {
+            node.engine.tick(now);
+            sample_stats(node, now);
+            let period = 1000 / u64::from(node.config.hz.clamp(1, 500));
+            let mut next = now + period;
+            if let Some(d) = node.engine.next_deadline() {
+                next = next.min(d.max(now + 1));
+            }
+            (next, period)
+        });
+        shared.next_tick.store(next, Ordering::Relaxed);
+        let wait = next.saturating_sub(unix_ms()).min(period);
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_millis(wait)) => {}
+            _ = shared.tick_notify.notified() => {}
+            _ = shutdown.changed() => return,
+        }
+    }
+}
+
+fn sample_stats(node: &mut crate::node::Node, now: u64) {
+    let s = &mut node.stats;
+    let elapsed = now.saturating_sub(s.ops_sample_time);
+    if elapsed >= 1000 {
+        if s.ops_sample_time != 0 {
+            let secs = elapsed as f64 / 1000.0;
+            s.ops_per_sec = ((s.total_commands - s.ops_sample_count) as f64 / secs) as u64;
+            s.in_kbps = (s.net_input - s.in_sample) as f64 / secs / 1024.0;
+            s.out_kbps = (s.net_output - s.out_sample) as f64 / secs / 1024.0;
+        }
+        s.ops_sample_time = now;
+        s.ops_sample_count = s.total_commands;
+        s.in_sample = s.net_input;
+        s.out_sample = s.net_output;
+    }
+}
