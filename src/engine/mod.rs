@@ -8,6 +8,7 @@
 pub mod ack;
 pub mod addjob;
 pub mod cluster;
+pub mod codec;
 pub mod getjob;
 pub mod membership;
 pub mod memory;
@@ -51,7 +52,7 @@ pub enum BusOut {
 /// A record for the append-only file.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum AofRecord {
-    /// The job handle whose current state must be serialised as LOADJOB.
+    /// A storage-flavour serialized job (WIRE 7.3), written as `LOADJOB <blob>`.
     LoadJob(Bytes),
     DelJob(JobId),
 }
@@ -73,9 +74,6 @@ pub struct AddWaiter {
     pub last_add: u64,
 }
 
-/// Serialises a job for the AOF (installed by the persistence layer).
-pub type AofSerializer = fn(&Job) -> Bytes;
-
 pub struct Engine {
     pub store: JobStore,
     pub queues: Slab<Queue>,
@@ -93,7 +91,7 @@ pub struct Engine {
     pub out: Effects,
     pub memory: MemoryConfig,
     /// When set, LOADJOB/DELJOB records are produced.
-    pub aof: Option<AofSerializer>,
+    pub aof: bool,
     pub last_need_jobs_cron: u64,
     pub last_queue_evict: u64,
 }
@@ -123,7 +121,7 @@ impl Engine {
             last_ctime: 0,
             out: Effects::default(),
             memory: MemoryConfig::default(),
-            aof: None,
+            aof: false,
             last_need_jobs_cron: 0,
             last_queue_evict: 0,
         }
@@ -240,14 +238,17 @@ impl Engine {
     }
 
     pub(crate) fn aof_loadjob(&mut self, h: JobHandle) {
-        if let (Some(ser), Some(j)) = (self.aof, self.store.get(h)) {
-            let rec = ser(j);
-            self.out.aof.push(AofRecord::LoadJob(rec));
+        if !self.aof {
+            return;
+        }
+        if let Some(j) = self.store.get(h) {
+            let rec = codec::record_of(j, &self.cluster, codec::Flavor::Storage, 0);
+            self.out.aof.push(AofRecord::LoadJob(rec.to_bytes()));
         }
     }
 
     fn aof_deljob(&mut self, id: JobId) {
-        if self.aof.is_some() {
+        if self.aof {
             self.out.aof.push(AofRecord::DelJob(id));
         }
     }

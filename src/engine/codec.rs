@@ -1,0 +1,100 @@
+//! Converting jobs to and from their serialized form (WIRE 7.3): the
+//! "message" flavour for the bus (relative expire time, DELIVERED cleared)
+//! and the "storage" flavour for the AOF (absolute, state kept).
+
+use bytes::Bytes;
+
+use super::{add_ms, rand250, Engine, JobHandle};
+use crate::job::{Job, JobId, JobState, NodeSet, F_BCAST_WILLQUEUE, F_DELIVERED};
+use crate::job_codec::JobRecord;
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Flavor {
+    Message,
+    Storage,
+}
+
+impl Engine {
+    pub fn job_record(&self, h: JobHandle, flavor: Flavor, now: u64) -> Option<JobRecord> {
+        let j = self.store.get(h)?;
+        Some(record_of(j, &self.cluster, flavor, now))
+    }
+
+    /// Build a job from a record. Unknown node IDs are dropped.
+    pub fn job_from_record(&mut self, r: &JobRecord, flavor: Flavor, now: u64) -> Option<Job> {
+        let id = JobId::parse(&r.id)?;
+        let mut job = Engine::new_job(id);
+        let now_s = now / 1000;
+        match flavor {
+            Flavor::Message => {
+                job.state = JobState::Active;
+                job.etime = (now_s + u64::from(r.etime)).min(u64::from(u32::MAX)) as u32;
+                job.flags = r.flags & !F_DELIVERED;
+            }
+            Flavor::Storage => {
+                job.state = JobState::from_u8(r.state)?;
+                job.etime = r.etime;
+                job.flags = r.flags;
+            }
+        }
+        job.gc_retry = 0;
+        job.repl = r.repl;
+        job.ctime = r.ctime;
+        job.delay = r.delay;
+        job.retry = r.retry;
+        job.nacks = r.nacks;
+        job.deliv = r.deliv;
+        job.queue = Some(Bytes::copy_from_slice(&r.queue));
+        job.body = Some(Bytes::copy_from_slice(&r.body));
+        let mut nodes = NodeSet::default();
+        for n in &r.nodes {
+            if let Some(i) = self.cluster.find(n) {
+                nodes.insert(i);
+            }
+        }
+        job.nodes_delivered = nodes;
+        if job.retry > 0 {
+            let jitter = rand250(&mut self.rng);
+            job.qtime = add_ms(now + u64::from(job.delay) * 1000 + u64::from(job.retry) * 1000, jitter);
+            job.flags |= F_BCAST_WILLQUEUE;
+        } else {
+            job.qtime = 0;
+        }
+        Some(job)
+    }
+}
+
+pub fn record_of(j: &Job, cluster: &super::Cluster, flavor: Flavor, now: u64) -> JobRecord {
+    let now_s = now / 1000;
+    let (etime, flags, state) = match flavor {
+        Flavor::Message => {
+            let rel = if u64::from(j.etime) > now_s {
+                u64::from(j.etime) - now_s + 1
+            } else {
+                1
+            };
+            (rel.min(u64::from(u32::MAX)) as u32, j.flags & !F_DELIVERED, j.state as u8)
+        }
+        Flavor::Storage => (j.etime, j.flags, j.state as u8),
+    };
+    JobRecord {
+        id: j.id.0,
+        state,
+        gc_retry: j.gc_retry,
+        flags,
+        repl: j.repl,
+        etime,
+        ctime: j.ctime,
+        delay: j.delay,
+        retry: j.retry,
+        nacks: j.nacks,
+        deliv: j.deliv,
+        queue: j.queue.clone().unwrap_or_default(),
+        body: j.body.clone().unwrap_or_default(),
+        nodes: j
+            .nodes_delivered
+            .iter()
+            .filter_map(|n| cluster.get(n).map(|x| x.id))
+            .collect(),
+    }
+}
