@@ -1,4 +1,6 @@
-//! The cluster bus: message framing now; links, gossip and failure
-//! detection build on it.
+//! The cluster bus: frame format (`message`), the persisted node table
+//! (`nodes_conf`). Membership and job-message logic live in the engine;
+//! socket handling lives in `server::bus`.
 
 pub mod message;
+pub mod nodes_conf;

@@ -24,7 +24,13 @@ pub struct NodeInfo {
     pub pong_received: u64,
     /// True when an outbound bus link is established.
     pub link: bool,
+    /// A connect attempt is in flight.
+    pub connecting: bool,
+    /// When the current link was established (ms).
+    pub link_time: u64,
     pub ctime: u64,
+    /// Failure reports: (reporter, unix ms).
+    pub fail_reports: Vec<(NodeIdx, u64)>,
 }
 
 impl NodeInfo {
@@ -37,7 +43,10 @@ impl NodeInfo {
             ping_sent: 0,
             pong_received: 0,
             link: false,
+            connecting: false,
+            link_time: 0,
             ctime: now,
+            fail_reports: Vec::new(),
         }
     }
     pub fn has(&self, f: u16) -> bool {
@@ -88,6 +97,8 @@ pub struct Cluster {
     pub dirty: bool,
     pub stats_sent: u64,
     pub stats_received: u64,
+    pub node_timeout: u64,
+    pub last_ping_round: u64,
 }
 
 impl Cluster {
@@ -99,6 +110,8 @@ impl Cluster {
             dirty: true,
             stats_sent: 0,
             stats_received: 0,
+            node_timeout: 15_000,
+            last_ping_round: 0,
         }
     }
 

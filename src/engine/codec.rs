@@ -55,7 +55,10 @@ impl Engine {
         job.nodes_delivered = nodes;
         if job.retry > 0 {
             let jitter = rand250(&mut self.rng);
-            job.qtime = add_ms(now + u64::from(job.delay) * 1000 + u64::from(job.retry) * 1000, jitter);
+            job.qtime = add_ms(
+                now + u64::from(job.delay) * 1000 + u64::from(job.retry) * 1000,
+                jitter,
+            );
             job.flags |= F_BCAST_WILLQUEUE;
         } else {
             job.qtime = 0;
@@ -73,7 +76,11 @@ pub fn record_of(j: &Job, cluster: &super::Cluster, flavor: Flavor, now: u64) ->
             } else {
                 1
             };
-            (rel.min(u64::from(u32::MAX)) as u32, j.flags & !F_DELIVERED, j.state as u8)
+            (
+                rel.min(u64::from(u32::MAX)) as u32,
+                j.flags & !F_DELIVERED,
+                j.state as u8,
+            )
         }
         Flavor::Storage => (j.etime, j.flags, j.state as u8),
     };

@@ -10,8 +10,10 @@ pub mod addjob;
 pub mod cluster;
 pub mod codec;
 pub mod getjob;
+pub mod gossip;
 pub mod membership;
 pub mod memory;
+pub mod messages;
 pub mod scheduler;
 pub mod store;
 
@@ -61,7 +63,14 @@ pub enum AofRecord {
 #[derive(Default)]
 pub struct Effects {
     pub aof: Vec<AofRecord>,
+    /// Job-level messages; turned into frames by `Engine::take_messages`.
     pub bus: Vec<(NodeIdx, BusOut)>,
+    /// Ready-made membership frames (PING/PONG/MEET/FAIL).
+    pub frames: Vec<(NodeIdx, crate::cluster::message::Message)>,
+    /// Open an outbound link to (node, ip, bus port).
+    pub connect: Vec<(NodeIdx, String, u16)>,
+    /// Close the outbound link of these nodes.
+    pub disconnect: Vec<NodeIdx>,
 }
 
 /// A client blocked in ADDJOB until its job is replicated.

@@ -29,6 +29,7 @@ impl Engine {
         self.expire_waiters(now);
         if now.saturating_sub(self.last_need_jobs_cron) >= 100 {
             self.last_need_jobs_cron = now;
+            self.cluster_cron(now);
             self.waiters_cron(now);
             self.replication_cron(now);
         }

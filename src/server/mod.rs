@@ -3,6 +3,7 @@
 //! Every client command, bus message and tick is one `with` call; effects
 //! are drained while the lock is still held so they leave in engine order.
 
+pub mod bus;
 pub mod connection;
 pub mod listener;
 pub mod ticker;
@@ -42,20 +43,41 @@ pub struct Shared {
     pub shutdown_tx: watch::Sender<bool>,
     /// Idle client timeout in seconds (CONFIG SET timeout), 0 = none.
     pub idle_timeout: AtomicU64,
+    pub bus: bus::Bus,
+    connect_tx: tokio::sync::mpsc::UnboundedSender<bus::ConnectRequest>,
+    node_timeout: AtomicU64,
+    /// nodes.conf, locked for the life of the process.
+    pub nodes_conf: Mutex<Option<crate::cluster::nodes_conf::NodesConf>>,
 }
 
 impl Shared {
-    pub fn new(node: Node) -> Arc<Shared> {
+    pub fn new(
+        node: Node,
+    ) -> (
+        Arc<Shared>,
+        tokio::sync::mpsc::UnboundedReceiver<bus::ConnectRequest>,
+    ) {
         let idle = node.config.timeout;
+        let node_timeout = node.config.cluster_node_timeout;
         let (shutdown_tx, _) = watch::channel(false);
-        Arc::new(Shared {
+        let (connect_tx, connect_rx) = tokio::sync::mpsc::unbounded_channel();
+        let shared = Arc::new(Shared {
             node: Mutex::new(node),
             tick_notify: Notify::new(),
             next_tick: AtomicU64::new(0),
             next_client_id: AtomicU64::new(1),
             shutdown_tx,
             idle_timeout: AtomicU64::new(idle),
-        })
+            bus: bus::Bus::default(),
+            connect_tx,
+            node_timeout: AtomicU64::new(node_timeout),
+            nodes_conf: Mutex::new(None),
+        });
+        (shared, connect_rx)
+    }
+
+    pub fn node_timeout(&self) -> u64 {
+        self.node_timeout.load(Ordering::Relaxed)
     }
 
     fn lock(&self) -> MutexGuard<'_, Node> {
@@ -69,7 +91,7 @@ impl Shared {
         let mut node = self.lock();
         let now = unix_ms();
         let out = f(&mut node, now);
-        self.drain_effects(&mut node);
+        self.drain_effects(&mut node, now);
         if let Some(d) = node.engine.next_deadline() {
             if d < self.next_tick.load(Ordering::Relaxed) {
                 self.tick_notify.notify_one();
@@ -78,9 +100,25 @@ impl Shared {
         out
     }
 
-    fn drain_effects(&self, node: &mut Node) {
-        let effects = std::mem::take(&mut node.engine.out);
+    fn drain_effects(&self, node: &mut Node, now: u64) {
+        let frames = node.engine.take_messages(now);
+        for (to, msg) in frames {
+            self.bus.send(to, msg.to_bytes());
+        }
+        let mut effects = std::mem::take(&mut node.engine.out);
+        for idx in effects.disconnect.drain(..) {
+            self.bus.disconnect(idx);
+        }
+        for req in effects.connect.drain(..) {
+            let _ = self.connect_tx.send(req);
+        }
         node.dispatch_effects(effects);
+        // Settings the shell reads without the lock.
+        self.idle_timeout
+            .store(node.config.timeout, Ordering::Relaxed);
+        self.node_timeout
+            .store(node.config.cluster_node_timeout, Ordering::Relaxed);
+        node.engine.cluster.node_timeout = node.config.cluster_node_timeout;
     }
 
     pub fn shutdown(&self) {
@@ -94,12 +132,32 @@ impl Shared {
 
 /// Start a node with this configuration and serve until shutdown.
 pub async fn run(config: crate::config::Config) -> Result<(), String> {
+    let now = unix_ms();
+    let (nodes_conf, loaded) =
+        crate::cluster::nodes_conf::NodesConf::open(&config.cluster_config_file, now)?;
     let bound = listener::bind(&config.bind, config.port, config.tcp_backlog)
         .map_err(|e| format!("Could not bind port {}: {e}", config.port))?;
     let port = bound.port;
-    let now = unix_ms();
-    let myid = crate::engine::cluster::random_node_id(&mut rand::thread_rng());
-    let mut engine = crate::engine::Engine::new(myid, port, rand::random(), now);
+    let mut engine = match loaded {
+        Some(l) => {
+            // `parse` guarantees index 0 is the myself line.
+            let me = l.nodes[0].id;
+            let mut e = crate::engine::Engine::new(me, port, rand::random(), now);
+            e.cluster.nodes = l.nodes;
+            tracing::info!(node_id = %String::from_utf8_lossy(&me), "Node configuration loaded.");
+            e
+        }
+        None => {
+            let myid = crate::engine::cluster::random_node_id(&mut rand::thread_rng());
+            tracing::info!(node_id = %String::from_utf8_lossy(&myid), "No cluster configuration found, I'm a new node.");
+            crate::engine::Engine::new(myid, port, rand::random(), now)
+        }
+    };
+    // The persisted LEAVING flag and address come with the myself line;
+    // the port is always the one bound now.
+    engine.cluster.myself_mut().port = port;
+    engine.cluster.node_timeout = config.cluster_node_timeout;
+    engine.cluster.refresh_reachable();
     engine.memory.maxmemory = config.maxmemory;
     engine.memory.policy = crate::node::memory_policy(&config);
     engine.memory.used = crate::memory::allocated;
@@ -108,13 +166,19 @@ pub async fn run(config: crate::config::Config) -> Result<(), String> {
     config.port = port;
     let mut node = Node::new(engine, config, now);
     node.tcp_port = port;
-    let shared = Shared::new(node);
+    let (shared, connect_rx) = Shared::new(node);
+    if let Ok(mut g) = shared.nodes_conf.lock() {
+        *g = Some(nodes_conf);
+    }
+    ticker::save_nodes_conf(&shared);
 
     for l in bound.clients {
         tokio::spawn(listener::accept_loop(shared.clone(), l));
     }
-    // The bus listeners are held so the port pair stays reserved.
-    let _bus = bound.bus;
+    for l in bound.bus {
+        tokio::spawn(bus::accept_loop(shared.clone(), l));
+    }
+    tokio::spawn(bus::connector(shared.clone(), connect_rx));
     let ticker = tokio::spawn(ticker::run(shared.clone()));
 
     tracing::info!(
@@ -132,6 +196,7 @@ pub async fn run(config: crate::config::Config) -> Result<(), String> {
     tracing::info!("Shutting down.");
     shared.shutdown();
     let _ = tokio::time::timeout(std::time::Duration::from_secs(5), ticker).await;
+    ticker::save_nodes_conf(&shared);
     Ok(())
 }
 

@@ -23,6 +23,7 @@ pub async fn run(shared: Arc<Shared>) {
             (next, period)
         });
         shared.next_tick.store(next, Ordering::Relaxed);
+        save_nodes_conf(&shared);
         let wait = next.saturating_sub(unix_ms()).min(period);
         tokio::select! {
             _ = tokio::time::sleep(Duration::from_millis(wait)) => {}
@@ -46,5 +47,23 @@ fn sample_stats(node: &mut crate::node::Node, now: u64) {
         s.ops_sample_count = s.total_commands;
         s.in_sample = s.net_input;
         s.out_sample = s.net_output;
+    }
+}
+
+/// Persist the node table if it changed (outside the engine lock).
+pub fn save_nodes_conf(shared: &Shared) {
+    let text = shared.with(|node, _| {
+        if !node.engine.cluster.dirty {
+            return None;
+        }
+        node.engine.cluster.dirty = false;
+        Some(node.engine.nodes_conf_text())
+    });
+    let Some(text) = text else { return };
+    let mut guard = shared.nodes_conf.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(nc) = guard.as_mut() {
+        if let Err(e) = nc.save(&text) {
+            tracing::warn!(path = %nc.path, error = %e, "Could not save the cluster configuration.");
+        }
     }
 }

@@ -1,0 +1,203 @@
+//! Cluster bus sockets. One outbound link per peer (opened when the engine
+//! asks, with a bounded send queue: a peer that cannot keep up loses its
+//! link and gets a fresh one, as Disque's lossy bus allows), and inbound
+//! connections that are only read, except for the PONG answering a PING.
+//! A garbage or oversized frame closes that connection and is logged.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::mpsc;
+
+use super::Shared;
+use crate::cluster::message::{decode, Message};
+use crate::engine::gossip::LinkKind;
+use crate::job::NodeIdx;
+
+/// Frames queued per outbound link before the link is dropped.
+const LINK_QUEUE: usize = 4096;
+
+struct Link {
+    gen: u64,
+    tx: mpsc::Sender<Bytes>,
+}
+
+#[derive(Default)]
+pub struct Bus {
+    links: Mutex<HashMap<NodeIdx, Link>>,
+    gen: AtomicU64,
+}
+
+/// A request to open a link, produced by the engine.
+pub type ConnectRequest = (NodeIdx, String, u16);
+
+impl Bus {
+    fn links(&self) -> std::sync::MutexGuard<'_, HashMap<NodeIdx, Link>> {
+        self.links.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Queue a frame on the node's outbound link; dropped if there is none.
+    pub fn send(&self, to: NodeIdx, frame: Bytes) {
+        let mut links = self.links();
+        let full = match links.get(&to) {
+            Some(l) => l.tx.try_send(frame).is_err(),
+            None => false,
+        };
+        if full {
+            // Closing the channel ends the link task, which reports the loss.
+            links.remove(&to);
+        }
+    }
+
+    pub fn disconnect(&self, idx: NodeIdx) {
+        self.links().remove(&idx);
+    }
+
+    fn register(&self, idx: NodeIdx) -> (u64, mpsc::Receiver<Bytes>) {
+        let (tx, rx) = mpsc::channel(LINK_QUEUE);
+        let gen = self.gen.fetch_add(1, Ordering::Relaxed);
+        self.links().insert(idx, Link { gen, tx });
+        (gen, rx)
+    }
+
+    /// Remove the link if it is still the given generation.
+    fn unregister(&self, idx: NodeIdx, gen: u64) -> bool {
+        let mut links = self.links();
+        if links.get(&idx).is_some_and(|l| l.gen == gen) {
+            links.remove(&idx);
+            return true;
+        }
+        false
+    }
+}
+
+/// Open links the engine asked for.
+pub async fn connector(shared: Arc<Shared>, mut rx: mpsc::UnboundedReceiver<ConnectRequest>) {
+    while let Some((idx, ip, port)) = rx.recv().await {
+        tokio::spawn(outbound(shared.clone(), idx, ip, port));
+    }
+}
+
+async fn outbound(shared: Arc<Shared>, idx: NodeIdx, ip: String, port: u16) {
+    let timeout = Duration::from_millis(shared.node_timeout().clamp(100, 5000));
+    let host = if ip.is_empty() {
+        "127.0.0.1".to_string()
+    } else {
+        ip
+    };
+    let addr = if host.contains(':') {
+        format!("[{host}]:{port}")
+    } else {
+        format!("{host}:{port}")
+    };
+    let stream = match tokio::time::timeout(timeout, TcpStream::connect(&addr)).await {
+        Ok(Ok(s)) => s,
+        _ => {
+            shared.with(|node, now| node.engine.on_link_down(idx, now));
+            return;
+        }
+    };
+    let _ = stream.set_nodelay(true);
+    let (gen, frames) = shared.bus.register(idx);
+    shared.with(|node, now| node.engine.on_link_up(idx, now));
+    let r = run_link(&shared, stream, Some(frames), LinkKind::Outbound(idx)).await;
+    if let Err(e) = r {
+        tracing::debug!(node = idx, error = %e, "Bus link closed.");
+    }
+    if shared.bus.unregister(idx, gen) {
+        shared.with(|node, now| node.engine.on_link_down(idx, now));
+    }
+}
+
+/// Accept inbound bus connections.
+pub async fn accept_loop(shared: Arc<Shared>, listener: TcpListener) {
+    let mut shutdown = shared.shutdown_rx();
+    loop {
+        let r = tokio::select! {
+            r = listener.accept() => r,
+            _ = shutdown.changed() => return,
+        };
+        match r {
+            Ok((stream, addr)) => {
+                let _ = stream.set_nodelay(true);
+                let shared = shared.clone();
+                tokio::spawn(async move {
+                    if let Err(e) = run_link(&shared, stream, None, LinkKind::Inbound).await {
+                        tracing::debug!(peer = %addr, error = %e, "Inbound bus connection closed.");
+                    }
+                });
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "Bus accept failed.");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    }
+}
+
+/// Read frames (and, for outbound links, write queued ones) until either side ends.
+async fn run_link(
+    shared: &Shared,
+    mut stream: TcpStream,
+    mut frames: Option<mpsc::Receiver<Bytes>>,
+    kind: LinkKind,
+) -> std::io::Result<()> {
+    let local_ip = stream
+        .local_addr()
+        .map(|a| a.ip().to_canonical().to_string())
+        .unwrap_or_default();
+    let peer_ip = stream
+        .peer_addr()
+        .map(|a| a.ip().to_canonical().to_string())
+        .unwrap_or_default();
+    let mut rbuf = BytesMut::with_capacity(16 * 1024);
+    let mut shutdown = shared.shutdown_rx();
+    loop {
+        loop {
+            match decode(&mut rbuf) {
+                Ok(Some(msg)) => {
+                    let reply: Option<Message> = shared.with(|node, now| {
+                        node.engine
+                            .on_bus_message(kind, &local_ip, &peer_ip, msg, now)
+                    });
+                    if let Some(r) = reply {
+                        stream.write_all(&r.to_bytes()).await?;
+                    }
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    tracing::warn!(peer = %peer_ip, error = %e, "Dropping bus connection after a bad frame.");
+                    return Ok(());
+                }
+            }
+        }
+        if rbuf.capacity() - rbuf.len() < 4096 {
+            rbuf.reserve(16 * 1024);
+        }
+        let next_frame = async {
+            match frames.as_mut() {
+                Some(rx) => rx.recv().await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            r = stream.read_buf(&mut rbuf) => {
+                if r? == 0 {
+                    return Ok(());
+                }
+            }
+            f = next_frame => match f {
+                Some(frame) => {
+                    stream.write_all(&frame).await?;
+                }
+                None => return Ok(()),
+            },
+            _ = shutdown.changed() => return Ok(()),
+        }
+    }
+}
