@@ -44,9 +44,10 @@ impl Engine {
         let mut cands: Vec<NodeIdx> = self
             .cluster
             .live()
-            .filter(|(i, n)| {
-                *i != 0 && *i != exclude && n.link && !n.has(FLAG_HANDSHAKE | FLAG_NOADDR)
-            })
+            // Link-less nodes are included (unlike the letter of WIRE 8.2):
+            // Disque recreates a link object every cron, so a dead peer is
+            // normally gossiped, which is what spreads failure reports.
+            .filter(|(i, n)| *i != 0 && *i != exclude && !n.has(FLAG_HANDSHAKE | FLAG_NOADDR))
             .map(|(i, _)| i)
             .collect();
         let known = self.cluster.known();
@@ -88,7 +89,9 @@ impl Engine {
         let meet = self.cluster.get(idx).is_some_and(|n| n.has(FLAG_MEET));
         let frame = self.ping_frame(idx, if meet { 2 } else { 0 });
         if let Some(n) = self.cluster.nodes.get_mut(idx as usize) {
-            n.flags &= !FLAG_MEET;
+            // MEET stays set until the handshake completes: if the MEET was
+            // lost with its link, the next link sends MEET again, not a PING
+            // the peer would ignore.
             if n.ping_sent == 0 {
                 n.ping_sent = now;
             }

@@ -462,6 +462,13 @@ impl Engine {
         if ids.is_empty() {
             return;
         }
+        // `from` now may hold a copy: list it, so requeue coordination and
+        // ack GC include it (the record carries the list to `from` too).
+        for &(h, _, _) in &ids {
+            if let Some(j) = self.store.get_mut(h) {
+                j.nodes_delivered.insert(from);
+            }
+        }
         // Serialize now, then forget at-most-once jobs: they live only at `from`.
         let recs: Vec<Bytes> = ids
             .iter()

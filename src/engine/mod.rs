@@ -15,6 +15,8 @@ pub mod membership;
 pub mod memory;
 pub mod messages;
 pub mod scheduler;
+#[cfg(test)]
+mod sim;
 pub mod store;
 
 use std::collections::{BTreeSet, HashMap};

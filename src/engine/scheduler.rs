@@ -82,10 +82,22 @@ impl Engine {
             }
         } else if state == JobState::Queued && qtime != 0 && qtime <= now && retry != 0 {
             let jitter = rand250(&mut self.rng);
+            let id = j.id;
             if let Some(j) = self.store.get_mut(h) {
                 j.flags |= F_BCAST_WILLQUEUE;
                 j.qtime = add_ms(now + u64::from(retry) * 1000, jitter);
             }
+            // Our addition: re-announce that the job sits queued here, so a
+            // copy queued elsewhere too (after a lost QUEUED) is resolved by
+            // the tie-break within one retry period (docs/COMPATIBILITY.md).
+            self.send_to_delivered(
+                h,
+                BusOut::Queued {
+                    job: id,
+                    nack: false,
+                    deliv: false,
+                },
+            );
         } else if state == JobState::Acked {
             self.gc_attempt(h, now);
             if let Some(j) = self.store.get_mut(h) {
