@@ -97,6 +97,8 @@ pub struct Node {
     pub executable: String,
     pub tcp_port: u16,
     pub aof: AofStatus,
+    /// The AOF writer and rewrite driver; None until `aof::startup`.
+    pub aof_writer: Option<crate::aof::Aof>,
     /// Commands wait until this unix-ms time (CLIENT PAUSE).
     pub clients_paused_until: u64,
     /// Where engine effects go (AOF writer, bus); None drops them.
@@ -148,6 +150,7 @@ impl Node {
             },
             clients_paused_until: 0,
             effect_sink: None,
+            aof_writer: None,
         }
     }
 
@@ -260,6 +263,8 @@ impl Node {
             "maxmemory-policy" => {
                 self.engine.memory.policy = memory_policy(&self.config);
             }
+            "appendonly" => crate::aof::set_appendonly(self, now)?,
+            "appendfsync" => crate::aof::set_fsync_policy(self),
             "hz" | "cluster-node-timeout" | "timeout" | "loglevel" => {}
             _ => {}
         }
@@ -276,7 +281,10 @@ pub fn memory_policy(config: &Config) -> crate::engine::memory::Policy {
 
 impl Node {
     /// Hand engine effects to the AOF writer and the bus (non-blocking).
-    pub fn dispatch_effects(&mut self, effects: crate::engine::Effects) {
+    pub fn dispatch_effects(&mut self, mut effects: crate::engine::Effects) {
+        // AOF first: a record is queued for the disk before any bus
+        // message of the same call can leave.
+        crate::aof::dispatch(self, std::mem::take(&mut effects.aof));
         if let Some(tx) = &self.effect_sink {
             tx(effects);
         }

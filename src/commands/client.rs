@@ -38,7 +38,7 @@ pub fn client(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
                 "N"
             };
             out.push_str(&format!(
-                "id={} addr={} fd={} name={} age={} idle={} flags={} db=0 sub=0 psub=0 multi=-1 qbuf=0 qbuf-free=0 obl=0 oll=0 omem=0 events=r cmd={}\n",
+                "id={} addr={} fd={} name={} age={} idle={} flags={} qbuf=0 qbuf-free=0 obl=0 oll=0 omem=0 events=r cmd={}\n",
                 c.id,
                 c.addr,
                 c.fd,

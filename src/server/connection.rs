@@ -25,6 +25,8 @@ use crate::resp::Reply;
 /// Most requests run under one lock acquisition, so one pipelining client
 /// cannot hold the node for long.
 const MAX_BATCH: usize = 256;
+/// Stop a batch and write the replies out once this much is buffered.
+const FLUSH_AT: usize = 64 * 1024;
 /// Reserve at most this much ahead for a large incoming bulk argument.
 const MAX_RESERVE: usize = 8 * 1024 * 1024;
 
@@ -97,8 +99,14 @@ async fn serve(
     let mut read_bytes: u64 = 0;
     let mut protocol_error: Option<String> = None;
     loop {
-        // Parse every complete request already buffered.
-        while pending.len() < MAX_BATCH && protocol_error.is_none() {
+        // Parse the complete requests already buffered, up to a batch.
+        let mut batch_full = false;
+        while protocol_error.is_none() {
+            if pending.len() >= MAX_BATCH {
+                // More requests may be buffered: parse them before reading.
+                batch_full = true;
+                break;
+            }
             match parser.parse(&mut rbuf) {
                 Ok(Some(args)) => pending.push_back(args),
                 Ok(None) => break,
@@ -106,8 +114,15 @@ async fn serve(
             }
         }
         if !pending.is_empty() {
-            let step = run_batch(shared, client, &mut pending, &mut wbuf, read_bytes);
+            let (step, aof_sync) = run_batch(shared, client, &mut pending, &mut wbuf, read_bytes);
             read_bytes = 0;
+            // appendfsync always: no reply of this batch leaves before its
+            // AOF records are fsynced (awaited outside the lock).
+            if let Some(w) = aof_sync {
+                if !w.wait().await {
+                    return Ok(());
+                }
+            }
             match step {
                 Step::Continue => {}
                 Step::Paused(until) => {
@@ -143,7 +158,12 @@ async fn serve(
                     return monitor(shared, stream, client.id, &mut kill_rx).await;
                 }
             }
-            if !pending.is_empty() {
+            if !pending.is_empty() || batch_full {
+                // Write big reply backlogs out first, so a client that
+                // pipelines without reading blocks on TCP, not on our memory.
+                if wbuf.len() >= FLUSH_AT {
+                    flush(stream, &mut wbuf).await?;
+                }
                 continue;
             }
         }
@@ -198,11 +218,11 @@ fn run_batch(
     pending: &mut VecDeque<Vec<Bytes>>,
     wbuf: &mut BytesMut,
     read_bytes: u64,
-) -> Step {
+) -> (Step, Option<crate::aof::SyncWait>) {
     shared.with(|node, now| {
         node.stats.net_input += read_bytes;
         if node.clients_paused_until > now {
-            return Step::Paused(node.clients_paused_until);
+            return (Step::Paused(node.clients_paused_until), None);
         }
         let start_len = wbuf.len();
         let mut step = Step::Continue;
@@ -219,6 +239,9 @@ fn run_batch(
                 Outcome::Reply(r) => {
                     if !suppress {
                         encode(&r, client.proto, wbuf);
+                    }
+                    if wbuf.len() >= FLUSH_AT {
+                        break;
                     }
                 }
                 Outcome::Blocked(rx) => {
@@ -247,7 +270,7 @@ fn run_batch(
             }
         }
         node.stats.net_output += (wbuf.len() - start_len) as u64;
-        step
+        (step, crate::aof::pending_sync(node))
     })
 }
 
@@ -278,11 +301,19 @@ async fn wait_blocked(
             _ = shutdown.changed() => return Ok(None),
         }
     };
-    shared.with(|node, _| {
+    let aof_sync = shared.with(|node, _| {
         if let Some(info) = node.clients.get_mut(&id) {
             info.blocked = false;
         }
+        // The record that completed this command (a replicated ADDJOB's
+        // LOADJOB) came from another call: wait for everything produced.
+        crate::aof::produced_sync(node)
     });
+    if let Some(w) = aof_sync {
+        if !w.wait().await {
+            return Ok(None);
+        }
+    }
     // The engine always answers before dropping a waiter; a dropped sender
     // means the node is shutting down.
     Ok(Some(reply.unwrap_or(Reply::NullArray)))

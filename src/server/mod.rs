@@ -166,6 +166,9 @@ pub async fn run(config: crate::config::Config) -> Result<(), String> {
     config.port = port;
     let mut node = Node::new(engine, config, now);
     node.tcp_port = port;
+    // Load the AOF (after nodes.conf, so nodes_delivered resolves) before
+    // any client can connect; a bad file refuses to start.
+    crate::aof::startup(&mut node, unix_ms())?;
     let (shared, connect_rx) = Shared::new(node);
     if let Ok(mut g) = shared.nodes_conf.lock() {
         *g = Some(nodes_conf);
@@ -180,6 +183,7 @@ pub async fn run(config: crate::config::Config) -> Result<(), String> {
     }
     tokio::spawn(bus::connector(shared.clone(), connect_rx));
     let ticker = tokio::spawn(ticker::run(shared.clone()));
+    tokio::spawn(crate::aof::run_task(shared.clone()));
 
     tracing::info!(
         port,
@@ -197,6 +201,7 @@ pub async fn run(config: crate::config::Config) -> Result<(), String> {
     shared.shutdown();
     let _ = tokio::time::timeout(std::time::Duration::from_secs(5), ticker).await;
     ticker::save_nodes_conf(&shared);
+    crate::aof::shutdown(&shared).await;
     Ok(())
 }
 

@@ -1,0 +1,254 @@
+//! Replaying an AOF into the engine (WIRE 10.4), through the same engine
+//! entry points the rest of the node uses (`job_from_record`, `register`,
+//! `enqueue`, `update_awake`, `delete_job`).
+
+use std::fs::{File, OpenOptions};
+use std::path::Path;
+
+use super::reader::{AofReader, ReadError, Record};
+use crate::engine::codec::Flavor;
+use crate::engine::Engine;
+use crate::job::JobState;
+use crate::job_codec::JobRecord;
+
+#[derive(Clone, Copy, Debug)]
+pub struct LoadOptions {
+    /// `aof-load-truncated`: accept (and cut off) a truncated last record.
+    pub truncated_ok: bool,
+    /// `aof-enqueue-jobs-once`: put jobs that were queued back in their queue.
+    pub enqueue: bool,
+}
+
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Loaded {
+    /// Jobs present after the load.
+    pub jobs: usize,
+    /// Records applied.
+    pub records: u64,
+    /// File size after a possible truncation.
+    pub size: u64,
+    /// Offset the file was cut at, if its tail was truncated.
+    pub truncated_at: Option<u64>,
+}
+
+/// Load `path` into `engine`. A missing file is an empty one. The caller
+/// keeps `engine.aof` off so replaying produces no new records.
+pub fn load_file(
+    engine: &mut Engine,
+    path: &Path,
+    opts: LoadOptions,
+    now: u64,
+) -> Result<Loaded, String> {
+    let name = path.display();
+    let file = match File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Loaded::default()),
+        Err(e) => {
+            return Err(format!(
+                "Fatal error: can't open the append log file {name} for reading: {}",
+                crate::config::strerror(&e)
+            ))
+        }
+    };
+    let mut reader = AofReader::new(file);
+    let mut loaded = Loaded::default();
+    loop {
+        match reader.next_record() {
+            Ok(Some((offset, rec))) => {
+                apply(engine, rec, opts, now).map_err(|why| bad_format(path, offset, &why))?;
+                loaded.records += 1;
+            }
+            Ok(None) => break,
+            Err(ReadError::Truncated { offset }) if opts.truncated_ok => {
+                tracing::warn!(
+                    "!!! Warning: short read while loading the AOF file {name}: the last \
+                     record starting at offset {offset} is truncated. Truncating the AOF \
+                     at offset {offset} (aof-load-truncated is enabled)."
+                );
+                OpenOptions::new()
+                    .write(true)
+                    .open(path)
+                    .and_then(|f| f.set_len(offset).and_then(|()| f.sync_all()))
+                    .map_err(|e| {
+                        format!(
+                            "Error truncating the AOF file {name} at offset {offset}: {}",
+                            crate::config::strerror(&e)
+                        )
+                    })?;
+                loaded.truncated_at = Some(offset);
+                break;
+            }
+            Err(ReadError::Truncated { offset }) => {
+                return Err(format!(
+                    "Unexpected end of file reading the append only file {name}: the record \
+                     at offset {offset} is truncated and aof-load-truncated is no. Set \
+                     aof-load-truncated yes to load it anyway, or run \
+                     disque-server --check-aof --fix {name}"
+                ))
+            }
+            Err(ReadError::Corrupt { offset, why }) => return Err(bad_format(path, offset, &why)),
+            Err(ReadError::Io(e)) => {
+                return Err(format!("Error reading the append only file {name}: {e}"))
+            }
+        }
+    }
+    loaded.size = reader.offset();
+    loaded.jobs = engine.store.len();
+    Ok(loaded)
+}
+
+fn bad_format(path: &Path, offset: u64, why: &str) -> String {
+    format!(
+        "Bad file format reading the append only file {} at offset {offset}: {why}. \
+         Make a backup of your AOF file, then use disque-server --check-aof --fix <filename>",
+        path.display()
+    )
+}
+
+/// Apply one record. Errors are content problems the reader cannot see.
+pub fn apply(engine: &mut Engine, rec: Record, opts: LoadOptions, now: u64) -> Result<(), String> {
+    match rec {
+        Record::LoadJob(blob) => {
+            let (r, _) = JobRecord::decode_bytes(&blob).map_err(|e| e.to_string())?;
+            let Some(mut job) = engine.job_from_record(&r, Flavor::Storage, now) else {
+                return Err("LOADJOB payload has an invalid job ID or state".into());
+            };
+            if u64::from(job.etime) <= now / 1000 {
+                return Ok(()); // expired while the node was down
+            }
+            if engine.lookup(&job.id).is_some() {
+                return Ok(()); // duplicate (e.g. rewrite snapshot + captured record)
+            }
+            let was_queued = job.state == JobState::Queued;
+            // Nobody waits for replication of a job loaded from disk, and a
+            // queued job is only put back in a queue on request.
+            if matches!(job.state, JobState::Queued | JobState::WaitRepl) {
+                job.state = JobState::Active;
+            }
+            let requeue = was_queued && opts.enqueue;
+            if requeue && job.qtime == 0 {
+                // RETRY 0 jobs deserialize with qtime 0, which the enqueue
+                // procedure refuses; C Disque leaves them active forever
+                // (WIRE 10.4 quirk). Our documented choice: give them a
+                // qtime so the controlled-restart recipe re-queues them too.
+                job.qtime = now.max(1);
+            }
+            let Some(h) = engine.register(job) else {
+                return Ok(());
+            };
+            if requeue {
+                engine.enqueue(h, false, now);
+            }
+            engine.update_awake(h, now);
+        }
+        Record::DelJob(id) => {
+            if let Some(h) = engine.lookup(&id) {
+                engine.delete_job(h, now);
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)] // tests may panic
+mod tests {
+    use super::*;
+    use crate::engine::codec::record_of;
+    use crate::engine::AofRecord;
+
+    const NOW: u64 = 1_700_000_000_000;
+
+    fn engine() -> Engine {
+        Engine::new([b'a'; 40], 7711, 1, NOW)
+    }
+
+    fn job_blob(e: &Engine, n: u8, state: JobState, retry: u32, etime: u32) -> bytes::Bytes {
+        let mut id = *b"D-ad249f8c-OF1sLDglZX7WluoLS7rcXAGl-003d";
+        id[39] = b'0' + n;
+        let mut j = Engine::new_job(crate::job::JobId(id));
+        j.state = state;
+        j.retry = retry;
+        j.etime = etime;
+        j.ctime = u64::from(n);
+        j.queue = Some(bytes::Bytes::from_static(b"q"));
+        j.body = Some(bytes::Bytes::from(vec![b'x'; 10]));
+        record_of(&j, &e.cluster, Flavor::Storage, 0).to_bytes()
+    }
+
+    fn file_of(recs: &[AofRecord]) -> Vec<u8> {
+        let mut v = Vec::new();
+        for r in recs {
+            super::super::reader::encode_record(r, &mut v);
+        }
+        v
+    }
+
+    fn write(name: &str, data: &[u8]) -> std::path::PathBuf {
+        let p = std::env::temp_dir().join(format!("disque-load-{name}-{}.aof", std::process::id()));
+        std::fs::write(&p, data).unwrap();
+        p
+    }
+
+    #[test]
+    fn queued_jobs_come_back_active_or_queued_once() {
+        let e0 = engine();
+        let far = (NOW / 1000 + 3600) as u32;
+        let recs = vec![
+            AofRecord::LoadJob(job_blob(&e0, 1, JobState::Queued, 30, far)),
+            AofRecord::LoadJob(job_blob(&e0, 2, JobState::Queued, 0, far)),
+            AofRecord::LoadJob(job_blob(&e0, 3, JobState::Active, 30, far)),
+            AofRecord::LoadJob(job_blob(&e0, 4, JobState::Queued, 30, (NOW / 1000) as u32)),
+            AofRecord::LoadJob(job_blob(&e0, 3, JobState::Active, 30, far)),
+        ];
+        let path = write("q", &file_of(&recs));
+        for enqueue in [false, true] {
+            let mut e = engine();
+            let opts = LoadOptions {
+                truncated_ok: false,
+                enqueue,
+            };
+            let l = load_file(&mut e, &path, opts, NOW).unwrap();
+            assert_eq!(l.records, 5);
+            assert_eq!(l.jobs, 3, "expired job skipped, duplicate ignored");
+            let want = if enqueue { 2 } else { 0 };
+            assert_eq!(e.queue_len(b"q"), want, "retry-0 job re-queued too");
+        }
+    }
+
+    #[test]
+    fn deljob_removes_and_truncation_rules() {
+        let e0 = engine();
+        let far = (NOW / 1000 + 3600) as u32;
+        let blob = job_blob(&e0, 1, JobState::Active, 30, far);
+        let id = crate::job::JobId(blob[4..44].try_into().unwrap());
+        let mut data = file_of(&[
+            AofRecord::LoadJob(blob),
+            AofRecord::DelJob(id),
+            AofRecord::LoadJob(job_blob(&e0, 2, JobState::Active, 30, far)),
+        ]);
+        let full = data.len() as u64;
+        data.extend_from_slice(b"*2\r\n$6\r\nDEL");
+        let path = write("t", &data);
+        let strict = LoadOptions {
+            truncated_ok: false,
+            enqueue: false,
+        };
+        let err = load_file(&mut engine(), &path, strict, NOW).unwrap_err();
+        assert!(err.contains(&format!("offset {full}")), "{err}");
+        let mut e = engine();
+        let l = load_file(
+            &mut e,
+            &path,
+            LoadOptions {
+                truncated_ok: true,
+                enqueue: false,
+            },
+            NOW,
+        )
+        .unwrap();
+        assert_eq!((l.jobs, l.truncated_at), (1, Some(full)));
+        assert!(e.lookup(&id).is_none());
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), full);
+    }
+}

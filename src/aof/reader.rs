@@ -1,0 +1,469 @@
+//! The AOF record reader: a strict, incremental parser for the two record
+//! kinds of WIRE 10.1 (`LOADJOB <blob>`, `DELJOB <id>`).
+//!
+//! It is separate from the client request parser on purpose: the client
+//! parser accepts inline commands and any command name, while here every
+//! byte must belong to one of two record shapes, and the loader and the
+//! checker need to know *exactly* where a record starts and whether a
+//! failure is "the file simply ends early" (a crash in the middle of a
+//! write, tolerated by `aof-load-truncated`) or "these bytes are wrong"
+//! (corruption, never tolerated). A prefix that is consistent with a valid
+//! record so far but ends early is `Truncated`; the first byte that cannot
+//! belong to a valid record makes it `Corrupt`.
+
+use std::fmt;
+use std::io::Read;
+
+use bytes::{Bytes, BytesMut};
+
+use crate::job::JobId;
+use crate::job_codec::{CodecError, JobRecord};
+
+/// One decoded AOF record. `LoadJob` keeps the raw storage blob; it has
+/// already been checked to decode as exactly one job record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Record {
+    LoadJob(Bytes),
+    DelJob(JobId),
+}
+
+/// Why reading stopped before the end of the file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReadError {
+    /// The file ends inside the record starting at `offset`.
+    Truncated { offset: u64 },
+    /// The record starting at `offset` is malformed.
+    Corrupt { offset: u64, why: String },
+    /// The file could not be read at all.
+    Io(String),
+}
+
+impl fmt::Display for ReadError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ReadError::Truncated { offset } => {
+                write!(
+                    f,
+                    "truncated record at offset {offset} (unexpected end of file)"
+                )
+            }
+            ReadError::Corrupt { offset, why } => {
+                write!(f, "bad record at offset {offset}: {why}")
+            }
+            ReadError::Io(e) => write!(f, "read error: {e}"),
+        }
+    }
+}
+
+/// Outcome of parsing the front of a buffer.
+#[derive(Debug, PartialEq, Eq)]
+enum Parse {
+    /// A complete record: its kind (true = LOADJOB), the argument's byte
+    /// range and the bytes it occupies.
+    Done(bool, (usize, usize), usize),
+    /// Everything present is consistent, but more bytes are needed.
+    Incomplete,
+    Corrupt(String),
+}
+
+/// Largest bulk argument accepted (same bound as client requests).
+const MAX_BULK: usize = crate::resp::parse::MAX_BULK as usize;
+
+/// Parse one `$<len>\r\n<data>\r\n` at `buf[pos..]`; returns the data range
+/// and the position after it.
+fn bulk(buf: &[u8], pos: usize, what: &str) -> Result<Option<(usize, usize, usize)>, String> {
+    let rest = &buf[pos.min(buf.len())..];
+    let Some(&first) = rest.first() else {
+        return Ok(None);
+    };
+    if first != b'$' {
+        return Err(format!("expected '$' before the {what}"));
+    }
+    let mut len: usize = 0;
+    let mut i = 1;
+    loop {
+        let Some(&c) = rest.get(i) else {
+            return Ok(None);
+        };
+        match c {
+            b'0'..=b'9' if i <= 10 => {
+                len = len * 10 + usize::from(c - b'0');
+                i += 1;
+            }
+            b'\r' if i > 1 => break,
+            _ => return Err(format!("invalid bulk length for the {what}")),
+        }
+    }
+    if len > MAX_BULK {
+        return Err(format!("bulk length {len} of the {what} is too large"));
+    }
+    match rest.get(i + 1) {
+        None => return Ok(None),
+        Some(b'\n') => {}
+        Some(_) => return Err(format!("missing LF after the {what} length")),
+    }
+    let start = pos + i + 2;
+    let end = start + len;
+    // The terminating CRLF, checked byte by byte so a short tail is
+    // "incomplete" and a wrong byte is "corrupt".
+    for (k, want) in [b'\r', b'\n'].into_iter().enumerate() {
+        match buf.get(end + k) {
+            None => return Ok(None),
+            Some(&c) if c == want => {}
+            Some(_) => return Err(format!("{what} is not followed by CRLF")),
+        }
+    }
+    Ok(Some((start, end, end + 2)))
+}
+
+/// Parse the record at the front of `buf`.
+fn parse(buf: &[u8]) -> Parse {
+    const HEADER: &[u8] = b"*2\r\n";
+    let n = buf.len().min(HEADER.len());
+    if buf[..n] != HEADER[..n] {
+        return Parse::Corrupt("expected a '*2' multibulk header".into());
+    }
+    if n < HEADER.len() {
+        return Parse::Incomplete;
+    }
+    let (cs, ce, after_cmd) = match bulk(buf, HEADER.len(), "command name") {
+        Ok(Some(r)) => r,
+        Ok(None) => {
+            // Check the partial name against the two known commands so that
+            // garbage is reported as soon as it is visible.
+            return partial_name_check(buf);
+        }
+        Err(e) => return Parse::Corrupt(e),
+    };
+    let name = &buf[cs..ce];
+    let is_load = name.eq_ignore_ascii_case(b"LOADJOB");
+    let is_del = name.eq_ignore_ascii_case(b"DELJOB");
+    if !is_load && !is_del {
+        return Parse::Corrupt(format!(
+            "unknown command '{}'",
+            String::from_utf8_lossy(&name[..name.len().min(32)])
+        ));
+    }
+    let (as_, ae, end) = match bulk(buf, after_cmd, "argument") {
+        Ok(Some(r)) => r,
+        Ok(None) => return Parse::Incomplete,
+        Err(e) => return Parse::Corrupt(e),
+    };
+    let arg = &buf[as_..ae];
+    if is_del {
+        return match JobId::parse(arg) {
+            Some(_) => Parse::Done(false, (as_, ae), end),
+            None => Parse::Corrupt("DELJOB argument is not a job ID".into()),
+        };
+    }
+    // The blob is complete (its bulk is), so any decoding problem,
+    // including the codec's "truncated", means the content is wrong.
+    match JobRecord::validate(arg) {
+        Ok(used) if used == arg.len() => {
+            // The fields the loader cannot do without: a valid ID and state.
+            if JobId::parse(&arg[4..44]).is_none() {
+                return Parse::Corrupt("LOADJOB payload has an invalid job ID".into());
+            }
+            if crate::job::JobState::from_u8(arg[44] & 0x0f).is_none() {
+                return Parse::Corrupt("LOADJOB payload has an invalid job state".into());
+            }
+            Parse::Done(true, (as_, ae), end)
+        }
+        Ok(_) => Parse::Corrupt("LOADJOB payload has trailing bytes".into()),
+        Err(CodecError::Truncated) => {
+            Parse::Corrupt("LOADJOB payload is shorter than its length prefix".into())
+        }
+        Err(e) => Parse::Corrupt(format!("LOADJOB payload: {e}")),
+    }
+}
+
+/// The command-name bulk is incomplete: is what we have a prefix of
+/// `$7\r\nLOADJOB` or `$6\r\nDELJOB`?
+fn partial_name_check(buf: &[u8]) -> Parse {
+    let rest = &buf[4..];
+    let prefix_of = |full: &[u8]| {
+        let n = rest.len().min(full.len());
+        rest[..n].eq_ignore_ascii_case(&full[..n])
+    };
+    if prefix_of(b"$7\r\nLOADJOB") || prefix_of(b"$6\r\nDELJOB") {
+        Parse::Incomplete
+    } else {
+        Parse::Corrupt("unknown command".into())
+    }
+}
+
+/// Reads records one by one from any byte source, tracking file offsets.
+pub struct AofReader<R: Read> {
+    src: R,
+    buf: BytesMut,
+    scratch: Vec<u8>,
+    /// File offset of `buf[0]`.
+    offset: u64,
+    eof: bool,
+}
+
+/// Read granularity; a record larger than this is assembled over several
+/// reads.
+const READ_CHUNK: usize = 1 << 20;
+
+impl<R: Read> AofReader<R> {
+    pub fn new(src: R) -> AofReader<R> {
+        AofReader {
+            src,
+            buf: BytesMut::new(),
+            scratch: vec![0; READ_CHUNK],
+            offset: 0,
+            eof: false,
+        }
+    }
+
+    /// Offset of the next unread record (= bytes accepted so far).
+    pub fn offset(&self) -> u64 {
+        self.offset
+    }
+
+    /// The next record and the offset it starts at; `Ok(None)` at a clean
+    /// end of file.
+    pub fn next_record(&mut self) -> Result<Option<(u64, Record)>, ReadError> {
+        loop {
+            if !self.buf.is_empty() {
+                match parse(&self.buf) {
+                    Parse::Done(is_load, (a, b), used) => {
+                        let at = self.offset;
+                        self.offset += used as u64;
+                        // Zero-copy: a LOADJOB blob is a slice of this record.
+                        let raw = self.buf.split_to(used).freeze();
+                        let rec = if is_load {
+                            Record::LoadJob(raw.slice(a..b))
+                        } else {
+                            let mut id = [0u8; 40];
+                            id.copy_from_slice(&raw[a..b]);
+                            Record::DelJob(JobId(id))
+                        };
+                        return Ok(Some((at, rec)));
+                    }
+                    Parse::Corrupt(why) => {
+                        return Err(ReadError::Corrupt {
+                            offset: self.offset,
+                            why,
+                        })
+                    }
+                    Parse::Incomplete => {}
+                }
+            }
+            if self.eof {
+                return if self.buf.is_empty() {
+                    Ok(None)
+                } else {
+                    Err(ReadError::Truncated {
+                        offset: self.offset,
+                    })
+                };
+            }
+            self.fill()?;
+        }
+    }
+
+    /// Append up to READ_CHUNK more bytes to the buffer.
+    fn fill(&mut self) -> Result<(), ReadError> {
+        let n = loop {
+            match self.src.read(&mut self.scratch) {
+                Ok(n) => break n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(ReadError::Io(crate::config::strerror(&e))),
+            }
+        };
+        if n == 0 {
+            self.eof = true;
+        }
+        self.buf.extend_from_slice(&self.scratch[..n]);
+        Ok(())
+    }
+}
+
+/// Encode one record exactly as WIRE 10.1.
+pub fn encode_record(rec: &crate::engine::AofRecord, out: &mut Vec<u8>) {
+    match rec {
+        crate::engine::AofRecord::LoadJob(blob) => encode_loadjob(blob, out),
+        crate::engine::AofRecord::DelJob(id) => {
+            out.extend_from_slice(b"*2\r\n$6\r\nDELJOB\r\n$40\r\n");
+            out.extend_from_slice(&id.0);
+            out.extend_from_slice(b"\r\n");
+        }
+    }
+}
+
+pub fn encode_loadjob(blob: &[u8], out: &mut Vec<u8>) {
+    out.extend_from_slice(b"*2\r\n$7\r\nLOADJOB\r\n$");
+    out.extend_from_slice(blob.len().to_string().as_bytes());
+    out.extend_from_slice(b"\r\n");
+    out.extend_from_slice(blob);
+    out.extend_from_slice(b"\r\n");
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)] // tests may panic
+mod tests {
+    use super::*;
+    use crate::engine::AofRecord;
+
+    const ID: &[u8; 40] = b"D-ad249f8c-OF1sLDglZX7WluoLS7rcXAGl-003d";
+
+    fn blob() -> Bytes {
+        JobRecord {
+            id: *ID,
+            state: 2,
+            gc_retry: 0,
+            flags: 0,
+            repl: 1,
+            etime: 2_000_000_000,
+            ctime: 1,
+            delay: 0,
+            retry: 30,
+            nacks: 0,
+            deliv: 0,
+            queue: Bytes::from_static(b"q1"),
+            body: Bytes::from_static(b"body\r\n1"),
+            nodes: vec![],
+        }
+        .to_bytes()
+    }
+
+    fn file() -> Vec<u8> {
+        let mut v = Vec::new();
+        encode_record(&AofRecord::LoadJob(blob()), &mut v);
+        encode_record(&AofRecord::DelJob(JobId(*ID)), &mut v);
+        v
+    }
+
+    fn read_all(data: &[u8]) -> (Vec<(u64, Record)>, Option<ReadError>) {
+        // A tiny reader that hands out 3 bytes at a time exercises resumption.
+        struct Slow<'a>(&'a [u8]);
+        impl Read for Slow<'_> {
+            fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+                let n = self.0.len().min(3).min(out.len());
+                out[..n].copy_from_slice(&self.0[..n]);
+                self.0 = &self.0[n..];
+                Ok(n)
+            }
+        }
+        let mut r = AofReader::new(Slow(data));
+        let mut out = Vec::new();
+        loop {
+            match r.next_record() {
+                Ok(Some(x)) => out.push(x),
+                Ok(None) => return (out, None),
+                Err(e) => return (out, Some(e)),
+            }
+        }
+    }
+
+    #[test]
+    fn format_matches_wire() {
+        let mut v = Vec::new();
+        encode_record(&AofRecord::DelJob(JobId(*ID)), &mut v);
+        assert_eq!(
+            v,
+            b"*2\r\n$6\r\nDELJOB\r\n$40\r\nD-ad249f8c-OF1sLDglZX7WluoLS7rcXAGl-003d\r\n"
+        );
+        let mut v = Vec::new();
+        encode_loadjob(b"xyz", &mut v);
+        assert_eq!(v, b"*2\r\n$7\r\nLOADJOB\r\n$3\r\nxyz\r\n");
+    }
+
+    #[test]
+    fn reads_records_with_offsets() {
+        let data = file();
+        let (recs, err) = read_all(&data);
+        assert_eq!(err, None);
+        assert_eq!(recs.len(), 2);
+        assert_eq!(recs[0].0, 0);
+        assert_eq!(recs[0].1, Record::LoadJob(blob()));
+        let second = data.len() - 63;
+        assert_eq!(recs[1], (second as u64, Record::DelJob(JobId(*ID))));
+    }
+
+    #[test]
+    fn empty_file_is_fine() {
+        assert_eq!(read_all(b""), (vec![], None));
+    }
+
+    #[test]
+    fn every_cut_of_the_last_record_is_truncated() {
+        let data = file();
+        let second = data.len() - 63;
+        for cut in second + 1..data.len() {
+            let (recs, err) = read_all(&data[..cut]);
+            assert_eq!(recs.len(), 1, "cut {cut}");
+            assert_eq!(
+                err,
+                Some(ReadError::Truncated {
+                    offset: second as u64
+                }),
+                "cut {cut}"
+            );
+        }
+        for cut in 1..second {
+            let (recs, err) = read_all(&data[..cut]);
+            assert!(recs.is_empty());
+            assert_eq!(err, Some(ReadError::Truncated { offset: 0 }), "cut {cut}");
+        }
+    }
+
+    #[test]
+    fn corruption_is_reported_at_the_record_start() {
+        let data = file();
+        let second = data.len() - 63;
+        // Flip a byte in every position of the second record header/name.
+        for pos in second..second + 16 {
+            let mut bad = data.clone();
+            bad[pos] = b'#';
+            let (recs, err) = read_all(&bad);
+            assert_eq!(recs.len(), 1);
+            match err {
+                Some(ReadError::Corrupt { offset, .. }) => assert_eq!(offset, second as u64),
+                other => panic!("pos {pos}: {other:?}"),
+            }
+        }
+        // Garbage in the middle, followed by valid records.
+        let mut bad = data.clone();
+        bad.splice(second..second, b"hello\r\n".iter().copied());
+        let (_, err) = read_all(&bad);
+        assert!(matches!(err, Some(ReadError::Corrupt { offset, .. }) if offset == second as u64));
+    }
+
+    #[test]
+    fn bad_payloads_are_corrupt_not_truncated() {
+        // A complete bulk whose job record lies about its length.
+        let mut b = blob().to_vec();
+        b[0] = b[0].wrapping_add(5);
+        let mut v = Vec::new();
+        encode_loadjob(&b, &mut v);
+        assert!(matches!(
+            read_all(&v).1,
+            Some(ReadError::Corrupt { offset: 0, .. })
+        ));
+        let mut v = Vec::new();
+        encode_loadjob(b"short", &mut v);
+        assert!(matches!(
+            read_all(&v).1,
+            Some(ReadError::Corrupt { offset: 0, .. })
+        ));
+        // Wrong terminator after a complete bulk.
+        let mut v = file();
+        let end = v.len() - 1;
+        v[end] = b'x';
+        assert!(matches!(read_all(&v).1, Some(ReadError::Corrupt { .. })));
+        // Unknown command.
+        let v = b"*2\r\n$4\r\nPING\r\n$1\r\nx\r\n";
+        assert!(matches!(
+            read_all(v).1,
+            Some(ReadError::Corrupt { offset: 0, .. })
+        ));
+        let v = b"*2\r\n$7\r\nLOADXXX";
+        assert!(matches!(
+            read_all(v).1,
+            Some(ReadError::Corrupt { offset: 0, .. })
+        ));
+    }
+}

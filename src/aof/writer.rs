@@ -1,0 +1,753 @@
+//! The single AOF writer: a dedicated OS thread that owns the open file and
+//! receives records in engine order over a channel.
+//!
+//! Why a thread and not a tokio task: `write` and `fsync` block, and a
+//! blocked runtime worker stalls unrelated clients; the engine lock must
+//! never wait for the disk either, so the engine side only does a
+//! non-blocking `send`.
+//!
+//! Progress is published as sequence numbers (every record gets one, in
+//! engine order): `written` (handed to the kernel) and `synced` (on disk as
+//! far as the fsync policy promises). With `appendfsync always` a
+//! connection waits on the `synced` watch channel before it writes the
+//! replies of a batch that produced records.
+//!
+//! The channel is unbounded on purpose: the records already exist in
+//! memory when they are sent, blocking the sender would stall the whole
+//! node behind the disk, and dropping one would silently lose a job. The
+//! backlog is visible as `aof_buffer_length` in INFO.
+//!
+//! Background rewrites are also performed here, so only this thread ever
+//! touches the AOF path: the engine side streams snapshot chunks
+//! (`RewriteChunk`) into a temp file while every record produced since
+//! `RewriteBegin` is both appended to the current file and kept in a
+//! "diff" buffer, which is appended to the temp file before the atomic
+//! rename in `RewriteFinish`.
+
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use tokio::sync::watch;
+
+use crate::config::{strerror, AppendFsync};
+use crate::engine::AofRecord;
+
+/// Reply channel for synchronous requests (sync, stop, blocking rewrite).
+pub type Done = mpsc::Sender<Result<u64, String>>;
+
+pub enum Msg {
+    /// Records numbered `first_seq..first_seq + recs.len()`.
+    Records {
+        first_seq: u64,
+        recs: Vec<AofRecord>,
+    },
+    SetPolicy(AppendFsync),
+    /// AOF switched on: adopt the file produced by the next finished rewrite.
+    Enable,
+    /// AOF switched off: flush, fsync and close the file.
+    Disable,
+    /// Start capturing records for a new file. `incremental_fsync`: fsync
+    /// the temp file every 32 MB so the final fsync is short.
+    RewriteBegin {
+        incremental_fsync: bool,
+    },
+    /// Encoded LOADJOB records of a snapshot chunk.
+    RewriteChunk(Vec<u8>),
+    /// Append the captured records, fsync, rename over the AOF.
+    RewriteFinish {
+        done: Option<Done>,
+    },
+    RewriteAbort,
+    /// Flush and fsync everything received so far; replies with the size.
+    Sync(Done),
+    /// Like `Sync`, then exit the thread.
+    Stop(Done),
+}
+
+/// Results a finished background rewrite leaves for the node to pick up.
+#[derive(Debug, Clone)]
+pub struct RewriteReport {
+    pub result: Result<u64, String>,
+    /// The new file became the live AOF.
+    pub adopted: bool,
+}
+
+#[derive(Default)]
+pub struct Report {
+    pub write_error: Option<String>,
+    pub rewrite: Option<RewriteReport>,
+}
+
+/// What the writer thread publishes for the rest of the node.
+pub struct Published {
+    synced: watch::Sender<u64>,
+    pub written: AtomicU64,
+    pub current_size: AtomicU64,
+    /// Bytes received but not yet written (INFO aof_buffer_length).
+    pub backlog: AtomicU64,
+    /// Set whenever `report` changed, so readers can skip the mutex.
+    pub report_dirty: AtomicBool,
+    pub report: Mutex<Report>,
+}
+
+impl Published {
+    fn publish_report(&self, f: impl FnOnce(&mut Report)) {
+        let mut r = self.report.lock().unwrap_or_else(|e| e.into_inner());
+        f(&mut r);
+        self.report_dirty.store(true, Ordering::Release);
+    }
+
+    /// Take the report if it changed since the last call.
+    pub fn take_report(&self) -> Option<(Option<String>, Option<RewriteReport>)> {
+        if !self.report_dirty.swap(false, Ordering::AcqRel) {
+            return None;
+        }
+        let mut r = self.report.lock().unwrap_or_else(|e| e.into_inner());
+        Some((r.write_error.clone(), r.rewrite.take()))
+    }
+
+    pub fn subscribe(&self) -> watch::Receiver<u64> {
+        self.synced.subscribe()
+    }
+}
+
+/// "Reply after fsync": resolves once the record numbered `seq` is durable
+/// according to the policy. False if the writer went away first (shutdown),
+/// in which case the caller must not claim success.
+pub struct SyncWait {
+    rx: watch::Receiver<u64>,
+    seq: u64,
+}
+
+impl SyncWait {
+    pub async fn wait(mut self) -> bool {
+        let seq = self.seq;
+        self.rx.wait_for(|&s| s >= seq).await.is_ok()
+    }
+}
+
+/// The engine side's handle on the writer thread.
+pub struct Writer {
+    tx: mpsc::Sender<Msg>,
+    pub published: Arc<Published>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Writer {
+    /// Start the thread. `open`: the AOF is on, open (or create) the file
+    /// now so a failure stops startup instead of the first write.
+    pub fn start(path: PathBuf, policy: AppendFsync, open: bool) -> Result<Writer, String> {
+        let file = if open {
+            Some(open_append(&path).map_err(|e| {
+                format!(
+                    "Can't open the append-only file {}: {}",
+                    path.display(),
+                    strerror(&e)
+                )
+            })?)
+        } else {
+            None
+        };
+        let size = match &file {
+            Some(f) => f.metadata().map(|m| m.len()).unwrap_or(0),
+            None => 0,
+        };
+        let (synced, _) = watch::channel(0u64);
+        let published = Arc::new(Published {
+            synced,
+            written: AtomicU64::new(0),
+            current_size: AtomicU64::new(size),
+            backlog: AtomicU64::new(0),
+            report_dirty: AtomicBool::new(false),
+            report: Mutex::new(Report::default()),
+        });
+        let (tx, rx) = mpsc::channel();
+        let mut state = Thread {
+            path,
+            enabled: file.is_some(),
+            file,
+            buf: Vec::with_capacity(64 * 1024),
+            buf_last_seq: 0,
+            seen_seq: 0,
+            written_seq: 0,
+            synced_seq: 0,
+            size,
+            dirty: false,
+            policy,
+            last_fsync: Instant::now(),
+            error: None,
+            rewrite: None,
+            published: published.clone(),
+        };
+        let thread = std::thread::Builder::new()
+            .name("aof-writer".into())
+            .spawn(move || state.run(rx))
+            .map_err(|e| format!("Can't start the AOF writer thread: {e}"))?;
+        Ok(Writer {
+            tx,
+            published,
+            thread: Some(thread),
+        })
+    }
+
+    /// Non-blocking hand-off (the channel is unbounded, see module docs).
+    pub fn send(&self, msg: Msg) -> bool {
+        if let Msg::Records { recs, .. } = &msg {
+            let bytes: usize = recs.iter().map(record_len).sum();
+            self.published
+                .backlog
+                .fetch_add(bytes as u64, Ordering::Relaxed);
+        }
+        self.tx.send(msg).is_ok()
+    }
+
+    /// Send a request and wait for its answer (bounded).
+    pub fn request(
+        &self,
+        make: impl FnOnce(Done) -> Msg,
+        timeout: Duration,
+    ) -> Result<u64, String> {
+        let (tx, rx) = mpsc::channel();
+        if !self.send(make(tx)) {
+            return Err("the AOF writer is not running".into());
+        }
+        rx.recv_timeout(timeout)
+            .map_err(|_| "timed out waiting for the AOF writer".to_string())?
+    }
+
+    pub fn sync_wait(&self, seq: u64) -> SyncWait {
+        SyncWait {
+            rx: self.published.subscribe(),
+            seq,
+        }
+    }
+
+    /// Flush, fsync and stop the thread (graceful shutdown).
+    pub fn stop(mut self, timeout: Duration) -> Result<u64, String> {
+        let r = self.request(Msg::Stop, timeout);
+        if r.is_ok() {
+            if let Some(t) = self.thread.take() {
+                let _ = t.join();
+            }
+        }
+        r
+    }
+}
+
+fn record_len(r: &AofRecord) -> usize {
+    match r {
+        AofRecord::LoadJob(b) => b.len() + 32,
+        AofRecord::DelJob(_) => 63,
+    }
+}
+
+fn open_append(path: &std::path::Path) -> std::io::Result<File> {
+    OpenOptions::new().append(true).create(true).open(path)
+}
+
+/// The temp file a rewrite writes before the rename: next to the AOF, so
+/// the rename stays within one filesystem and is atomic.
+fn temp_path(aof: &std::path::Path) -> PathBuf {
+    aof.with_file_name(format!("temp-rewriteaof-bg-{}.aof", std::process::id()))
+}
+
+/// The directory holding the AOF, fsynced after a rename.
+fn dir_of(aof: &std::path::Path) -> PathBuf {
+    match aof.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    }
+}
+
+struct Rewrite {
+    /// None when the temp file could not be created (`error` says why).
+    tmp: Option<File>,
+    tmp_path: PathBuf,
+    /// Records received since RewriteBegin, encoded.
+    diff: Vec<u8>,
+    error: Option<String>,
+    incremental_fsync: bool,
+    since_fsync: u64,
+}
+
+struct Thread {
+    path: PathBuf,
+    /// Appending is on (a finished rewrite becomes the live file).
+    enabled: bool,
+    file: Option<File>,
+    /// Encoded records not yet written. Our own buffer rather than a
+    /// `BufWriter`: after a failed or partial write we must know exactly
+    /// which bytes reached the file so the retry neither loses nor
+    /// duplicates any.
+    buf: Vec<u8>,
+    buf_last_seq: u64,
+    seen_seq: u64,
+    written_seq: u64,
+    synced_seq: u64,
+    size: u64,
+    /// Written but not fsynced.
+    dirty: bool,
+    policy: AppendFsync,
+    last_fsync: Instant,
+    error: Option<String>,
+    rewrite: Option<Rewrite>,
+    published: Arc<Published>,
+}
+
+const INCREMENTAL_FSYNC_BYTES: u64 = 32 * 1024 * 1024;
+
+impl Thread {
+    fn run(&mut self, rx: mpsc::Receiver<Msg>) {
+        loop {
+            let msg = match rx.recv_timeout(self.next_wakeup()) {
+                Ok(m) => Some(m),
+                Err(mpsc::RecvTimeoutError::Timeout) => None,
+                Err(mpsc::RecvTimeoutError::Disconnected) => {
+                    self.flush_and_fsync();
+                    self.abort_rewrite();
+                    return;
+                }
+            };
+            let mut stop = None;
+            if let Some(m) = msg {
+                stop = self.handle(m);
+                // Group commit: take everything already queued before
+                // writing, so one write + one fsync covers many records.
+                while stop.is_none() {
+                    match rx.try_recv() {
+                        Ok(m) => stop = self.handle(m),
+                        Err(_) => break,
+                    }
+                }
+            }
+            self.write_out();
+            self.fsync_per_policy();
+            if let Some(done) = stop {
+                self.flush_and_fsync();
+                self.abort_rewrite();
+                let _ = done.send(self.sync_result());
+                return;
+            }
+        }
+    }
+
+    fn next_wakeup(&self) -> Duration {
+        if self.error.is_some() || !self.buf.is_empty() {
+            // Retry a failed write once per second (Redis does the same).
+            return Duration::from_secs(1);
+        }
+        if self.dirty && self.policy == AppendFsync::EverySec {
+            return Duration::from_secs(1).saturating_sub(self.last_fsync.elapsed());
+        }
+        Duration::from_secs(1)
+    }
+
+    /// Handle one message; returns the reply channel when it is `Stop`.
+    fn handle(&mut self, msg: Msg) -> Option<Done> {
+        match msg {
+            Msg::Records { first_seq, recs } => {
+                let mut seq = first_seq;
+                for r in &recs {
+                    if self.file.is_some() {
+                        super::reader::encode_record(r, &mut self.buf);
+                        self.buf_last_seq = seq;
+                    }
+                    if let Some(rw) = &mut self.rewrite {
+                        super::reader::encode_record(r, &mut rw.diff);
+                    }
+                    self.published
+                        .backlog
+                        .fetch_sub(record_len(r) as u64, Ordering::Relaxed);
+                    seq += 1;
+                }
+                self.seen_seq = self.seen_seq.max(seq.saturating_sub(1));
+            }
+            Msg::SetPolicy(p) => self.policy = p,
+            Msg::Enable => self.enabled = true,
+            Msg::Disable => {
+                self.flush_and_fsync();
+                self.enabled = false;
+                self.file = None;
+                // Whatever could not be written is not going anywhere now.
+                self.buf.clear();
+                self.set_error(None);
+            }
+            Msg::RewriteBegin { incremental_fsync } => {
+                self.abort_rewrite();
+                self.begin_rewrite(incremental_fsync);
+            }
+            Msg::RewriteChunk(bytes) => self.rewrite_chunk(&bytes),
+            Msg::RewriteFinish { done } => {
+                // Records before this point must be in the diff first.
+                let report = self.finish_rewrite();
+                // A synchronous caller gets the result directly; a
+                // background rewrite leaves it for the node's cron.
+                match done {
+                    Some(d) => {
+                        let _ = d.send(report.result);
+                    }
+                    None => self.published.publish_report(|r| r.rewrite = Some(report)),
+                }
+            }
+            Msg::RewriteAbort => self.abort_rewrite(),
+            Msg::Sync(done) => {
+                self.flush_and_fsync();
+                let _ = done.send(self.sync_result());
+            }
+            Msg::Stop(done) => return Some(done),
+        }
+        None
+    }
+
+    fn sync_result(&self) -> Result<u64, String> {
+        match &self.error {
+            Some(e) => Err(e.clone()),
+            None => Ok(self.size),
+        }
+    }
+
+    fn set_error(&mut self, e: Option<String>) {
+        if self.error != e {
+            if let Some(msg) = &e {
+                tracing::warn!(error = %msg, "Error writing to the AOF file.");
+            } else {
+                tracing::info!("AOF write error solved: the AOF can be written again.");
+            }
+            self.error = e.clone();
+            self.published.publish_report(|r| r.write_error = e);
+        }
+    }
+
+    /// Hand the buffer to the kernel, keeping exactly the unwritten bytes.
+    fn write_out(&mut self) {
+        let Some(file) = &mut self.file else {
+            // Not appending: nothing to wait for.
+            self.publish_synced(self.seen_seq);
+            return;
+        };
+        let mut done = 0;
+        let mut err = None;
+        while done < self.buf.len() {
+            match file.write(&self.buf[done..]) {
+                Ok(0) => {
+                    err = Some("write returned 0 bytes (disk full?)".to_string());
+                    break;
+                }
+                Ok(n) => done += n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    err = Some(strerror(&e));
+                    break;
+                }
+            }
+        }
+        if done > 0 {
+            self.size += done as u64;
+            self.dirty = true;
+            self.buf.drain(..done);
+            self.published
+                .current_size
+                .store(self.size, Ordering::Relaxed);
+        }
+        if self.buf.is_empty() {
+            self.written_seq = self.buf_last_seq.max(self.written_seq);
+            self.published
+                .written
+                .store(self.written_seq, Ordering::Release);
+        }
+        if self.buf.capacity() > 4 * 1024 * 1024 && self.buf.is_empty() {
+            self.buf = Vec::with_capacity(64 * 1024);
+        }
+        match err {
+            Some(e) => self.set_error(Some(e)),
+            None if self.buf.is_empty() => self.set_error(None),
+            None => {}
+        }
+        if self.policy == AppendFsync::No && self.buf.is_empty() {
+            // `no` promises nothing beyond "handed to the kernel".
+            self.publish_synced(self.written_seq);
+        }
+    }
+
+    fn fsync_per_policy(&mut self) {
+        let due = match self.policy {
+            AppendFsync::Always => true,
+            AppendFsync::EverySec => self.last_fsync.elapsed() >= Duration::from_secs(1),
+            AppendFsync::No => false,
+        };
+        if due {
+            self.fsync();
+        }
+    }
+
+    fn fsync(&mut self) {
+        let Some(file) = &self.file else { return };
+        if !self.dirty {
+            self.publish_synced(self.written_seq);
+            return;
+        }
+        let upto = self.written_seq;
+        match file.sync_data() {
+            Ok(()) => {
+                self.dirty = false;
+                self.last_fsync = Instant::now();
+                self.publish_synced(upto);
+            }
+            Err(e) => self.set_error(Some(format!("fsync: {}", strerror(&e)))),
+        }
+    }
+
+    fn flush_and_fsync(&mut self) {
+        self.write_out();
+        self.fsync();
+    }
+
+    fn publish_synced(&mut self, seq: u64) {
+        if seq > self.synced_seq {
+            self.synced_seq = seq;
+            self.published.synced.send_replace(seq);
+        }
+    }
+
+    fn begin_rewrite(&mut self, incremental_fsync: bool) {
+        let tmp_path = temp_path(&self.path);
+        let (tmp, error) = match OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&tmp_path)
+        {
+            Ok(f) => (Some(f), None),
+            Err(e) => (
+                None,
+                Some(format!(
+                    "Opening the temp file for AOF rewrite failed: {}",
+                    strerror(&e)
+                )),
+            ),
+        };
+        self.rewrite = Some(Rewrite {
+            tmp,
+            tmp_path,
+            diff: Vec::new(),
+            error,
+            incremental_fsync,
+            since_fsync: 0,
+        });
+    }
+
+    fn rewrite_chunk(&mut self, bytes: &[u8]) {
+        let Some(rw) = &mut self.rewrite else { return };
+        let Some(tmp) = &mut rw.tmp else { return };
+        if rw.error.is_some() {
+            return;
+        }
+        if let Err(e) = tmp.write_all(bytes) {
+            rw.error = Some(strerror(&e));
+            return;
+        }
+        rw.since_fsync += bytes.len() as u64;
+        if rw.incremental_fsync && rw.since_fsync >= INCREMENTAL_FSYNC_BYTES {
+            rw.since_fsync = 0;
+            if let Err(e) = tmp.sync_data() {
+                rw.error = Some(strerror(&e));
+            }
+        }
+    }
+
+    fn finish_rewrite(&mut self) -> RewriteReport {
+        let Some(mut rw) = self.rewrite.take() else {
+            // Begin failed (already reported) or the rewrite was aborted.
+            return RewriteReport {
+                result: Err("no AOF rewrite in progress".into()),
+                adopted: false,
+            };
+        };
+        let fail = |rw: &Rewrite, e: String| {
+            let _ = std::fs::remove_file(&rw.tmp_path);
+            tracing::warn!(error = %e, "Background AOF rewrite failed.");
+            RewriteReport {
+                result: Err(e),
+                adopted: false,
+            }
+        };
+        if let Some(e) = rw.error.take() {
+            return fail(&rw, e);
+        }
+        let Some(mut tmp) = rw.tmp.take() else {
+            return fail(&rw, "no temp file".into());
+        };
+        if let Err(e) = tmp.write_all(&rw.diff) {
+            return fail(&rw, strerror(&e));
+        }
+        if let Err(e) = tmp.sync_all() {
+            return fail(&rw, format!("fsync: {}", strerror(&e)));
+        }
+        let size = match tmp.metadata() {
+            Ok(m) => m.len(),
+            Err(e) => return fail(&rw, strerror(&e)),
+        };
+        if let Err(e) = std::fs::rename(&rw.tmp_path, &self.path) {
+            return fail(&rw, format!("rename: {}", strerror(&e)));
+        }
+        // Make the rename itself durable.
+        if let Ok(dir) = File::open(dir_of(&self.path)) {
+            let _ = dir.sync_all();
+        }
+        let adopted = self.enabled;
+        if adopted {
+            // Everything received so far is in the new file, fsynced; the
+            // old file's unwritten tail (if a write failed) is superseded.
+            self.file = Some(tmp);
+            self.buf.clear();
+            self.size = size;
+            self.dirty = false;
+            self.written_seq = self.seen_seq;
+            self.buf_last_seq = self.seen_seq;
+            self.published
+                .written
+                .store(self.written_seq, Ordering::Release);
+            self.published.current_size.store(size, Ordering::Relaxed);
+            self.publish_synced(self.seen_seq);
+            self.set_error(None);
+        }
+        tracing::info!(
+            bytes = size,
+            "Background AOF rewrite finished successfully."
+        );
+        RewriteReport {
+            result: Ok(size),
+            adopted,
+        }
+    }
+
+    fn abort_rewrite(&mut self) {
+        if let Some(rw) = self.rewrite.take() {
+            let _ = std::fs::remove_file(&rw.tmp_path);
+        }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)] // tests may panic
+mod tests {
+    use super::*;
+    use crate::aof::reader::{AofReader, Record};
+    use crate::job::JobId;
+
+    fn id(n: u8) -> JobId {
+        let mut b = *b"D-ad249f8c-OF1sLDglZX7WluoLS7rcXAGl-003d";
+        b[39] = b'0' + n;
+        JobId(b)
+    }
+
+    fn read(path: &std::path::Path) -> Vec<Record> {
+        let f = File::open(path).unwrap();
+        let mut r = AofReader::new(f);
+        let mut v = Vec::new();
+        while let Some((_, rec)) = r.next_record().unwrap() {
+            v.push(rec);
+        }
+        v
+    }
+
+    fn tmpdir(name: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("disque-aof-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    #[test]
+    fn always_publishes_synced_after_write() {
+        let dir = tmpdir("always");
+        let path = dir.join("a.aof");
+        let w = Writer::start(path.clone(), AppendFsync::Always, true).unwrap();
+        let recs = vec![AofRecord::DelJob(id(1)), AofRecord::DelJob(id(2))];
+        assert!(w.send(Msg::Records { first_seq: 1, recs }));
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let ok = rt.block_on(async {
+            tokio::time::timeout(Duration::from_secs(10), w.sync_wait(2).wait()).await
+        });
+        assert_eq!(ok, Ok(true));
+        assert_eq!(w.published.written.load(Ordering::Acquire), 2);
+        assert_eq!(
+            read(&path),
+            vec![Record::DelJob(id(1)), Record::DelJob(id(2))]
+        );
+        assert_eq!(w.stop(Duration::from_secs(10)), Ok(126));
+    }
+
+    #[test]
+    fn rewrite_keeps_records_produced_during_it() {
+        let dir = tmpdir("rewrite");
+        let path = dir.join("b.aof");
+        // The rename target is relative to the cwd in production; use an
+        // absolute path here and accept the temp file in the cwd.
+        let w = Writer::start(path.clone(), AppendFsync::EverySec, true).unwrap();
+        w.send(Msg::Records {
+            first_seq: 1,
+            recs: vec![AofRecord::DelJob(id(1))],
+        });
+        w.send(Msg::RewriteBegin {
+            incremental_fsync: true,
+        });
+        w.send(Msg::Records {
+            first_seq: 2,
+            recs: vec![AofRecord::DelJob(id(2))],
+        });
+        let mut chunk = Vec::new();
+        crate::aof::reader::encode_record(&AofRecord::DelJob(id(3)), &mut chunk);
+        w.send(Msg::RewriteChunk(chunk));
+        let size = w
+            .request(
+                |d| Msg::RewriteFinish { done: Some(d) },
+                Duration::from_secs(10),
+            )
+            .unwrap();
+        assert_eq!(size, 126);
+        w.send(Msg::Records {
+            first_seq: 3,
+            recs: vec![AofRecord::DelJob(id(4))],
+        });
+        w.stop(Duration::from_secs(10)).unwrap();
+        // Snapshot first, then the diff, then later appends.
+        assert_eq!(
+            read(&path),
+            vec![
+                Record::DelJob(id(3)),
+                Record::DelJob(id(2)),
+                Record::DelJob(id(4))
+            ]
+        );
+    }
+
+    #[test]
+    fn disabled_writer_does_not_block_waiters() {
+        let dir = tmpdir("off");
+        let path = dir.join("c.aof");
+        let w = Writer::start(path.clone(), AppendFsync::Always, false).unwrap();
+        w.send(Msg::Records {
+            first_seq: 1,
+            recs: vec![AofRecord::DelJob(id(1))],
+        });
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let ok = rt.block_on(async {
+            tokio::time::timeout(Duration::from_secs(10), w.sync_wait(1).wait()).await
+        });
+        assert_eq!(ok, Ok(true));
+        w.stop(Duration::from_secs(10)).unwrap();
+        assert!(!path.exists());
+    }
+}
