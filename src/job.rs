@@ -2,7 +2,6 @@
 //! record every node keeps per job. Behaviour lives in the engine; this
 //! module only owns the data and its invariants (ID validation, TTL parity).
 
-use bytes::Bytes;
 use rand::RngCore;
 
 /// A job ID: exactly 40 bytes, `D-<node8>-<rand24>-<ttl4>`.
@@ -133,38 +132,44 @@ pub const F_DELIVERED: u8 = 4;
 /// Index into the engine's node table (0 is always this node).
 pub type NodeIdx = u32;
 
-/// A small set of node indexes; inline up to 5 members (the common
-/// REPLICATE <= 5 case costs no allocation).
+/// A queue name shared by all jobs of the queue.
+pub type QueueName = std::sync::Arc<[u8]>;
+/// A job body: exactly its bytes, no spare capacity.
+pub type Body = Box<[u8]>;
+
+/// A small set of node indexes in 16 bytes: up to 7 members below 65536
+/// inline (the common REPLICATE <= 7 case allocates nothing), else a Vec.
 #[derive(Clone, Debug)]
 pub enum NodeSet {
-    Inline { len: u8, ids: [NodeIdx; 5] },
-    Heap(Vec<NodeIdx>),
+    Inline { len: u8, ids: [u16; 7] },
+    Heap(Box<Vec<NodeIdx>>),
 }
 
 impl Default for NodeSet {
     fn default() -> Self {
-        NodeSet::Inline {
-            len: 0,
-            ids: [0; 5],
-        }
+        NodeSet::Inline { len: 0, ids: [0; 7] }
     }
 }
 
 impl NodeSet {
-    pub fn as_slice(&self) -> &[NodeIdx] {
-        match self {
-            NodeSet::Inline { len, ids } => &ids[..*len as usize],
-            NodeSet::Heap(v) => v,
-        }
-    }
     pub fn len(&self) -> usize {
-        self.as_slice().len()
+        match self {
+            NodeSet::Inline { len, .. } => *len as usize,
+            NodeSet::Heap(v) => v.len(),
+        }
     }
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
     pub fn contains(&self, n: NodeIdx) -> bool {
-        self.as_slice().contains(&n)
+        self.iter().any(|x| x == n)
+    }
+    pub fn iter(&self) -> impl Iterator<Item = NodeIdx> + '_ {
+        let (inline, heap): (&[u16], &[NodeIdx]) = match self {
+            NodeSet::Inline { len, ids } => (&ids[..*len as usize], &[]),
+            NodeSet::Heap(v) => (&[], v.as_slice()),
+        };
+        inline.iter().map(|&x| NodeIdx::from(x)).chain(heap.iter().copied())
     }
     /// Returns true when newly inserted.
     pub fn insert(&mut self, n: NodeIdx) -> bool {
@@ -172,26 +177,21 @@ impl NodeSet {
             return false;
         }
         match self {
-            NodeSet::Inline { len, ids } if (*len as usize) < ids.len() => {
-                ids[*len as usize] = n;
+            NodeSet::Inline { len, ids } if (*len as usize) < ids.len() && n <= u32::from(u16::MAX) => {
+                ids[*len as usize] = n as u16;
                 *len += 1;
             }
-            NodeSet::Inline { len, ids } => {
-                let mut v = ids[..*len as usize].to_vec();
+            NodeSet::Inline { .. } => {
+                let mut v: Vec<NodeIdx> = self.iter().collect();
                 v.push(n);
-                *self = NodeSet::Heap(v);
+                *self = NodeSet::Heap(Box::new(v));
             }
             NodeSet::Heap(v) => v.push(n),
         }
         true
     }
     pub fn remove(&mut self, n: NodeIdx) {
-        let kept: Vec<NodeIdx> = self
-            .as_slice()
-            .iter()
-            .copied()
-            .filter(|&x| x != n)
-            .collect();
+        let kept: Vec<NodeIdx> = self.iter().filter(|&x| x != n).collect();
         *self = NodeSet::from_slice(&kept);
     }
     pub fn from_slice(s: &[NodeIdx]) -> NodeSet {
@@ -200,9 +200,6 @@ impl NodeSet {
             set.insert(n);
         }
         set
-    }
-    pub fn iter(&self) -> impl Iterator<Item = NodeIdx> + '_ {
-        self.as_slice().iter().copied()
     }
 }
 
@@ -226,9 +223,9 @@ pub struct Job {
     /// Key in the scheduler; 0 = not scheduled.
     pub awakeme: u64,
     /// None for a dummy ACK.
-    pub queue: Option<Bytes>,
+    pub queue: Option<QueueName>,
     /// None for a dummy ACK.
-    pub body: Option<Bytes>,
+    pub body: Option<Body>,
     pub nodes_delivered: NodeSet,
     pub nodes_confirmed: Option<Box<NodeSet>>,
     /// The client blocked in ADDJOB waiting for synchronous replication.
@@ -286,6 +283,7 @@ mod tests {
     #[test]
     fn nodeset_spills_to_heap() {
         let mut s = NodeSet::default();
+        assert_eq!(std::mem::size_of::<NodeSet>(), 16);
         for i in 0..8 {
             assert!(s.insert(i));
         }

@@ -2,7 +2,7 @@
 //! clients blocked on it, pause flags, counters and federation bookkeeping.
 //! Jobs are referenced by their job-store handle; the engine owns both.
 
-use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 
 use bytes::Bytes;
 
@@ -52,9 +52,12 @@ impl Federation {
 
 pub struct Queue {
     pub name: Bytes,
-    /// (ctime, job handle): ascending creation time; the handle only breaks
-    /// ties between jobs created in the same nanosecond slot on different nodes.
-    pub jobs: BTreeSet<(u64, u32)>,
+    /// The same name, shared by every job of the queue (one allocation).
+    pub shared_name: crate::job::QueueName,
+    /// Order key (creation time) -> job handle. A key already taken (equal
+    /// ctimes from different nodes) is bumped to the next free value, which
+    /// keeps each entry at 12 bytes instead of a (ctime, handle) pair.
+    jobs: BTreeMap<u64, u32>,
     /// Creation time, unix seconds.
     pub ctime: u64,
     /// Last enqueue/pop, unix seconds.
@@ -69,8 +72,9 @@ pub struct Queue {
 impl Queue {
     pub fn new(name: Bytes, now_s: u64) -> Queue {
         Queue {
+            shared_name: crate::job::QueueName::from(&name[..]),
             name,
-            jobs: BTreeSet::new(),
+            jobs: BTreeMap::new(),
             ctime: now_s,
             atime: now_s,
             blocked: VecDeque::new(),
@@ -87,6 +91,36 @@ impl Queue {
 
     pub fn is_empty(&self) -> bool {
         self.jobs.is_empty()
+    }
+
+    /// Insert a job handle in creation-time order.
+    pub fn insert(&mut self, ctime: u64, h: u32) {
+        let mut k = ctime;
+        while self.jobs.contains_key(&k) {
+            k = k.wrapping_add(1);
+        }
+        self.jobs.insert(k, h);
+    }
+
+    /// Remove a job handle inserted with this ctime.
+    pub fn remove(&mut self, ctime: u64, h: u32) -> bool {
+        let near = self.jobs.range(ctime..).take(1024).find(|(_, &v)| v == h).map(|(&k, _)| k);
+        // Bumped keys stay next to their ctime; the full scan is a safety net.
+        let key = near.or_else(|| self.jobs.iter().find(|(_, &v)| v == h).map(|(&k, _)| k));
+        match key {
+            Some(k) => self.jobs.remove(&k).is_some(),
+            None => false,
+        }
+    }
+
+    /// Oldest job.
+    pub fn pop(&mut self) -> Option<u32> {
+        self.jobs.pop_first().map(|(_, h)| h)
+    }
+
+    /// Job handles oldest first (`.rev()` for newest first).
+    pub fn handles(&self) -> impl DoubleEndedIterator<Item = u32> + '_ {
+        self.jobs.values().copied()
     }
 
     pub fn pause_name(flags: u8) -> &'static str {
@@ -111,6 +145,22 @@ mod tests {
         f.record_import(10_010);
         assert!(f.import_rate(10_020) > 0);
         assert_eq!(f.import_rate(20_000), 0);
+    }
+
+    #[test]
+    fn equal_ctimes_keep_all_jobs_in_order() {
+        let mut q = Queue::new(Bytes::from_static(b"q"), 0);
+        q.insert(10, 1);
+        q.insert(10, 2);
+        q.insert(11, 3);
+        q.insert(5, 4);
+        assert_eq!(q.handles().collect::<Vec<_>>(), vec![4, 1, 2, 3]);
+        assert!(q.remove(10, 2));
+        assert!(!q.remove(10, 2));
+        assert!(q.remove(11, 3));
+        assert_eq!(q.pop(), Some(4));
+        assert_eq!(q.pop(), Some(1));
+        assert!(q.is_empty());
     }
 
     #[test]

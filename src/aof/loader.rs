@@ -171,8 +171,8 @@ mod tests {
         j.retry = retry;
         j.etime = etime;
         j.ctime = u64::from(n);
-        j.queue = Some(bytes::Bytes::from_static(b"q"));
-        j.body = Some(bytes::Bytes::from(vec![b'x'; 10]));
+        j.queue = Some(crate::job::QueueName::from(&b"q"[..]));
+        j.body = Some(crate::job::Body::from(&[b'x'; 10][..]));
         record_of(&j, &e.cluster, Flavor::Storage, 0).to_bytes()
     }
 

@@ -20,9 +20,9 @@ pub fn qpeek(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
     };
     let n = count.unsigned_abs().min(q.len() as u64) as usize;
     let handles: Vec<u32> = if count >= 0 {
-        q.jobs.iter().take(n).map(|&(_, h)| h).collect()
+        q.handles().take(n).collect()
     } else {
-        q.jobs.iter().rev().take(n).map(|&(_, h)| h).collect()
+        q.handles().rev().take(n).collect()
     };
     Reply::Array(
         handles

@@ -172,7 +172,7 @@ pub fn jscan(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
             return None;
         }
         if let Some(q) = &queue {
-            if j.queue.as_ref() != Some(q) {
+            if j.queue.as_deref() != Some(&q[..]) {
                 return None;
             }
         }

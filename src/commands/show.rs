@@ -42,7 +42,7 @@ pub fn describe(engine: &Engine, h: JobHandle, now: u64) -> Reply {
         ("id", Reply::bulk(j.id.0)),
         (
             "queue",
-            j.queue.clone().map_or(Reply::NullBulk, Reply::Bulk),
+            j.queue.as_deref().map_or(Reply::NullBulk, Reply::bulk),
         ),
         ("state", Reply::bulk_str(j.state.name())),
         ("repl", num(if dummy { 0 } else { u64::from(j.repl) })),
@@ -73,7 +73,7 @@ pub fn describe(engine: &Engine, h: JobHandle, now: u64) -> Reply {
                 num(j.awakeme.saturating_sub(now))
             },
         ),
-        ("body", j.body.clone().map_or(Reply::NullBulk, Reply::Bulk)),
+        ("body", j.body.as_deref().map_or(Reply::NullBulk, Reply::bulk)),
     ];
     // A map in RESP3; the flat 30-element array Disque sends in RESP2.
     Reply::Map(

@@ -93,11 +93,11 @@ impl Engine {
             now + u64::from(retry) * 1000
         };
         job.queue = Some(match self.queue(&req.queue) {
-            Some(q) => q.name.clone(),
-            None => Bytes::copy_from_slice(&req.queue),
+            Some(q) => q.shared_name.clone(),
+            None => crate::job::QueueName::from(&req.queue[..]),
         });
         // Own allocation: the argument may be a slice of a large read buffer.
-        job.body = Some(Bytes::copy_from_slice(&req.body));
+        job.body = Some(crate::job::Body::from(&req.body[..]));
         if !extrepl {
             job.nodes_delivered.insert(0);
         }

@@ -44,8 +44,8 @@ impl Engine {
         job.retry = r.retry;
         job.nacks = r.nacks;
         job.deliv = r.deliv;
-        job.queue = Some(Bytes::copy_from_slice(&r.queue));
-        job.body = Some(Bytes::copy_from_slice(&r.body));
+        job.queue = Some(crate::job::QueueName::from(&r.queue[..]));
+        job.body = Some(crate::job::Body::from(&r.body[..]));
         let mut nodes = NodeSet::default();
         for n in &r.nodes {
             if let Some(i) = self.cluster.find(n) {
@@ -96,8 +96,8 @@ pub fn record_of(j: &Job, cluster: &super::Cluster, flavor: Flavor, now: u64) ->
         retry: j.retry,
         nacks: j.nacks,
         deliv: j.deliv,
-        queue: j.queue.clone().unwrap_or_default(),
-        body: j.body.clone().unwrap_or_default(),
+        queue: j.queue.as_deref().map(Bytes::copy_from_slice).unwrap_or_default(),
+        body: j.body.as_deref().map(Bytes::copy_from_slice).unwrap_or_default(),
         nodes: j
             .nodes_delivered
             .iter()

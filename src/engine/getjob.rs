@@ -49,9 +49,9 @@ impl Engine {
             return Reply::NullBulk;
         };
         let mut v = Vec::with_capacity(if withcounters { 7 } else { 3 });
-        v.push(j.queue.clone().map_or(Reply::NullBulk, Reply::Bulk));
+        v.push(j.queue.as_deref().map_or(Reply::NullBulk, Reply::bulk));
         v.push(Reply::Bulk(Bytes::copy_from_slice(&j.id.0)));
-        v.push(j.body.clone().map_or(Reply::NullBulk, Reply::Bulk));
+        v.push(j.body.as_deref().map_or(Reply::NullBulk, Reply::bulk));
         if withcounters {
             v.push(Reply::bulk_str("nacks"));
             v.push(Reply::Integer(i64::from(j.nacks)));
@@ -192,9 +192,9 @@ impl Engine {
         if let Some(j) = self.store.get_mut(h) {
             j.state = JobState::Queued;
             j.flags &= !F_DELIVERED;
-            let key = (j.ctime, h);
+            let ctime = j.ctime;
             if let Some(q) = self.queues.get_mut(qh) {
-                q.jobs.insert(key);
+                q.insert(ctime, h);
                 q.jobs_out = q.jobs_out.saturating_sub(1);
             }
         }

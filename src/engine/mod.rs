@@ -282,10 +282,10 @@ impl Engine {
             return false;
         }
         j.state = JobState::Active;
-        let key = (j.ctime, h);
+        let ctime = j.ctime;
         let qname = j.queue.clone();
         if let Some(q) = qname.and_then(|n| self.queue_mut(&n)) {
-            q.jobs.remove(&key);
+            q.remove(ctime, h);
         }
         true
     }
@@ -336,7 +336,7 @@ impl Engine {
         }
         let qh = self.queue_create(&qname, now);
         if let Some(q) = self.queues.get_mut(qh) {
-            q.jobs.insert((key, h));
+            q.insert(key, h);
             q.atime = now / 1000;
             q.jobs_in += 1;
             if !q.blocked.is_empty() && q.paused & PAUSE_OUT == 0 {
@@ -345,7 +345,7 @@ impl Engine {
         }
         // Share the queue's name allocation instead of one copy per job.
         if let (Some(q), Some(j)) = (self.queues.get(qh), self.store.get_mut(h)) {
-            j.queue = Some(q.name.clone());
+            j.queue = Some(q.shared_name.clone());
         }
         self.update_awake(h, now);
         true
@@ -354,7 +354,7 @@ impl Engine {
     /// Pop the oldest job of a queue for delivery (WIRE 9.1 pop).
     pub fn pop(&mut self, qh: u32, now: u64) -> Option<JobHandle> {
         let q = self.queues.get_mut(qh)?;
-        let (_, h) = q.jobs.pop_first()?;
+        let h = q.pop()?;
         q.atime = now / 1000;
         q.jobs_out += 1;
         if let Some(j) = self.store.get_mut(h) {

@@ -43,7 +43,7 @@ pub struct Shared {
     pub shutdown_tx: watch::Sender<bool>,
     /// Idle client timeout in seconds (CONFIG SET timeout), 0 = none.
     pub idle_timeout: AtomicU64,
-    pub bus: bus::Bus,
+    pub bus: Arc<bus::Bus>,
     connect_tx: tokio::sync::mpsc::UnboundedSender<bus::ConnectRequest>,
     node_timeout: AtomicU64,
     /// nodes.conf, locked for the life of the process.
@@ -68,7 +68,7 @@ impl Shared {
             next_client_id: AtomicU64::new(1),
             shutdown_tx,
             idle_timeout: AtomicU64::new(idle),
-            bus: bus::Bus::default(),
+            bus: Arc::new(bus::Bus::default()),
             connect_tx,
             node_timeout: AtomicU64::new(node_timeout),
             nodes_conf: Mutex::new(None),
@@ -102,8 +102,30 @@ impl Shared {
 
     fn drain_effects(&self, node: &mut Node, now: u64) {
         let frames = node.engine.take_messages(now);
+        // With appendfsync always a replica's GOTJOB must not leave before
+        // its LOADJOB record is on disk (the origin then tells its client).
+        let durable = frames
+            .iter()
+            .any(|(_, m)| matches!(m.body, crate::cluster::message::Body::GotJob { .. }))
+            .then(|| crate::aof::produced_sync(node))
+            .flatten();
+        let mut deferred = Vec::new();
         for (to, msg) in frames {
-            self.bus.send(to, msg.to_bytes());
+            if durable.is_some() && matches!(msg.body, crate::cluster::message::Body::GotJob { .. }) {
+                deferred.push((to, msg.to_bytes()));
+            } else {
+                self.bus.send(to, msg.to_bytes());
+            }
+        }
+        if let Some(wait) = durable {
+            let bus = self.bus.clone();
+            tokio::spawn(async move {
+                if wait.wait().await {
+                    for (to, frame) in deferred {
+                        bus.send(to, frame);
+                    }
+                }
+            });
         }
         let mut effects = std::mem::take(&mut node.engine.out);
         for idx in effects.disconnect.drain(..) {
