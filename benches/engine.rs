@@ -4,6 +4,8 @@
 //! server's own allocator. Run with `cargo bench --bench engine`;
 //! `DISQUE_BENCH_MAX=100000` skips the 1M case.
 
+#![allow(clippy::expect_used)]
+
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
