@@ -31,6 +31,10 @@ pub struct NodeInfo {
     pub ctime: u64,
     /// Failure reports: (reporter, unix ms).
     pub fail_reports: Vec<(NodeIdx, u64)>,
+    /// No connect attempt before this time (ms): reconnect back-off.
+    pub reconnect_at: u64,
+    /// Current back-off step in ms (0 after a successful link).
+    pub backoff: u64,
 }
 
 impl NodeInfo {
@@ -47,6 +51,8 @@ impl NodeInfo {
             link_time: 0,
             ctime: now,
             fail_reports: Vec::new(),
+            reconnect_at: 0,
+            backoff: 0,
         }
     }
     pub fn has(&self, f: u16) -> bool {

@@ -112,6 +112,7 @@ impl Engine {
         n.link = true;
         n.connecting = false;
         n.link_time = now;
+        n.backoff = 0;
         self.send_ping(idx, now);
     }
 
@@ -122,6 +123,10 @@ impl Engine {
         };
         n.link = false;
         n.connecting = false;
+        // Back off reconnects to a dead peer: 100 ms doubling up to 1 s, so
+        // it is still probed several times within any node timeout.
+        n.backoff = (n.backoff * 2).clamp(100, 1000);
+        n.reconnect_at = now + n.backoff;
         // An unreachable node must still time out into PFAIL.
         if n.ping_sent == 0 {
             n.ping_sent = now;
@@ -367,7 +372,7 @@ impl Engine {
                 continue;
             }
             let n = &mut self.cluster.nodes[i];
-            if !n.link && !n.connecting && !n.has(FLAG_NOADDR) && n.port != 0 {
+            if !n.link && !n.connecting && !n.has(FLAG_NOADDR) && n.port != 0 && now >= n.reconnect_at {
                 n.connecting = true;
                 let port = n.port.saturating_add(BUS_OFFSET);
                 self.out.connect.push((idx, n.ip.clone(), port));

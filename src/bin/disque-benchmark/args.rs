@@ -82,6 +82,8 @@ pub struct Config {
     pub queue_prefix: String,
     pub replicate: Option<u32>,
     pub async_add: bool,
+    /// Produce at most this many ops/s in total (addjob, cycle producers).
+    pub rate: Option<f64>,
     pub idle_connections: usize,
     pub target: Target,
     pub workload: Workload,
@@ -139,6 +141,10 @@ Load:
       --queue-prefix NAME  queue names are NAME:0 .. NAME:N-1 (default dqbench)
       --replicate N        ADDJOB ... REPLICATE N
       --async              ADDJOB ... ASYNC
+      --rate OPS           open-loop pacing: issue at most OPS operations per
+                           second in total (addjob/getjob clients, cycle
+                           producers); use it to measure cycle latency at a
+                           load the consumers sustain
       --ack                getjob: ACKJOB each consumed job (cycle: default)
       --fastack            FASTACK instead of ACKJOB (getjob and cycle)
       --no-ack             cycle: do not acknowledge consumed jobs
@@ -194,6 +200,7 @@ pub fn parse<I: IntoIterator<Item = String>>(args: I) -> Result<Parsed, String> 
         queue_prefix: "dqbench".to_string(),
         replicate: None,
         async_add: false,
+        rate: None,
         idle_connections: 0,
         target: Target::Disque,
         workload: Workload::AddJob,
@@ -256,6 +263,16 @@ pub fn parse<I: IntoIterator<Item = String>>(args: I) -> Result<Parsed, String> 
             "--queue-prefix" => cfg.queue_prefix = value(&flag)?,
             "--replicate" => cfg.replicate = Some(num(&flag, &value(&flag)?)?),
             "--async" => cfg.async_add = true,
+            "--rate" => {
+                let v = value(&flag)?;
+                let r: f64 = v
+                    .parse()
+                    .map_err(|_| format!("{flag}: '{v}' is not a number of ops/s"))?;
+                if !(r > 0.0 && r.is_finite()) {
+                    return Err(format!("{flag}: rate must be positive"));
+                }
+                cfg.rate = Some(r);
+            }
             "--idle-connections" => cfg.idle_connections = num(&flag, &value(&flag)?)?,
             "--target" => {
                 cfg.target = match value(&flag)?.as_str() {

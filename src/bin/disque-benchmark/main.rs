@@ -133,7 +133,7 @@ async fn run(cfg: Config) -> u8 {
     }
 
     let producers = workers.len();
-    let shared = Arc::new(Shared::new(cfg.requests, cfg.duration, producers));
+    let shared = Arc::new(Shared::new(cfg.requests, cfg.duration, producers).with_rate(cfg.rate));
     let mut handles = Vec::new();
     for conn in workers {
         let (plan, shared) = (plan.clone(), shared.clone());

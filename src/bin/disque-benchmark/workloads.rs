@@ -48,6 +48,8 @@ pub struct Shared {
     first_error: OnceLock<String>,
     /// Start of the measured phase.
     pub start: Instant,
+    /// Nanoseconds between two operations when paced (`--rate`).
+    interval_ns: Option<f64>,
 }
 
 impl Shared {
@@ -65,6 +67,23 @@ impl Shared {
             errors: AtomicU64::new(0),
             first_error: OnceLock::new(),
             start,
+            interval_ns: None,
+        }
+    }
+
+    /// Paces the run at `rate` operations per second in total.
+    pub fn with_rate(mut self, rate: Option<f64>) -> Shared {
+        self.interval_ns = rate.map(|r| 1e9 / r);
+        self
+    }
+
+    /// With `--rate`, waits until operation `index` is due.
+    pub async fn pace(&self, index: u64) {
+        if let Some(iv) = self.interval_ns {
+            let due = self.start + Duration::from_nanos((index as f64 * iv) as u64);
+            if due > Instant::now() {
+                tokio::time::sleep_until(due.into()).await;
+            }
         }
     }
 
@@ -365,6 +384,7 @@ async fn request_loop(
     let mut ids: Vec<Vec<u8>> = Vec::new();
     let mut lat: Vec<u64> = Vec::with_capacity(cfg.pipeline);
     while let Some((first, n)) = shared.claim(cfg.pipeline as u64) {
+        shared.pace(first).await;
         for i in 0..n {
             conn.queue_raw(&cmds[plan.queue_index(first + i)]);
         }
@@ -486,6 +506,7 @@ async fn producer_loop(
     body[16..STAMP_LEN].copy_from_slice(&plan.nonce);
     let mut enc = Vec::new();
     while let Some((first, n)) = shared.claim(plan.cfg.pipeline as u64) {
+        shared.pace(first).await;
         enc.clear();
         for i in 0..n {
             write_hex(&mut body[..16], now_ns());
