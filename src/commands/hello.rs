@@ -63,12 +63,7 @@ pub fn hello(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
         ("role", Reply::bulk_str("master")),
         ("modules", Reply::Array(Vec::new())),
     ];
-    Reply::Map(
-        pairs
-            .into_iter()
-            .map(|(k, v)| (Reply::bulk_str(k), v))
-            .collect(),
-    )
+    Reply::map(pairs)
     .into()
 }
 

@@ -4,26 +4,39 @@
 use bytes::Bytes;
 
 use super::{err, parse_ids, Ctx, Outcome, BADID};
-use crate::engine::{add_ms, rand250, BusOut};
+use crate::engine::{add_ms, rand250, BusOut, Engine, JobHandle};
 use crate::job::{JobId, JobState, F_BCAST_WILLQUEUE};
 use crate::resp::Reply;
 
-fn requeue(ctx: &mut Ctx, args: &[Bytes], nack: bool) -> Outcome {
+/// Validate every ID first (one bad ID fails the whole command), then
+/// apply `f` to each known job; reply with how many `f` accepted.
+fn count_known(
+    ctx: &mut Ctx,
+    args: &[Bytes],
+    mut f: impl FnMut(&mut Engine, JobHandle, u64) -> bool,
+) -> Outcome {
     let ids = match parse_ids(&args[1..]) {
         Ok(ids) => ids,
         Err(e) => return e,
     };
+    let now = ctx.now;
     let engine = &mut ctx.node.engine;
     let mut n = 0;
     for id in &ids {
-        let Some(h) = engine.lookup(id) else { continue };
-        if engine.job(h).is_some_and(|j| j.state == JobState::Active)
-            && engine.enqueue(h, nack, ctx.now)
-        {
-            n += 1;
+        if let Some(h) = engine.lookup(id) {
+            if f(engine, h, now) {
+                n += 1;
+            }
         }
     }
     Reply::Integer(n).into()
+}
+
+/// Only active jobs go through the enqueue procedure (WIRE 3.5).
+fn requeue(ctx: &mut Ctx, args: &[Bytes], nack: bool) -> Outcome {
+    count_known(ctx, args, |e, h, now| {
+        e.job(h).is_some_and(|j| j.state == JobState::Active) && e.enqueue(h, nack, now)
+    })
 }
 
 pub fn enqueue(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
@@ -35,36 +48,14 @@ pub fn nack(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
 }
 
 pub fn dequeue(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
-    let ids = match parse_ids(&args[1..]) {
-        Ok(ids) => ids,
-        Err(e) => return e,
-    };
-    let engine = &mut ctx.node.engine;
-    let mut n = 0;
-    for id in &ids {
-        if let Some(h) = engine.lookup(id) {
-            if engine.dequeue(h) {
-                n += 1;
-            }
-        }
-    }
-    Reply::Integer(n).into()
+    count_known(ctx, args, |e, h, _| e.dequeue(h))
 }
 
 pub fn deljob(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
-    let ids = match parse_ids(&args[1..]) {
-        Ok(ids) => ids,
-        Err(e) => return e,
-    };
-    let engine = &mut ctx.node.engine;
-    let mut n = 0;
-    for id in &ids {
-        if let Some(h) = engine.lookup(id) {
-            engine.delete_job(h, ctx.now);
-            n += 1;
-        }
-    }
-    Reply::Integer(n).into()
+    count_known(ctx, args, |e, h, now| {
+        e.delete_job(h, now);
+        true
+    })
 }
 
 pub fn working(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {

@@ -59,11 +59,6 @@ pub fn qstat(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
         ("jobs-out", Reply::Integer(q.jobs_out as i64)),
         ("pause", Reply::bulk_str(Queue::pause_name(q.paused))),
     ];
-    Reply::Map(
-        pairs
-            .into_iter()
-            .map(|(k, v)| (Reply::bulk_str(k), v))
-            .collect(),
-    )
+    Reply::map(pairs)
     .into()
 }

@@ -76,10 +76,5 @@ pub fn describe(engine: &Engine, h: JobHandle, now: u64) -> Reply {
         ("body", j.body.as_deref().map_or(Reply::NullBulk, Reply::bulk)),
     ];
     // A map in RESP3; the flat 30-element array Disque sends in RESP2.
-    Reply::Map(
-        pairs
-            .into_iter()
-            .map(|(k, v)| (Reply::bulk_str(k), v))
-            .collect(),
-    )
+    Reply::map(pairs)
 }

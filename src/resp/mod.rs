@@ -43,4 +43,13 @@ impl Reply {
     pub fn bulk_str(s: &str) -> Reply {
         Reply::Bulk(Bytes::copy_from_slice(s.as_bytes()))
     }
+    /// A map with bulk-string keys (a flat array in RESP2).
+    pub fn map(pairs: Vec<(&str, Reply)>) -> Reply {
+        Reply::Map(
+            pairs
+                .into_iter()
+                .map(|(k, v)| (Reply::bulk_str(k), v))
+                .collect(),
+        )
+    }
 }

@@ -479,6 +479,8 @@ mod tests {
         assert_eq!(c.target, Target::Disque);
         assert_eq!(c.workload, Workload::AddJob);
         assert_eq!(c.ack, AckMode::None);
+        assert_eq!(c.rate, None);
+        assert_eq!(cfg(&["--rate", "2500"]).rate, Some(2500.0));
     }
 
     #[test]
@@ -522,6 +524,8 @@ mod tests {
             vec!["--target", "memcached"],
             vec!["--csv=1"],
             vec!["--target", "redis", "--ack"],
+            vec!["--rate", "0"],
+            vec!["--rate", "x"],
         ] {
             assert!(parse(bad.iter().map(|s| s.to_string())).is_err(), "{bad:?}");
         }
