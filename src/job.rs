@@ -147,7 +147,10 @@ pub enum NodeSet {
 
 impl Default for NodeSet {
     fn default() -> Self {
-        NodeSet::Inline { len: 0, ids: [0; 7] }
+        NodeSet::Inline {
+            len: 0,
+            ids: [0; 7],
+        }
     }
 }
 
@@ -169,7 +172,10 @@ impl NodeSet {
             NodeSet::Inline { len, ids } => (&ids[..*len as usize], &[]),
             NodeSet::Heap(v) => (&[], v.as_slice()),
         };
-        inline.iter().map(|&x| NodeIdx::from(x)).chain(heap.iter().copied())
+        inline
+            .iter()
+            .map(|&x| NodeIdx::from(x))
+            .chain(heap.iter().copied())
     }
     /// Returns true when newly inserted.
     pub fn insert(&mut self, n: NodeIdx) -> bool {
@@ -177,7 +183,9 @@ impl NodeSet {
             return false;
         }
         match self {
-            NodeSet::Inline { len, ids } if (*len as usize) < ids.len() && n <= u32::from(u16::MAX) => {
+            NodeSet::Inline { len, ids }
+                if (*len as usize) < ids.len() && n <= u32::from(u16::MAX) =>
+            {
                 ids[*len as usize] = n as u16;
                 *len += 1;
             }

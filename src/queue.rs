@@ -104,7 +104,12 @@ impl Queue {
 
     /// Remove a job handle inserted with this ctime.
     pub fn remove(&mut self, ctime: u64, h: u32) -> bool {
-        let near = self.jobs.range(ctime..).take(1024).find(|(_, &v)| v == h).map(|(&k, _)| k);
+        let near = self
+            .jobs
+            .range(ctime..)
+            .take(1024)
+            .find(|(_, &v)| v == h)
+            .map(|(&k, _)| k);
         // Bumped keys stay next to their ctime; the full scan is a safety net.
         let key = near.or_else(|| self.jobs.iter().find(|(_, &v)| v == h).map(|(&k, _)| k));
         match key {

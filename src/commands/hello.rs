@@ -63,8 +63,7 @@ pub fn hello(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
         ("role", Reply::bulk_str("master")),
         ("modules", Reply::Array(Vec::new())),
     ];
-    Reply::map(pairs)
-    .into()
+    Reply::map(pairs).into()
 }
 
 fn disque_hello(ctx: &mut Ctx) -> Outcome {

@@ -59,6 +59,5 @@ pub fn qstat(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
         ("jobs-out", Reply::Integer(q.jobs_out as i64)),
         ("pause", Reply::bulk_str(Queue::pause_name(q.paused))),
     ];
-    Reply::map(pairs)
-    .into()
+    Reply::map(pairs).into()
 }

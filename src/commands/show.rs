@@ -73,7 +73,10 @@ pub fn describe(engine: &Engine, h: JobHandle, now: u64) -> Reply {
                 num(j.awakeme.saturating_sub(now))
             },
         ),
-        ("body", j.body.as_deref().map_or(Reply::NullBulk, Reply::bulk)),
+        (
+            "body",
+            j.body.as_deref().map_or(Reply::NullBulk, Reply::bulk),
+        ),
     ];
     // A map in RESP3; the flat 30-element array Disque sends in RESP2.
     Reply::map(pairs)

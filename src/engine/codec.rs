@@ -96,8 +96,16 @@ pub fn record_of(j: &Job, cluster: &super::Cluster, flavor: Flavor, now: u64) ->
         retry: j.retry,
         nacks: j.nacks,
         deliv: j.deliv,
-        queue: j.queue.as_deref().map(Bytes::copy_from_slice).unwrap_or_default(),
-        body: j.body.as_deref().map(Bytes::copy_from_slice).unwrap_or_default(),
+        queue: j
+            .queue
+            .as_deref()
+            .map(Bytes::copy_from_slice)
+            .unwrap_or_default(),
+        body: j
+            .body
+            .as_deref()
+            .map(Bytes::copy_from_slice)
+            .unwrap_or_default(),
         nodes: j
             .nodes_delivered
             .iter()

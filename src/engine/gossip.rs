@@ -372,7 +372,12 @@ impl Engine {
                 continue;
             }
             let n = &mut self.cluster.nodes[i];
-            if !n.link && !n.connecting && !n.has(FLAG_NOADDR) && n.port != 0 && now >= n.reconnect_at {
+            if !n.link
+                && !n.connecting
+                && !n.has(FLAG_NOADDR)
+                && n.port != 0
+                && now >= n.reconnect_at
+            {
                 n.connecting = true;
                 let port = n.port.saturating_add(BUS_OFFSET);
                 self.out.connect.push((idx, n.ip.clone(), port));

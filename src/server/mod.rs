@@ -111,7 +111,8 @@ impl Shared {
             .flatten();
         let mut deferred = Vec::new();
         for (to, msg) in frames {
-            if durable.is_some() && matches!(msg.body, crate::cluster::message::Body::GotJob { .. }) {
+            if durable.is_some() && matches!(msg.body, crate::cluster::message::Body::GotJob { .. })
+            {
                 deferred.push((to, msg.to_bytes()));
             } else {
                 self.bus.send(to, msg.to_bytes());

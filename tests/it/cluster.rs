@@ -396,7 +396,7 @@ fn five_nodes_with_two_crashes_deliver_every_accepted_job() {
     let mut accepted: HashMap<String, String> = HashMap::new();
     let mut delivered: HashMap<String, u32> = HashMap::new();
     let mut producers: Vec<Client> = ports.iter().map(|&p| Client::connect(p)).collect();
-    let mut consume = |port: u16, delivered: &mut HashMap<String, u32>| {
+    let consume = |port: u16, delivered: &mut HashMap<String, u32>| {
         let Ok(mut c) = std::panic::catch_unwind(|| Client::connect(port)) else {
             return;
         };
@@ -449,7 +449,7 @@ fn five_nodes_with_two_crashes_deliver_every_accepted_job() {
             producers[3] = nodes[3].client();
             producers[4] = nodes[4].client();
         }
-        if round % 3 == 0 {
+        if round.is_multiple_of(3) {
             let q = ports[(round / 3) % 5];
             if nodes[(round / 3) % 5].is_running() {
                 consume(q, &mut delivered);

@@ -1,0 +1,21 @@
+//! Integration tests: one binary, the real `disque-server` process per
+//! test (STYLE rule 14). `harness` starts servers and speaks RESP; each
+//! other module covers one area of WIRE.md.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod harness;
+mod util;
+
+mod admin;
+mod aof;
+mod client_lib;
+mod cluster;
+mod config;
+mod getjob;
+mod jobs;
+mod leaving;
+mod memory;
+mod protocol;
+mod queues;
+mod resp3;
+mod scan;
