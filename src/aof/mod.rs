@@ -140,27 +140,40 @@ pub fn dispatch(node: &mut Node, recs: Vec<AofRecord>) {
     }
 }
 
-/// With `appendfsync always`: the wait a connection must complete before
-/// writing the replies of the batch that is about to be drained (None when
-/// the batch produced no record or no wait is needed).
+/// The wait a connection must complete before writing the replies of the
+/// batch that is about to be drained (None when it produced no record).
 pub fn pending_sync(node: &Node) -> Option<SyncWait> {
     let n = node.engine.out.aof.len() as u64;
     if n == 0 {
         return None;
     }
     let aof = node.aof_writer.as_ref()?;
-    (node.config.appendfsync == AppendFsync::Always)
-        .then(|| aof.writer.sync_wait(aof.next_seq + n - 1))
+    Some(wait_for(node, aof, aof.next_seq + n - 1))
 }
 
-/// With `appendfsync always`: a wait covering every record produced so far.
-/// Used for replies that were produced by another call (a blocked ADDJOB
-/// answered when replication completed) and for bus acknowledgements such
-/// as GOTJOB, which must not leave before the replica's record is durable.
+/// `always` waits for fsync; `everysec` and `no` wait until the records
+/// were handed to the kernel, so a reply never precedes its record and a
+/// process crash (kill -9) right after a reply loses nothing (WIRE 10.2).
+fn wait_for(node: &Node, aof: &Aof, seq: u64) -> SyncWait {
+    if node.config.appendfsync == AppendFsync::Always {
+        aof.writer.sync_wait(seq)
+    } else {
+        aof.writer.write_wait(seq)
+    }
+}
+
+/// A wait covering every record produced so far. Used for replies that
+/// were produced by another call (a blocked ADDJOB answered when
+/// replication completed) and for bus acknowledgements such as GOTJOB,
+/// which must not leave before the replica's record is written (durable
+/// with `always`).
 pub fn produced_sync(node: &Node) -> Option<SyncWait> {
+    if !node.engine.aof {
+        return None;
+    }
     let aof = node.aof_writer.as_ref()?;
     let last = aof.next_seq - 1 + node.engine.out.aof.len() as u64;
-    (node.config.appendfsync == AppendFsync::Always && last > 0).then(|| aof.writer.sync_wait(last))
+    (last > 0).then(|| wait_for(node, aof, last))
 }
 
 /// Periodic work (the AOF task calls it every 100 ms, and back to back

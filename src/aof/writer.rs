@@ -86,6 +86,8 @@ pub struct Report {
 /// What the writer thread publishes for the rest of the node.
 pub struct Published {
     synced: watch::Sender<u64>,
+    /// Mirrors `written` for waiters (everysec/no replies wait for it).
+    written_w: watch::Sender<u64>,
     pub written: AtomicU64,
     pub current_size: AtomicU64,
     /// Bytes received but not yet written (INFO aof_buffer_length).
@@ -113,6 +115,11 @@ impl Published {
 
     pub fn subscribe(&self) -> watch::Receiver<u64> {
         self.synced.subscribe()
+    }
+
+    fn publish_written(&self, seq: u64) {
+        self.written.store(seq, Ordering::Release);
+        self.written_w.send_replace(seq);
     }
 }
 
@@ -161,6 +168,7 @@ impl Writer {
         let published = Arc::new(Published {
             synced,
             written: AtomicU64::new(0),
+            written_w: watch::channel(0).0,
             current_size: AtomicU64::new(size),
             backlog: AtomicU64::new(0),
             report_dirty: AtomicBool::new(false),
@@ -223,6 +231,14 @@ impl Writer {
     pub fn sync_wait(&self, seq: u64) -> SyncWait {
         SyncWait {
             rx: self.published.subscribe(),
+            seq,
+        }
+    }
+
+    /// Completes once records up to `seq` were handed to the kernel.
+    pub fn write_wait(&self, seq: u64) -> SyncWait {
+        SyncWait {
+            rx: self.published.written_w.subscribe(),
             seq,
         }
     }
@@ -456,9 +472,7 @@ impl Thread {
         }
         if self.buf.is_empty() {
             self.written_seq = self.buf_last_seq.max(self.written_seq);
-            self.published
-                .written
-                .store(self.written_seq, Ordering::Release);
+            self.published.publish_written(self.written_seq);
         }
         if self.buf.capacity() > 4 * 1024 * 1024 && self.buf.is_empty() {
             self.buf = Vec::with_capacity(64 * 1024);
@@ -609,9 +623,7 @@ impl Thread {
             self.dirty = false;
             self.written_seq = self.seen_seq;
             self.buf_last_seq = self.seen_seq;
-            self.published
-                .written
-                .store(self.written_seq, Ordering::Release);
+            self.published.publish_written(self.written_seq);
             self.published.current_size.store(size, Ordering::Relaxed);
             self.publish_synced(self.seen_seq);
             self.set_error(None);
