@@ -58,6 +58,13 @@ pub struct Aof {
     retry_rewrite_at: u64,
 }
 
+impl Aof {
+    /// Bytes handed to the writer but not yet written (INFO aof_buffer_length).
+    pub fn backlog(&self) -> u64 {
+        self.writer.published.backlog.load(Ordering::Relaxed)
+    }
+}
+
 fn aof_path(node: &Node) -> PathBuf {
     // The process runs in `dir`, and appendfilename is a bare file name.
     PathBuf::from(&node.config.appendfilename)

@@ -140,7 +140,8 @@ fn section(node: &Node, name: &str, now: u64, out: &mut String) {
                 line("aof_current_size", &a.current_size);
                 line("aof_base_size", &a.base_size);
                 line("aof_pending_rewrite", &u8::from(a.rewrite_scheduled));
-                line("aof_buffer_length", &0);
+                let backlog = node.aof_writer.as_ref().map_or(0, |a| a.backlog());
+                line("aof_buffer_length", &backlog);
                 line("aof_rewrite_buffer_length", &0);
                 line("aof_pending_bio_fsync", &0);
                 line("aof_delayed_fsync", &0);
