@@ -394,13 +394,21 @@ fn consume(sim: &mut Sim, w: &mut Workload, node: usize, ack: bool, healthy: boo
             w.late.push(*id);
         }
     }
-    if ack {
-        if let Some(e) = sim.nodes[node].as_mut() {
-            e.ackjob(&ids, now);
-        }
-        w.acked.extend(ids);
-    }
     sim.flush(node);
+    if ack {
+        // Sometimes acknowledge through another node, which may not hold
+        // the job: that exercises dummy ACKs and their collection.
+        let acker = if sim.rng.gen_bool(0.3) {
+            sim.rng.gen_range(0..sim.nodes.len())
+        } else {
+            node
+        };
+        if let Some(e) = sim.nodes[acker].as_mut() {
+            e.ackjob(&ids, now);
+            w.acked.extend(ids);
+        }
+        sim.flush(acker);
+    }
 }
 
 fn run_scenario(seed: u64) {
