@@ -554,3 +554,46 @@ fn a_whole_cluster_killed_and_restarted_with_aof_delivers_every_job() {
     }
     assert_eq!(got, ids, "jobs lost across a full-cluster SIGKILL with AOF");
 }
+
+/// Garbage, an oversized length and a bad checksum on the bus port each
+/// close that connection; the node keeps serving clients and peers.
+#[test]
+fn garbage_on_the_cluster_bus_is_dropped_without_harm() {
+    use std::io::{Read, Write};
+    let nodes = cluster(2);
+    let bus = nodes[0].bus_port();
+    let frames: Vec<Vec<u8>> = vec![
+        b"GET / HTTP/1.1\r\nHost: x\r\n\r\n".to_vec(),
+        // Right magic and version, absurd total length.
+        [
+            &b"DbuZ"[..],
+            &[0, 1, 0, 0],
+            &[0xff, 0xff, 0xff, 0xff],
+            &[0u8; 64],
+        ]
+        .concat(),
+        // Plausible frame with a wrong checksum.
+        [
+            &b"DbuZ"[..],
+            &[0, 1, 0, 0],
+            &[0, 0, 0, 61],
+            &[0xde, 0xad, 0xbe, 0xef],
+            &[0u8; 45],
+        ]
+        .concat(),
+    ];
+    for f in frames {
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", bus)).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        s.write_all(&f).unwrap();
+        let mut buf = [0u8; 64];
+        // The node closes the connection (EOF or reset), it never answers.
+        let closed = matches!(s.read(&mut buf), Ok(0) | Err(_));
+        assert!(closed, "bus connection left open after {f:?}");
+    }
+    let mut c0 = nodes[0].client();
+    assert_eq!(c0.cmd(&["PING"]), Reply::Status("PONG".into()));
+    assert_eq!(cluster_info(&mut c0, "cluster_reachable_nodes"), 1);
+    let id = addjob(&mut c0, &["ADDJOB", "g", "b", "5000", "REPLICATE", "2"]);
+    assert!(state(&mut nodes[1].client(), &id).is_some());
+}
