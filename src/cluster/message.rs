@@ -246,51 +246,23 @@ impl fmt::Display for BusError {
 impl std::error::Error for BusError {}
 
 // ---------------------------------------------------------------------------
-// CRC-32/ISO-HDLC (reflected poly 0xEDB88320, init and xorout 0xFFFFFFFF).
-// Implemented here to keep the dependency list at `bytes` only.
-
-const fn crc_table() -> [u32; 256] {
-    let mut t = [0u32; 256];
-    let mut i = 0;
-    while i < 256 {
-        let mut c = i as u32;
-        let mut k = 0;
-        while k < 8 {
-            c = if c & 1 != 0 {
-                0xEDB8_8320 ^ (c >> 1)
-            } else {
-                c >> 1
-            };
-            k += 1;
-        }
-        t[i] = c;
-        i += 1;
-    }
-    t
-}
-
-static CRC_TABLE: [u32; 256] = crc_table();
-
-/// Feed `data` into a running (pre-inverted) CRC state.
-fn crc_update(mut state: u32, data: &[u8]) -> u32 {
-    for &b in data {
-        state = CRC_TABLE[((state ^ b as u32) & 0xff) as usize] ^ (state >> 8);
-    }
-    state
-}
+// CRC-32/ISO-HDLC (the common CRC32), computed with `crc32fast`, which
+// uses the CPU's carry-less multiply where available: the table-driven
+// byte-at-a-time version cost ~8% of replication CPU in profiles.
 
 /// CRC-32/ISO-HDLC of one contiguous slice.
 pub fn crc32(data: &[u8]) -> u32 {
-    crc_update(0xFFFF_FFFF, data) ^ 0xFFFF_FFFF
+    crc32fast::hash(data)
 }
 
 /// Checksum of a whole frame, skipping the checksum field itself. The
 /// caller guarantees `frame.len() >= HEADER_LEN`; shorter input just
 /// checksums what exists (never panics).
 fn frame_crc(frame: &[u8]) -> u32 {
-    let head = frame.get(..12).unwrap_or(frame);
-    let rest = frame.get(16..).unwrap_or(&[]);
-    crc_update(crc_update(0xFFFF_FFFF, head), rest) ^ 0xFFFF_FFFF
+    let mut h = crc32fast::Hasher::new();
+    h.update(frame.get(..12).unwrap_or(frame));
+    h.update(frame.get(16..).unwrap_or(&[]));
+    h.finalize()
 }
 
 // ---------------------------------------------------------------------------

@@ -77,9 +77,6 @@ impl Engine {
 
         let myid = self.cluster.my_id();
         let id = JobId::generate(&myid, u64::from(ttl), u64::from(retry), &mut self.rng);
-        if self.lookup(&id).is_some() {
-            return err("ERR Internal error creating the job, check server logs");
-        }
         let mut job = Engine::new_job(id);
         job.state = JobState::WaitRepl;
         job.repl = repl as u16;

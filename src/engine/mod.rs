@@ -210,12 +210,9 @@ impl Engine {
 
     // ----- job lifecycle -----
 
-    /// Register a new job; false if the ID is already present.
+    /// Register a new job; None if the ID is already present.
     pub fn register(&mut self, job: Job) -> Option<JobHandle> {
-        if self.store.lookup(&job.id).is_some() {
-            return None;
-        }
-        Some(self.store.insert(job))
+        self.store.insert_new(job)
     }
 
     /// Wake-up time for a job (WIRE 9.2), with a fresh GC back-off for acked jobs.
@@ -302,9 +299,9 @@ impl Engine {
         {
             return false;
         }
-        let Some(qname) = j.queue.clone() else {
+        if j.queue.is_none() {
             return false;
-        };
+        }
         j.state = JobState::Queued;
         if j.retry > 0 {
             j.flags |= F_BCAST_WILLQUEUE;
@@ -334,7 +331,22 @@ impl Engine {
                 },
             );
         }
-        let qh = self.queue_create(&qname, now);
+        // Look the queue up through the job's own name (disjoint fields, no
+        // Arc clone: refcount traffic on a shared name showed up in profiles).
+        let existing = self
+            .store
+            .get(h)
+            .and_then(|j| j.queue.as_deref())
+            .and_then(|n| self.queue_index.get(n).copied());
+        let qh = match existing {
+            Some(qh) => qh,
+            None => {
+                let Some(name) = self.store.get(h).and_then(|j| j.queue.clone()) else {
+                    return false;
+                };
+                self.queue_create(&name, now)
+            }
+        };
         if let Some(q) = self.queues.get_mut(qh) {
             q.insert(key, h);
             q.atime = now / 1000;
@@ -345,7 +357,13 @@ impl Engine {
         }
         // Share the queue's name allocation instead of one copy per job.
         if let (Some(q), Some(j)) = (self.queues.get(qh), self.store.get_mut(h)) {
-            j.queue = Some(q.shared_name.clone());
+            let shared = j
+                .queue
+                .as_ref()
+                .is_some_and(|n| std::sync::Arc::ptr_eq(n, &q.shared_name));
+            if !shared {
+                j.queue = Some(q.shared_name.clone());
+            }
         }
         self.update_awake(h, now);
         true

@@ -1,6 +1,8 @@
-//! The job table: jobs in a slab, an ID index that stores only 4-byte
-//! handles (the ID lives once, inside the job), and the scheduler's timer
-//! buckets. Lookup is O(1), scheduling O(log buckets).
+//! The job table: jobs in a slab, an ID index whose entries are a 4-byte
+//! handle plus 32 bits of the ID's hash (the ID lives once, inside the
+//! job; growing the index rehashes from the stored bits without touching
+//! any job), and the scheduler's timer buckets. Lookup is O(1),
+//! scheduling O(log buckets).
 //!
 //! Timers are 10 ms buckets of handles with lazy deletion: rescheduling
 //! only appends the handle to its new bucket, and a popped entry counts
@@ -19,7 +21,8 @@ pub type JobHandle = u32;
 
 pub struct JobStore {
     slab: Slab<Job>,
-    index: HashTable<JobHandle>,
+    /// `hash32 << 32 | handle`.
+    index: HashTable<u64>,
     hasher: std::collections::hash_map::RandomState,
     /// bucket end time (ms) -> handles that may be due by then.
     awake: BTreeMap<u64, Vec<JobHandle>>,
@@ -27,6 +30,12 @@ pub struct JobStore {
 
 /// Timer granularity in ms.
 const BUCKET_MS: u64 = 10;
+
+/// The table hash from 32 stored bits: high bits feed hashbrown's control
+/// tag, low bits the bucket index.
+fn spread(h32: u32) -> u64 {
+    u64::from(h32) << 32 | u64::from(h32)
+}
 
 fn bucket(when: u64) -> u64 {
     when.div_ceil(BUCKET_MS) * BUCKET_MS
@@ -44,8 +53,10 @@ impl Default for JobStore {
 }
 
 impl JobStore {
-    fn hash(&self, id: &JobId) -> u64 {
-        self.hasher.hash_one(id.0)
+    /// 32 bits of a keyed SipHash of the ID (client-chosen IDs cannot
+    /// flood one bucket).
+    fn hash32(&self, id: &JobId) -> u32 {
+        (self.hasher.hash_one(id.0) >> 32) as u32
     }
 
     pub fn len(&self) -> usize {
@@ -57,30 +68,43 @@ impl JobStore {
     }
 
     pub fn lookup(&self, id: &JobId) -> Option<JobHandle> {
+        let h32 = self.hash32(id);
         let slab = &self.slab;
         self.index
-            .find(self.hash(id), |&h| slab.get(h).is_some_and(|j| j.id == *id))
-            .copied()
+            .find(spread(h32), |&v| {
+                (v >> 32) as u32 == h32 && slab.get(v as u32).is_some_and(|j| j.id == *id)
+            })
+            .map(|&v| v as u32)
     }
 
-    /// Insert a job whose ID is not present (checked by the caller).
-    pub fn insert(&mut self, job: Job) -> JobHandle {
-        let hash = self.hash(&job.id);
-        let h = self.slab.insert(job);
+    /// Insert a job unless its ID is already present (one hash, one probe).
+    /// None (the job dropped) on a duplicate ID.
+    pub fn insert_new(&mut self, job: Job) -> Option<JobHandle> {
+        let h32 = self.hash32(&job.id);
         let slab = &self.slab;
-        let hasher = &self.hasher;
-        self.index.insert_unique(hash, h, |&x| {
-            slab.get(x).map(|j| hasher.hash_one(j.id.0)).unwrap_or(0)
-        });
-        h
+        let id = job.id;
+        let entry = self.index.entry(
+            spread(h32),
+            |&v| (v >> 32) as u32 == h32 && slab.get(v as u32).is_some_and(|j| j.id == id),
+            |&v| spread((v >> 32) as u32),
+        );
+        match entry {
+            hashbrown::hash_table::Entry::Occupied(_) => None,
+            hashbrown::hash_table::Entry::Vacant(v) => {
+                // The slab handle is known before insertion: the next free slot.
+                let h = self.slab.insert(job);
+                v.insert(u64::from(h32) << 32 | u64::from(h));
+                Some(h)
+            }
+        }
     }
 
     /// Remove a job from the table and the scheduler.
     pub fn remove(&mut self, h: JobHandle) -> Option<Job> {
         let job = self.slab.get(h)?;
-        let hash = self.hash(&job.id);
+        let h32 = self.hash32(&job.id);
         // Its timer entry goes stale and is skipped when popped.
-        if let Ok(entry) = self.index.find_entry(hash, |&x| x == h) {
+        if let Ok(entry) = self.index.find_entry(spread(h32), |&v| v as u32 == h) {
             entry.remove();
         }
         self.slab.remove(h)

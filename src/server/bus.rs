@@ -140,7 +140,13 @@ pub async fn accept_loop(shared: Arc<Shared>, listener: TcpListener) {
     }
 }
 
+/// Bytes gathered into one write when frames queue up on a link.
+const WRITE_BATCH: usize = 256 * 1024;
+
 /// Read frames (and, for outbound links, write queued ones) until either side ends.
+/// Everything decoded from one read is handled under one lock, and queued
+/// frames go out in one write: the per-frame lock and syscall dominated
+/// replication cost before.
 async fn run_link(
     shared: &Shared,
     mut stream: TcpStream,
@@ -156,25 +162,41 @@ async fn run_link(
         .map(|a| a.ip().to_canonical().to_string())
         .unwrap_or_default();
     let mut rbuf = BytesMut::with_capacity(16 * 1024);
+    let mut wbuf = BytesMut::new();
     let mut shutdown = shared.shutdown_rx();
+    let mut batch: Vec<Message> = Vec::new();
     loop {
+        let mut bad = None;
         loop {
             match decode(&mut rbuf) {
-                Ok(Some(msg)) => {
-                    let reply: Option<Message> = shared.with(|node, now| {
-                        node.engine
-                            .on_bus_message(kind, &local_ip, &peer_ip, msg, now)
-                    });
-                    if let Some(r) = reply {
-                        stream.write_all(&r.to_bytes()).await?;
-                    }
-                }
+                Ok(Some(msg)) => batch.push(msg),
                 Ok(None) => break,
                 Err(e) => {
-                    tracing::warn!(peer = %peer_ip, error = %e, "Dropping bus connection after a bad frame.");
-                    return Ok(());
+                    bad = Some(e);
+                    break;
                 }
             }
+        }
+        if !batch.is_empty() {
+            let msgs = std::mem::take(&mut batch);
+            shared.with(|node, now| {
+                for msg in msgs {
+                    if let Some(r) = node
+                        .engine
+                        .on_bus_message(kind, &local_ip, &peer_ip, msg, now)
+                    {
+                        r.encode(&mut wbuf);
+                    }
+                }
+            });
+            if !wbuf.is_empty() {
+                stream.write_all(&wbuf).await?;
+                wbuf.clear();
+            }
+        }
+        if let Some(e) = bad {
+            tracing::warn!(peer = %peer_ip, error = %e, "Dropping bus connection after a bad frame.");
+            return Ok(());
         }
         if rbuf.capacity() - rbuf.len() < 4096 {
             rbuf.reserve(16 * 1024);
@@ -193,7 +215,20 @@ async fn run_link(
             }
             f = next_frame => match f {
                 Some(frame) => {
-                    stream.write_all(&frame).await?;
+                    wbuf.extend_from_slice(&frame);
+                    if let Some(rx) = frames.as_mut() {
+                        while wbuf.len() < WRITE_BATCH {
+                            match rx.try_recv() {
+                                Ok(f) => wbuf.extend_from_slice(&f),
+                                Err(_) => break,
+                            }
+                        }
+                    }
+                    stream.write_all(&wbuf).await?;
+                    wbuf.clear();
+                    if wbuf.capacity() > 4 * WRITE_BATCH {
+                        wbuf = BytesMut::new();
+                    }
                 }
                 None => return Ok(()),
             },

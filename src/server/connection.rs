@@ -98,6 +98,7 @@ async fn serve(
     let mut shutdown = shared.shutdown_rx();
     let mut read_bytes: u64 = 0;
     let mut protocol_error: Option<String> = None;
+    let mut spent = Spent::default();
     loop {
         // Parse the complete requests already buffered, up to a batch.
         let mut batch_full = false;
@@ -114,7 +115,15 @@ async fn serve(
             }
         }
         if !pending.is_empty() {
-            let (step, aof_sync) = run_batch(shared, client, &mut pending, &mut wbuf, read_bytes);
+            let (step, aof_sync) = run_batch(
+                shared,
+                client,
+                &mut pending,
+                &mut wbuf,
+                read_bytes,
+                &mut spent,
+            );
+            spent.clear();
             read_bytes = 0;
             // appendfsync always: no reply of this batch leaves before its
             // AOF records are fsynced (awaited outside the lock).
@@ -218,6 +227,7 @@ fn run_batch(
     pending: &mut VecDeque<Vec<Bytes>>,
     wbuf: &mut BytesMut,
     read_bytes: u64,
+    spent: &mut Spent,
 ) -> (Step, Option<crate::aof::SyncWait>) {
     shared.with(|node, now| {
         node.stats.net_input += read_bytes;
@@ -235,11 +245,13 @@ fn run_batch(
             let after = client.reply_mode;
             let suppress = matches!(after, ReplyMode::Off | ReplyMode::Skip)
                 || (before == ReplyMode::Skip && after == ReplyMode::On);
+            spent.args.push(args);
             match out {
                 Outcome::Reply(r) => {
                     if !suppress {
                         encode(&r, client.proto, wbuf);
                     }
+                    spent.replies.push(r);
                     if wbuf.len() >= FLUSH_AT {
                         break;
                     }
@@ -272,6 +284,21 @@ fn run_batch(
         node.stats.net_output += (wbuf.len() - start_len) as u64;
         (step, crate::aof::pending_sync(node))
     })
+}
+
+/// Requests and replies of a batch, freed after the lock is released so
+/// the critical section does not pay for deallocation.
+#[derive(Default)]
+struct Spent {
+    args: Vec<Vec<Bytes>>,
+    replies: Vec<Reply>,
+}
+
+impl Spent {
+    fn clear(&mut self) {
+        self.args.clear();
+        self.replies.clear();
+    }
 }
 
 /// Await a blocked command's reply; Ok(None) when the client went away.
