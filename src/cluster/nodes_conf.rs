@@ -1,18 +1,22 @@
 //! nodes.conf (WIRE 8.7): the node table persisted so a restarted node
-//! keeps its ID and finds its peers again. The file is locked with flock
-//! for the life of the process and rewritten in place.
+//! keeps its ID and finds its peers again. Saves are atomic (temp file,
+//! fsync, rename, fsync of the directory), so a crash mid-save leaves the
+//! old or the new table, never a torn one. A second server on the same
+//! file is refused through an flock on `<file>.lock`, held for the life of
+//! the process (a lock on nodes.conf itself would not survive the rename).
 
 use std::fs::{File, OpenOptions};
-use std::io::{Read, Seek, SeekFrom, Write};
+use std::io::{Read, Write};
 use std::os::fd::AsRawFd;
 
 use crate::engine::cluster::{
     NodeInfo, FLAG_FAIL, FLAG_HANDSHAKE, FLAG_LEAVING, FLAG_MYSELF, FLAG_NOADDR, FLAG_PFAIL,
 };
 
-/// An open, locked nodes.conf.
+/// A locked nodes.conf.
 pub struct NodesConf {
-    file: File,
+    /// Holds the flock.
+    _lock: File,
     pub path: String,
 }
 
@@ -93,41 +97,56 @@ pub fn parse(text: &str, now: u64) -> Result<Option<Loaded>, String> {
 }
 
 impl NodesConf {
-    /// Open (creating) and lock the file, returning its parsed content.
+    /// Lock the file (creating it when missing) and return its parsed content.
     pub fn open(path: &str, now: u64) -> Result<(NodesConf, Option<Loaded>), String> {
-        let mut file = OpenOptions::new()
+        let lock_path = format!("{path}.lock");
+        let lock = OpenOptions::new()
             .read(true)
             .write(true)
             .create(true)
             .truncate(false)
-            .open(path)
-            .map_err(|e| format!("Can't open the cluster config file {path}: {e}"))?;
+            .open(&lock_path)
+            .map_err(|e| format!("Can't open the cluster config lock file {lock_path}: {e}"))?;
         // SAFETY: flock on a valid, owned descriptor.
-        let r = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+        let r = unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
         if r != 0 {
             return Err(format!(
                 "Sorry, the cluster configuration file {path} is already used by a different Disque node. Please make sure that different nodes use different cluster configuration files."
             ));
         }
         let mut text = String::new();
-        file.read_to_string(&mut text)
-            .map_err(|e| format!("Can't read the cluster config file {path}: {e}"))?;
+        match File::open(path) {
+            Ok(mut f) => {
+                f.read_to_string(&mut text)
+                    .map_err(|e| format!("Can't read the cluster config file {path}: {e}"))?;
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(format!("Can't open the cluster config file {path}: {e}")),
+        }
         let loaded = parse(&text, now)?;
         Ok((
             NodesConf {
-                file,
+                _lock: lock,
                 path: path.to_string(),
             },
             loaded,
         ))
     }
 
-    /// Rewrite the whole file in place and fsync it.
+    /// Replace the file atomically and durably.
     pub fn save(&mut self, text: &str) -> std::io::Result<()> {
-        self.file.seek(SeekFrom::Start(0))?;
-        self.file.write_all(text.as_bytes())?;
-        self.file.set_len(text.len() as u64)?;
-        self.file.sync_data()
+        let tmp = format!("{}.tmp-{}", self.path, std::process::id());
+        {
+            let mut f = File::create(&tmp)?;
+            f.write_all(text.as_bytes())?;
+            f.sync_all()?;
+        }
+        std::fs::rename(&tmp, &self.path)?;
+        let dir = std::path::Path::new(&self.path)
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(std::path::Path::new("."));
+        File::open(dir)?.sync_all()
     }
 }
 

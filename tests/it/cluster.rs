@@ -597,3 +597,23 @@ fn garbage_on_the_cluster_bus_is_dropped_without_harm() {
     let id = addjob(&mut c0, &["ADDJOB", "g", "b", "5000", "REPLICATE", "2"]);
     assert!(state(&mut nodes[1].client(), &id).is_some());
 }
+
+/// nodes.conf is locked: a second server in the same directory refuses to
+/// start, and the table survives a restart intact.
+#[test]
+fn a_second_server_on_the_same_nodes_conf_is_refused() {
+    let a = node();
+    let opts = ServerOpts {
+        dir: Some(a.dir().to_path_buf()),
+        ..Default::default()
+    };
+    let out = Server::run_to_exit(opts, Duration::from_secs(10));
+    assert!(!out.status.success());
+    assert!(out.output.contains("already used"), "{}", out.output);
+    let text = std::fs::read_to_string(a.dir().join("nodes.conf")).unwrap();
+    assert_eq!(
+        text.lines().filter(|l| l.contains(" myself ")).count(),
+        1,
+        "{text}"
+    );
+}
