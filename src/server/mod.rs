@@ -32,6 +32,9 @@ pub fn unix_us() -> u64 {
         .unwrap_or(0)
 }
 
+/// try_lock attempts before blocking on the node mutex.
+const SPIN_TRIES: u32 = 2000;
+
 pub struct Shared {
     node: Mutex<Node>,
     /// Wakes the ticker when an earlier deadline appears.
@@ -81,6 +84,16 @@ impl Shared {
     }
 
     fn lock(&self) -> MutexGuard<'_, Node> {
+        // Critical sections are a few microseconds, held by the other
+        // worker on the other core: spinning that long is cheaper than the
+        // futex sleep and wake-up (two context switches) of a plain lock().
+        for _ in 0..SPIN_TRIES {
+            match self.node.try_lock() {
+                Ok(g) => return g,
+                Err(std::sync::TryLockError::Poisoned(e)) => return e.into_inner(),
+                Err(std::sync::TryLockError::WouldBlock) => std::hint::spin_loop(),
+            }
+        }
         // A panic while holding the lock is a bug; keep serving with the
         // state as it is rather than poisoning every later command.
         self.node.lock().unwrap_or_else(|e| e.into_inner())
