@@ -132,8 +132,29 @@ pub const F_DELIVERED: u8 = 4;
 /// Index into the engine's node table (0 is always this node).
 pub type NodeIdx = u32;
 
-/// A queue name shared by all jobs of the queue.
-pub type QueueName = std::sync::Arc<[u8]>;
+/// A queue name shared by all jobs of the queue: a thin (8-byte) pointer
+/// to one refcounted allocation.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct QueueName(std::sync::Arc<Box<[u8]>>);
+
+impl QueueName {
+    pub fn ptr_eq(a: &QueueName, b: &QueueName) -> bool {
+        std::sync::Arc::ptr_eq(&a.0, &b.0)
+    }
+}
+
+impl From<&[u8]> for QueueName {
+    fn from(b: &[u8]) -> Self {
+        QueueName(std::sync::Arc::new(Box::from(b)))
+    }
+}
+
+impl std::ops::Deref for QueueName {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.0
+    }
+}
 /// A job body: exactly its bytes, no spare capacity.
 pub type Body = Box<[u8]>;
 
@@ -236,8 +257,6 @@ pub struct Job {
     pub body: Option<Body>,
     pub nodes_delivered: NodeSet,
     pub nodes_confirmed: Option<Box<NodeSet>>,
-    /// The client blocked in ADDJOB waiting for synchronous replication.
-    pub adder: Option<Box<crate::engine::AddWaiter>>,
 }
 
 impl Job {

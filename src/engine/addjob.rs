@@ -113,15 +113,18 @@ impl Engine {
             } else {
                 now.saturating_add(req.timeout)
             };
-            job.adder = Some(Box::new(AddWaiter {
-                client,
-                tx,
-                deadline,
-                last_add: now,
-            }));
             let Some(h) = self.register(job) else {
                 return err("ERR Internal error creating the job, check server logs");
             };
+            self.adders.insert(
+                h,
+                AddWaiter {
+                    client,
+                    tx,
+                    deadline,
+                    last_add: now,
+                },
+            );
             self.add_timeouts.insert((deadline, h));
             self.add_waiting += 1;
             self.update_awake(h, now);
@@ -193,18 +196,19 @@ impl Engine {
         self.cluster.refresh_reachable();
         let pending: Vec<JobHandle> = self.add_timeouts.iter().map(|&(_, h)| h).collect();
         for h in pending {
-            let Some(j) = self.store.get(h) else { continue };
-            let Some(w) = j.adder.as_ref() else { continue };
+            let Some(w) = self.adders.get(&h) else {
+                continue;
+            };
             if now.saturating_sub(w.last_add) < 50 {
                 continue;
             }
             let added = self.add_replication_targets(h, 1, false);
+            if let Some(w) = self.adders.get_mut(&h) {
+                w.last_add = now;
+            }
             let Some(j) = self.store.get_mut(h) else {
                 continue;
             };
-            if let Some(w) = j.adder.as_mut() {
-                w.last_add = now;
-            }
             let id = j.id;
             let confirmed: Vec<u32> = j
                 .nodes_confirmed
@@ -258,7 +262,6 @@ impl Engine {
         };
         j.state = JobState::Active;
         let idstr = String::from_utf8_lossy(&j.id.0).into_owned();
-        let adder = j.adder.take();
         let id = j.id;
         let delay = j.delay;
         let local = j.nodes_delivered.contains(0);
@@ -267,8 +270,8 @@ impl Engine {
             .as_ref()
             .map(|c| c.iter().collect())
             .unwrap_or_default();
-        if let Some(w) = adder {
-            self.finish_add_waiter(h, *w, Reply::Status(idstr));
+        if let Some(w) = self.adders.remove(&h) {
+            self.finish_add_waiter(h, w, Reply::Status(idstr));
         }
         if !local {
             let targets: Vec<u32> = confirmed.into_iter().filter(|&n| n != 0).collect();

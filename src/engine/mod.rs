@@ -92,6 +92,8 @@ pub struct Engine {
     pub cluster: Cluster,
     pub waiters: HashMap<ClientId, GetWaiter>,
     pub waiter_timeouts: BTreeSet<(u64, ClientId)>,
+    /// Blocked ADDJOB clients by job (few at a time, so kept out of `Job`).
+    pub adders: HashMap<JobHandle, AddWaiter>,
     /// Jobs with a blocked ADDJOB client, by deadline (u64::MAX = none).
     pub add_timeouts: BTreeSet<(u64, JobHandle)>,
     pub add_waiting: usize,
@@ -125,6 +127,7 @@ impl Engine {
             cluster: Cluster::new(myself, port, now),
             waiters: HashMap::new(),
             waiter_timeouts: BTreeSet::new(),
+            adders: HashMap::new(),
             add_timeouts: BTreeSet::new(),
             add_waiting: 0,
             ready: Vec::new(),
@@ -360,7 +363,7 @@ impl Engine {
             let shared = j
                 .queue
                 .as_ref()
-                .is_some_and(|n| std::sync::Arc::ptr_eq(n, &q.shared_name));
+                .is_some_and(|n| crate::job::QueueName::ptr_eq(n, &q.shared_name));
             if !shared {
                 j.queue = Some(q.shared_name.clone());
             }
@@ -387,7 +390,7 @@ impl Engine {
     pub fn delete_job(&mut self, h: JobHandle, now: u64) {
         let _ = now;
         self.dequeue(h);
-        let Some(mut job) = self.store.remove(h) else {
+        let Some(job) = self.store.remove(h) else {
             return;
         };
         match job.state {
@@ -399,8 +402,8 @@ impl Engine {
             }
             JobState::Acked => {}
         }
-        if let Some(w) = job.adder.take() {
-            self.finish_add_waiter(h, *w, Reply::err(NOREPL_EXPIRED));
+        if let Some(w) = self.adders.remove(&h) {
+            self.finish_add_waiter(h, w, Reply::err(NOREPL_EXPIRED));
         }
     }
 
@@ -477,12 +480,7 @@ impl Engine {
             .add_timeouts
             .iter()
             .map(|&(_, h)| h)
-            .filter(|&h| {
-                self.store
-                    .get(h)
-                    .and_then(|j| j.adder.as_ref())
-                    .is_some_and(|w| w.client == client)
-            })
+            .filter(|h| self.adders.get(h).is_some_and(|w| w.client == client))
             .collect();
         for h in pending {
             self.delete_job(h, now);
@@ -509,7 +507,6 @@ impl Engine {
             body: None,
             nodes_delivered: NodeSet::default(),
             nodes_confirmed: None,
-            adder: None,
         }
     }
 }

@@ -115,9 +115,8 @@ impl Engine {
                 break;
             }
             self.add_timeouts.remove(&(t, h));
-            let waiter = self.store.get_mut(h).and_then(|j| j.adder.take());
-            if let Some(w) = waiter {
-                self.finish_add_waiter(h, *w, Reply::err(NOREPL_TIMEOUT));
+            if let Some(w) = self.adders.remove(&h) {
+                self.finish_add_waiter(h, w, Reply::err(NOREPL_TIMEOUT));
                 // The job is deleted and DELJOB broadcast to possible holders.
                 self.delete_job(h, now);
             }
