@@ -91,8 +91,10 @@ async fn serve(
     client: &mut ClientState,
     mut kill_rx: oneshot::Receiver<()>,
 ) -> std::io::Result<()> {
-    let mut rbuf = BytesMut::with_capacity(16 * 1024);
-    let mut wbuf = BytesMut::with_capacity(16 * 1024);
+    // Buffers start small and grow with the traffic: thousands of idle
+    // connections must not cost 32 KB each.
+    let mut rbuf = BytesMut::with_capacity(1024);
+    let mut wbuf = BytesMut::new();
     let mut parser = RequestParser::new();
     let mut pending: VecDeque<Vec<Bytes>> = VecDeque::new();
     let mut shutdown = shared.shutdown_rx();
@@ -184,8 +186,10 @@ async fn serve(
         flush(stream, &mut wbuf).await?;
         if let Some(extra) = parser.pending_bulk_remaining() {
             rbuf.reserve(extra.min(MAX_RESERVE));
-        } else if rbuf.capacity() - rbuf.len() < 4096 {
-            rbuf.reserve(16 * 1024);
+        } else if rbuf.capacity() - rbuf.len() < 512 {
+            // Double with use (up to 64 KB per step) so busy pipelining
+            // clients read in large chunks.
+            rbuf.reserve(rbuf.capacity().clamp(1024, 64 * 1024));
         }
         let idle = shared.idle_timeout.load(Ordering::Relaxed);
         let n = tokio::select! {
@@ -214,7 +218,7 @@ async fn flush(stream: &mut TcpStream, wbuf: &mut BytesMut) -> std::io::Result<(
         wbuf.clear();
         if wbuf.capacity() > 1024 * 1024 {
             // Do not keep a huge buffer around after one big reply.
-            *wbuf = BytesMut::with_capacity(16 * 1024);
+            *wbuf = BytesMut::new();
         }
     }
     Ok(())
