@@ -19,6 +19,8 @@ pub struct ClientState {
     pub proto: u8,
     pub authenticated: bool,
     pub reply_mode: ReplyMode,
+    /// Name of the last command run (CLIENT LIST `cmd=`).
+    pub last_cmd: &'static str,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -86,7 +88,8 @@ pub struct AofStatus {
 pub struct Node {
     pub engine: Engine,
     pub config: Config,
-    pub command_names: HashMap<Vec<u8>, usize>,
+    /// (lower-case name, command-table index), after rename-command.
+    pub command_names: Vec<(Vec<u8>, usize)>,
     pub clients: HashMap<u64, ClientInfo>,
     pub stats: Stats,
     pub slowlog: VecDeque<SlowlogEntry>,
@@ -127,7 +130,7 @@ impl Node {
         Node {
             engine,
             config,
-            command_names: names,
+            command_names: names.into_iter().collect(),
             clients: HashMap::new(),
             stats: Stats {
                 cmd: vec![(0, 0); COMMANDS.len()],

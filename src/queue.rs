@@ -96,10 +96,16 @@ impl Queue {
     /// Insert a job handle in creation-time order.
     pub fn insert(&mut self, ctime: u64, h: u32) {
         let mut k = ctime;
-        while self.jobs.contains_key(&k) {
-            k = k.wrapping_add(1);
+        // One tree descent in the common case (key free).
+        loop {
+            match self.jobs.entry(k) {
+                std::collections::btree_map::Entry::Vacant(v) => {
+                    v.insert(h);
+                    return;
+                }
+                std::collections::btree_map::Entry::Occupied(_) => k = k.wrapping_add(1),
+            }
         }
-        self.jobs.insert(k, h);
     }
 
     /// Remove a job handle inserted with this ctime.

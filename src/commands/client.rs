@@ -46,7 +46,9 @@ pub fn client(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
                 now.saturating_sub(c.created) / 1000,
                 now.saturating_sub(c.last_active) / 1000,
                 flags,
-                c.last_cmd
+                // The registry is refreshed per batch; the caller's own
+                // entry is current here.
+                if c.id == ctx.client.id { ctx.client.last_cmd } else { c.last_cmd }
             ));
         }
         return Reply::Bulk(Bytes::from(out)).into();

@@ -326,15 +326,13 @@ pub fn eq_ic(a: &[u8], b: &str) -> bool {
     a.eq_ignore_ascii_case(b.as_bytes())
 }
 
+/// Command-table index for a name as sent (case-insensitive, honouring
+/// rename-command). A scan of ~32 short names beats hashing here.
 pub fn lookup(node: &Node, name: &[u8]) -> Option<usize> {
-    let mut buf = [0u8; 32];
-    if name.len() > buf.len() {
-        return None;
-    }
-    let lower = &mut buf[..name.len()];
-    lower.copy_from_slice(name);
-    lower.make_ascii_lowercase();
-    node.command_names.get(&*lower).copied()
+    node.command_names
+        .iter()
+        .find(|(n, _)| n.len() == name.len() && n.eq_ignore_ascii_case(name))
+        .map(|&(_, i)| i)
 }
 
 /// Run one command in Disque's dispatch order (WIRE 1.1).
@@ -352,10 +350,7 @@ pub fn dispatch(node: &mut Node, client: &mut ClientState, args: &[Bytes], now: 
         )));
     };
     let spec = &COMMANDS[idx];
-    if let Some(info) = node.clients.get_mut(&client.id) {
-        info.last_active = now;
-        info.last_cmd = spec.name;
-    }
+    client.last_cmd = spec.name;
     let argc = args.len() as i32;
     if (spec.arity > 0 && argc != spec.arity) || (spec.arity < 0 && argc < -spec.arity) {
         return Outcome::Reply(Reply::Error(format!(

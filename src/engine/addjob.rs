@@ -49,7 +49,8 @@ impl Engine {
         let leaving = self.cluster.leaving();
         let extrepl = oom || leaving;
         let needed = if extrepl { repl } else { repl - 1 };
-        self.cluster.refresh_reachable();
+        // The reachable set is kept current by the cluster cron and by
+        // membership changes; recomputing it here allocated per ADDJOB.
         let reachable = self.cluster.reachable.len() as u32;
         if needed > reachable {
             if extrepl && needed - 1 == reachable {
@@ -64,7 +65,8 @@ impl Engine {
             }
             return err("NOREPL Not enough reachable nodes for the requested replication level");
         }
-        if let Some(q) = self.queue(&req.queue) {
+        let qh = self.queue_handle(&req.queue);
+        if let Some(q) = qh.and_then(|h| self.queues.get(h)) {
             if let Some(maxlen) = req.maxlen {
                 if q.len() as u64 >= maxlen {
                     return err("MAXLEN Queue is already longer than the specified MAXLEN count");
@@ -89,7 +91,7 @@ impl Engine {
         } else {
             now + u64::from(retry) * 1000
         };
-        job.queue = Some(match self.queue(&req.queue) {
+        job.queue = Some(match qh.and_then(|h| self.queues.get(h)) {
             Some(q) => q.shared_name.clone(),
             None => crate::job::QueueName::from(&req.queue[..]),
         });

@@ -74,6 +74,7 @@ pub async fn handle(shared: Arc<Shared>, mut stream: TcpStream, addr: SocketAddr
         proto: 2,
         authenticated: false,
         reply_mode: ReplyMode::On,
+        last_cmd: "NULL",
     };
     let result = serve(&shared, &mut stream, &mut client, kill_rx).await;
     if let Err(e) = result {
@@ -286,6 +287,10 @@ fn run_batch(
             }
         }
         node.stats.net_output += (wbuf.len() - start_len) as u64;
+        if let Some(info) = node.clients.get_mut(&client.id) {
+            info.last_active = now;
+            info.last_cmd = client.last_cmd;
+        }
         (step, crate::aof::pending_sync(node))
     })
 }
