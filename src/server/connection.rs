@@ -257,6 +257,19 @@ fn run_batch(
                         encode(&r, client.proto, wbuf);
                     }
                     spent.replies.push(r);
+                    let hard = node.config.client_output_buffer_limit.hard;
+                    if hard != 0 && wbuf.len() as u64 > hard {
+                        // client-output-buffer-limit hard: drop the client
+                        // rather than buffer without bound (as Redis does).
+                        tracing::warn!(
+                            client = client.id,
+                            bytes = wbuf.len(),
+                            "Client closed for overcoming of output buffer limits."
+                        );
+                        wbuf.clear();
+                        step = Step::Close;
+                        break;
+                    }
                     if wbuf.len() >= FLUSH_AT {
                         break;
                     }

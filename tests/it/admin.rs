@@ -754,3 +754,28 @@ fn stats_count_connections_and_commands() {
     let _d = s.client();
     assert!(wait_until(WAIT, POLL, || c.info_int("connected_clients") == 2));
 }
+
+/// client-output-buffer-limit hard: a reply larger than the limit closes
+/// that client; other clients and the data are unaffected.
+#[test]
+fn output_buffer_hard_limit_closes_the_client() {
+    let s = Server::start_default();
+    let mut c = s.client();
+    for i in 0..50 {
+        c.cmd(&["ADDJOB", "big", &format!("{i:0>200}"), "0"]);
+    }
+    assert_eq!(
+        c.cmd(&[
+            "CONFIG",
+            "SET",
+            "client-output-buffer-limit",
+            "normal 4096 0 0"
+        ]),
+        Reply::Status("OK".into())
+    );
+    let mut victim = s.client();
+    victim.send(&["QPEEK", "big", "50"]);
+    victim.expect_closed();
+    let mut other = s.client();
+    assert_eq!(other.cmd(&["QLEN", "big"]), Reply::Int(50));
+}
