@@ -22,17 +22,7 @@ static ALLOC: disque::memory::Counting = disque::memory::Counting;
 const NOW: u64 = 1_800_000_000_000;
 
 fn add(e: &mut Engine, queue: &Bytes, body: &Bytes, now: u64) -> JobId {
-    let req = AddJobRequest {
-        queue: queue.clone(),
-        body: body.clone(),
-        timeout: 0,
-        replicate: None,
-        delay: 0,
-        retry: None,
-        ttl: None,
-        maxlen: None,
-        asynchronous: false,
-    };
+    let req = AddJobRequest::new(queue.clone(), body.clone());
     match e.addjob(1, req, now) {
         AddJobOutcome::Reply(Reply::Status(id)) => JobId::parse(id.as_bytes()).expect("valid id"),
         _ => panic!("ADDJOB failed"),

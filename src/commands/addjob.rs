@@ -6,17 +6,7 @@ use super::{eq_ic, err, parse_i64, syntax_error, Ctx, Outcome};
 use crate::engine::addjob::{AddJobOutcome, AddJobRequest};
 
 pub fn addjob(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
-    let mut req = AddJobRequest {
-        queue: args[1].clone(),
-        body: args[2].clone(),
-        timeout: 0,
-        replicate: None,
-        delay: 0,
-        retry: None,
-        ttl: None,
-        maxlen: None,
-        asynchronous: false,
-    };
+    let mut req = AddJobRequest::new(args[1].clone(), args[2].clone());
     let mut i = 4;
     while i < args.len() {
         let opt = &args[i];

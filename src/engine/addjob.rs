@@ -24,6 +24,23 @@ pub struct AddJobRequest {
     pub asynchronous: bool,
 }
 
+impl AddJobRequest {
+    /// A request with ADDJOB's defaults: wait forever, no options.
+    pub fn new(queue: Bytes, body: Bytes) -> AddJobRequest {
+        AddJobRequest {
+            queue,
+            body,
+            timeout: 0,
+            replicate: None,
+            delay: 0,
+            retry: None,
+            ttl: None,
+            maxlen: None,
+            asynchronous: false,
+        }
+    }
+}
+
 pub enum AddJobOutcome {
     Reply(Reply),
     Blocked(oneshot::Receiver<Reply>),

@@ -323,15 +323,11 @@ fn addjob(sim: &mut Sim, w: &mut Workload, node: usize, n: usize) {
     };
     let body = Bytes::from(format!("job-{n}"));
     let req = AddJobRequest {
-        queue: Bytes::from_static(b"q"),
-        body: body.clone(),
         timeout: 5000,
         replicate: Some(3),
-        delay: 0,
         retry: Some(3),
         ttl: Some(3600),
-        maxlen: None,
-        asynchronous: false,
+        ..AddJobRequest::new(Bytes::from_static(b"q"), body.clone())
     };
     match e.addjob(client, req, now) {
         AddJobOutcome::Reply(Reply::Status(id)) => {
