@@ -257,8 +257,10 @@ fn run_batch(
                         encode(&r, client.proto, wbuf);
                     }
                     spent.replies.push(r);
+                    // As in Redis, the first 16 KB (its static reply
+                    // buffer) do not count against the limit.
                     let hard = node.config.client_output_buffer_limit.hard;
-                    if hard != 0 && wbuf.len() as u64 > hard {
+                    if hard != 0 && (wbuf.len() as u64).saturating_sub(16 * 1024) > hard {
                         // client-output-buffer-limit hard: drop the client
                         // rather than buffer without bound (as Redis does).
                         tracing::warn!(

@@ -761,8 +761,8 @@ fn stats_count_connections_and_commands() {
 fn output_buffer_hard_limit_closes_the_client() {
     let s = Server::start_default();
     let mut c = s.client();
-    for i in 0..50 {
-        c.cmd(&["ADDJOB", "big", &format!("{i:0>200}"), "0"]);
+    for i in 0..100 {
+        c.cmd(&["ADDJOB", "big", &format!("{i:0>300}"), "0"]);
     }
     assert_eq!(
         c.cmd(&[
@@ -774,8 +774,10 @@ fn output_buffer_hard_limit_closes_the_client() {
         Reply::Status("OK".into())
     );
     let mut victim = s.client();
-    victim.send(&["QPEEK", "big", "50"]);
+    // Small replies fit the first 16 KB and are fine.
+    assert_eq!(victim.cmd(&["QLEN", "big"]), Reply::Int(100));
+    victim.send(&["QPEEK", "big", "100"]);
     victim.expect_closed();
     let mut other = s.client();
-    assert_eq!(other.cmd(&["QLEN", "big"]), Reply::Int(50));
+    assert_eq!(other.cmd(&["QLEN", "big"]), Reply::Int(100));
 }

@@ -29,7 +29,7 @@ fn timeout_returns_null_after_the_timeout() {
     );
     let e = start.elapsed();
     assert!(
-        e >= Duration::from_millis(300) && e < Duration::from_millis(2300),
+        e >= Duration::from_millis(300) && e < Duration::from_millis(5000),
         "{e:?}"
     );
     // The connection is usable afterwards.
