@@ -14,6 +14,7 @@
 //! - `config`: directives, config files, CONFIG GET/SET/REWRITE.
 //! - `cluster`: bus message framing; `job_codec`: serialized jobs.
 //! - `aof`: persistence. `memory`: counting allocator. `sys`: OS queries.
+//! - `logging`: tracing setup with a level CONFIG SET can change.
 
 pub mod aof;
 pub mod cluster;
@@ -22,6 +23,7 @@ pub mod config;
 pub mod engine;
 pub mod job;
 pub mod job_codec;
+pub mod logging;
 pub mod memory;
 pub mod node;
 pub mod queue;

@@ -1,35 +1,10 @@
 //! `disque-server [config-file] [--directive value ...]`: parse the
 //! configuration, set up logging, run the node.
 
-use disque::config::{self, LogLevel, Startup};
+use disque::config::{self, Startup};
 
 #[global_allocator]
 static ALLOC: disque::memory::Counting = disque::memory::Counting;
-
-fn init_logging(cfg: &config::Config) -> Result<(), String> {
-    let level = match cfg.loglevel {
-        LogLevel::Debug | LogLevel::Verbose => tracing::Level::DEBUG,
-        LogLevel::Notice => tracing::Level::INFO,
-        LogLevel::Warning => tracing::Level::WARN,
-    };
-    let builder = tracing_subscriber::fmt()
-        .with_max_level(level)
-        .with_target(false);
-    if cfg.logfile.is_empty() {
-        builder.with_writer(std::io::stdout).init();
-    } else {
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&cfg.logfile)
-            .map_err(|e| format!("Can't open the log file {}: {e}", cfg.logfile))?;
-        builder
-            .with_ansi(false)
-            .with_writer(std::sync::Mutex::new(file))
-            .init();
-    }
-    Ok(())
-}
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -69,7 +44,7 @@ fn main() {
             std::process::exit(1);
         }
     };
-    if let Err(e) = init_logging(&cfg) {
+    if let Err(e) = disque::logging::init(&cfg) {
         eprintln!("{e}");
         std::process::exit(1);
     }

@@ -268,7 +268,7 @@ impl Node {
             }
             "appendonly" => crate::aof::set_appendonly(self, now)?,
             "appendfsync" => crate::aof::set_fsync_policy(self),
-            "hz" | "cluster-node-timeout" | "timeout" | "loglevel" => {}
+            "loglevel" => crate::logging::set_level(self.config.loglevel),
             _ => {}
         }
         Ok(())
