@@ -7,7 +7,7 @@
 #![allow(clippy::expect_used)]
 
 use std::hint::black_box;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use bytes::Bytes;
 use disque::engine::addjob::{AddJobOutcome, AddJobRequest};
@@ -80,7 +80,6 @@ fn bench(n: usize, queues: usize) {
     println!(
         "{n:>8} jobs in {queues:>7} queue(s): add+get+ack cycle {ns:>7.0} ns, idle tick {tick_ns:>7.0} ns, heap {per_job:>6.0} B/job"
     );
-    let _ = Duration::ZERO;
 }
 
 fn main() {

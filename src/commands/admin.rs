@@ -28,9 +28,8 @@ pub fn auth(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
     }
 }
 
-pub fn time(ctx: &mut Ctx, _args: &[Bytes]) -> Outcome {
+pub fn time(_ctx: &mut Ctx, _args: &[Bytes]) -> Outcome {
     let us = crate::server::unix_us();
-    let _ = ctx;
     Reply::Array(vec![
         Reply::bulk_str(&(us / 1_000_000).to_string()),
         Reply::bulk_str(&(us % 1_000_000).to_string()),

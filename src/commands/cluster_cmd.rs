@@ -4,7 +4,7 @@
 use bytes::Bytes;
 
 use super::{eq_ic, err, syntax_error, Ctx, Outcome};
-use crate::engine::cluster::{FLAG_HANDSHAKE, FLAG_LEAVING};
+use crate::engine::cluster::FLAG_LEAVING;
 use crate::resp::Reply;
 
 const WRONG: &str = "ERR Wrong CLUSTER subcommand or number of arguments";
@@ -102,6 +102,5 @@ pub fn cluster(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
         ctx.node.engine.cluster.dirty = true;
         return Reply::ok().into();
     }
-    let _ = FLAG_HANDSHAKE;
     err(WRONG)
 }

@@ -176,7 +176,6 @@ impl Engine {
                 self.add_replication_targets(h, needed as usize, true);
             }
         }
-        let _ = discard;
         AddJobOutcome::Reply(Reply::Status(idstr))
     }
 

@@ -387,8 +387,7 @@ impl Engine {
 
     /// Delete a job locally: unqueue, unschedule, AOF DELJOB for live jobs,
     /// fail a blocked ADDJOB. Broadcasts DELJOB only for wait-repl jobs.
-    pub fn delete_job(&mut self, h: JobHandle, now: u64) {
-        let _ = now;
+    pub fn delete_job(&mut self, h: JobHandle, _now: u64) {
         self.dequeue(h);
         let Some(job) = self.store.remove(h) else {
             return;
