@@ -8,6 +8,8 @@ static ALLOC: disque::memory::Counting = disque::memory::Counting;
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    // Before the config is parsed: `dir` changes the working directory.
+    let start_dir = std::env::current_dir().ok();
     let cfg = match config::from_args(&args) {
         Ok(Startup::Run(cfg)) => cfg,
         Ok(Startup::Version) => {
@@ -64,9 +66,53 @@ fn main() {
             std::process::exit(1);
         }
     };
-    if let Err(e) = runtime.block_on(disque::server::run(*cfg)) {
+    let config_file = cfg.config_file.clone();
+    let result = runtime.block_on(disque::server::run(*cfg));
+    if let Err(e) = result {
         tracing::error!(error = %e, "Fatal error.");
         eprintln!("{e}");
         std::process::exit(1);
     }
+    drop(runtime);
+    if let Some(delay) = disque::server::restart_requested() {
+        restart(&args, config_file, start_dir, delay);
+    }
+}
+
+/// DEBUG RESTART: run this binary again with the same arguments (the
+/// config file path made absolute, since `dir` moved the working
+/// directory). All descriptors are close-on-exec, so the listeners and the
+/// nodes.conf lock are released.
+fn restart(
+    args: &[String],
+    config_file: Option<std::path::PathBuf>,
+    start_dir: Option<std::path::PathBuf>,
+    delay_ms: u64,
+) {
+    use std::os::unix::process::CommandExt;
+    std::thread::sleep(std::time::Duration::from_millis(delay_ms.min(60_000)));
+    let mut argv: Vec<String> = args.to_vec();
+    if let (Some(first), Some(abs)) = (argv.first_mut(), config_file) {
+        if !first.starts_with("--") {
+            *first = abs.display().to_string();
+        }
+    }
+    let exe = match std::env::current_exe() {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("DEBUG RESTART: cannot find the executable: {e}");
+            std::process::exit(1);
+        }
+    };
+    // Same port, even if it was picked with `--port 0`.
+    argv.push("--port".to_string());
+    argv.push(disque::server::bound_port().to_string());
+    let mut cmd = std::process::Command::new(exe);
+    cmd.args(&argv);
+    if let Some(d) = start_dir {
+        cmd.current_dir(d);
+    }
+    let err = cmd.exec();
+    eprintln!("DEBUG RESTART: exec failed: {err}");
+    std::process::exit(1);
 }

@@ -51,6 +51,22 @@ pub fn debug(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
         std::process::abort();
     }
     if (eq_ic(sub, "restart") || eq_ic(sub, "crash-and-recover")) && n <= 3 {
+        let delay_ms = match args.get(2) {
+            None => 0,
+            Some(v) => match super::parse_i64(v) {
+                Some(ms) if ms >= 0 => ms as u64,
+                _ => return Reply::err("ERR Invalid restart delay").into(),
+            },
+        };
+        if eq_ic(sub, "restart") {
+            // RESTART keeps the configuration changes made at runtime.
+            if let Err(e) = ctx.node.config.rewrite() {
+                if !matches!(e, crate::config::RewriteError::NoConfigFile) {
+                    return Reply::Error(e.reply_text()).into();
+                }
+            }
+        }
+        crate::server::request_restart(delay_ms);
         return Outcome::Shutdown;
     }
     Reply::Error(format!(

@@ -16,6 +16,27 @@ use tokio::sync::{watch, Notify};
 
 use crate::node::Node;
 
+/// Set by DEBUG RESTART: after a clean shutdown, `main` re-executes the
+/// binary after this many ms (u64::MAX = no restart).
+static RESTART_AFTER_MS: AtomicU64 = AtomicU64::new(u64::MAX);
+
+/// The client port bound by `run` (a restart reuses it even after `--port 0`).
+static BOUND_PORT: AtomicU64 = AtomicU64::new(0);
+
+pub fn bound_port() -> u16 {
+    BOUND_PORT.load(Ordering::Relaxed) as u16
+}
+
+pub fn request_restart(delay_ms: u64) {
+    RESTART_AFTER_MS.store(delay_ms.min(u64::MAX - 1), Ordering::Relaxed);
+}
+
+/// The restart delay requested by DEBUG RESTART, if any.
+pub fn restart_requested() -> Option<u64> {
+    let v = RESTART_AFTER_MS.load(Ordering::Relaxed);
+    (v != u64::MAX).then_some(v)
+}
+
 /// Unix time in milliseconds.
 pub fn unix_ms() -> u64 {
     SystemTime::now()
@@ -174,6 +195,7 @@ pub async fn run(config: crate::config::Config) -> Result<(), String> {
     let bound = listener::bind(&config.bind, config.port, config.tcp_backlog)
         .map_err(|e| format!("Could not bind port {}: {e}", config.port))?;
     let port = bound.port;
+    BOUND_PORT.store(u64::from(port), Ordering::Relaxed);
     let mut engine = match loaded {
         Some(l) => {
             // `parse` guarantees index 0 is the myself line.

@@ -781,3 +781,33 @@ fn output_buffer_hard_limit_closes_the_client() {
     let mut other = s.client();
     assert_eq!(other.cmd(&["QLEN", "big"]), Reply::Int(100));
 }
+
+/// DEBUG RESTART rewrites the config, exits cleanly and runs the binary
+/// again: same port, same node ID, runtime config changes kept.
+#[test]
+fn debug_restart_reexecutes_on_the_same_port() {
+    let s = Server::start(ServerOpts::with_config("loglevel notice\n"));
+    let mut c = s.client();
+    let id = c.cmd(&["CLUSTER", "MYID"]).text();
+    assert_eq!(
+        c.cmd(&["CONFIG", "SET", "maxmemory", "2gb"]),
+        Reply::Status("OK".into())
+    );
+    c.send(&["DEBUG", "RESTART"]);
+    c.expect_closed();
+    let port = s.port();
+    let back = wait_until(WAIT, POLL, || {
+        let Ok(mut t) = std::net::TcpStream::connect(("127.0.0.1", port)) else {
+            return false;
+        };
+        use std::io::{Read, Write};
+        let _ = t.set_read_timeout(Some(Duration::from_secs(2)));
+        let mut buf = [0u8; 7];
+        t.write_all(b"PING\r\n").is_ok() && t.read_exact(&mut buf).is_ok() && &buf == b"+PONG\r\n"
+    });
+    assert!(back, "node did not come back after DEBUG RESTART");
+    let mut c2 = s.client();
+    assert_eq!(c2.cmd(&["CLUSTER", "MYID"]).text(), id);
+    let mm = c2.cmd(&["CONFIG", "GET", "maxmemory"]);
+    assert_eq!(mm.array()[1].text(), "2147483648");
+}
