@@ -189,6 +189,7 @@ impl Shared {
 
 /// Start a node with this configuration and serve until shutdown.
 pub async fn run(config: crate::config::Config) -> Result<(), String> {
+    warn_unsupported(&config);
     let now = unix_ms();
     let (nodes_conf, loaded) =
         crate::cluster::nodes_conf::NodesConf::open(&config.cluster_config_file, now)?;
@@ -261,6 +262,20 @@ pub async fn run(config: crate::config::Config) -> Result<(), String> {
     ticker::save_nodes_conf(&shared);
     crate::aof::shutdown(&shared).await;
     Ok(())
+}
+
+/// Directives accepted for compatibility that this server does not act on:
+/// say so instead of ignoring them silently (docs/COMPATIBILITY.md).
+fn warn_unsupported(c: &crate::config::Config) {
+    if c.unixsocket.as_deref().is_some_and(|s| !s.is_empty()) {
+        tracing::warn!("The unixsocket directive is not supported: listening on TCP only.");
+    }
+    if c.daemonize {
+        tracing::warn!("daemonize yes is not supported: running in the foreground (use a service manager).");
+    }
+    if c.syslog_enabled {
+        tracing::warn!("syslog-enabled is not supported: logging to the logfile or stdout.");
+    }
 }
 
 async fn wait_for_shutdown(shared: &Shared) {
