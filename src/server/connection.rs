@@ -5,14 +5,13 @@
 //! pipelined behind them stay buffered and run after they unblock.
 
 use std::collections::VecDeque;
-use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot};
 
 use super::Shared;
@@ -42,20 +41,23 @@ enum Step {
     Paused(u64),
 }
 
-pub async fn handle(shared: Arc<Shared>, mut stream: TcpStream, addr: SocketAddr) {
+/// A client socket: TCP or Unix domain.
+pub trait ClientStream: AsyncRead + AsyncWrite + Unpin + std::os::fd::AsRawFd + Send {}
+impl<T: AsyncRead + AsyncWrite + Unpin + std::os::fd::AsRawFd + Send> ClientStream for T {}
+
+/// Serve one client; `addr` is how CLIENT LIST shows it (`ip:port`, or
+/// `path:0` for a Unix socket, as Redis does).
+pub async fn handle<S: ClientStream>(shared: Arc<Shared>, mut stream: S, addr: String) {
     let id = shared.next_client_id.fetch_add(1, Ordering::Relaxed);
     let (kill_tx, kill_rx) = oneshot::channel();
-    let fd = {
-        use std::os::fd::AsRawFd;
-        i64::from(stream.as_raw_fd())
-    };
+    let fd = i64::from(stream.as_raw_fd());
     shared.with(|node, now| {
         node.stats.total_connections += 1;
         node.clients.insert(
             id,
             ClientInfo {
                 id,
-                addr: addr.to_string(),
+                addr: addr.clone(),
                 fd,
                 name: None,
                 created: now,
@@ -67,10 +69,9 @@ pub async fn handle(shared: Arc<Shared>, mut stream: TcpStream, addr: SocketAddr
             },
         );
     });
-    let _ = stream.set_nodelay(true);
     let mut client = ClientState {
         id,
-        addr: addr.to_string(),
+        addr,
         proto: 2,
         authenticated: false,
         reply_mode: ReplyMode::On,
@@ -86,9 +87,9 @@ pub async fn handle(shared: Arc<Shared>, mut stream: TcpStream, addr: SocketAddr
     });
 }
 
-async fn serve(
+async fn serve<S: ClientStream>(
     shared: &Shared,
-    stream: &mut TcpStream,
+    stream: &mut S,
     client: &mut ClientState,
     mut kill_rx: oneshot::Receiver<()>,
 ) -> std::io::Result<()> {
@@ -213,7 +214,7 @@ async fn idle_sleep(secs: u64) {
     tokio::time::sleep(Duration::from_secs(secs)).await;
 }
 
-async fn flush(stream: &mut TcpStream, wbuf: &mut BytesMut) -> std::io::Result<()> {
+async fn flush<S: ClientStream>(stream: &mut S, wbuf: &mut BytesMut) -> std::io::Result<()> {
     if !wbuf.is_empty() {
         stream.write_all(wbuf).await?;
         wbuf.clear();
@@ -326,9 +327,9 @@ impl Spent {
 }
 
 /// Await a blocked command's reply; Ok(None) when the client went away.
-async fn wait_blocked(
+async fn wait_blocked<S: ClientStream>(
     shared: &Shared,
-    stream: &mut TcpStream,
+    stream: &mut S,
     id: u64,
     mut rx: oneshot::Receiver<Reply>,
     rbuf: &mut BytesMut,
@@ -370,9 +371,9 @@ async fn wait_blocked(
     Ok(Some(reply.unwrap_or(Reply::NullArray)))
 }
 
-async fn monitor(
+async fn monitor<S: ClientStream>(
     shared: &Shared,
-    stream: &mut TcpStream,
+    stream: &mut S,
     id: u64,
     kill_rx: &mut oneshot::Receiver<()>,
 ) -> std::io::Result<()> {

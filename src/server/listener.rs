@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpListener;
 
 use super::Shared;
@@ -147,6 +147,23 @@ pub fn bind(bind: &[String], port: u16, backlog: u32) -> std::io::Result<Bound> 
     Err(last.unwrap_or_else(|| std::io::Error::other("no free port pair found")))
 }
 
+/// maxclients: false (and the client told why) when the node is full.
+fn admit(shared: &Shared) -> bool {
+    shared.with(|node, _| {
+        let full = node.clients.len() as u64 >= node.config.maxclients;
+        if full {
+            node.stats.rejected_connections += 1;
+        }
+        !full
+    })
+}
+
+async fn reject<S: AsyncWrite + Unpin>(mut stream: S) {
+    let _ = stream
+        .write_all(b"-ERR max number of clients reached\r\n")
+        .await;
+}
+
 pub async fn accept_loop(shared: Arc<Shared>, listener: TcpListener) {
     let mut backoff = 1;
     let mut shutdown = shared.shutdown_rx();
@@ -155,7 +172,7 @@ pub async fn accept_loop(shared: Arc<Shared>, listener: TcpListener) {
             r = listener.accept() => r,
             _ = shutdown.changed() => return,
         };
-        let (mut stream, addr) = match accepted {
+        let (stream, addr) = match accepted {
             Ok(x) => {
                 backoff = 1;
                 x
@@ -167,21 +184,58 @@ pub async fn accept_loop(shared: Arc<Shared>, listener: TcpListener) {
                 continue;
             }
         };
-        let full = shared.with(|node, _| {
-            let full = node.clients.len() as u64 >= node.config.maxclients;
-            if full {
-                node.stats.rejected_connections += 1;
-            }
-            full
-        });
-        if full {
-            tokio::spawn(async move {
-                let _ = stream
-                    .write_all(b"-ERR max number of clients reached\r\n")
-                    .await;
-            });
+        if !admit(&shared) {
+            tokio::spawn(reject(stream));
             continue;
         }
-        tokio::spawn(super::connection::handle(shared.clone(), stream, addr));
+        let _ = stream.set_nodelay(true);
+        tokio::spawn(super::connection::handle(
+            shared.clone(),
+            stream,
+            addr.to_string(),
+        ));
+    }
+}
+
+/// Listen on `unixsocket` with `unixsocketperm` (octal, 0 = umask default).
+pub fn bind_unix(path: &str, perm: u32) -> std::io::Result<tokio::net::UnixListener> {
+    // A stale socket file from a previous run would make bind fail.
+    let _ = std::fs::remove_file(path);
+    let l = tokio::net::UnixListener::bind(path)?;
+    if perm != 0 {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(perm))?;
+    }
+    Ok(l)
+}
+
+pub async fn accept_unix_loop(
+    shared: Arc<Shared>,
+    listener: tokio::net::UnixListener,
+    path: String,
+) {
+    let mut shutdown = shared.shutdown_rx();
+    loop {
+        let accepted = tokio::select! {
+            r = listener.accept() => r,
+            _ = shutdown.changed() => return,
+        };
+        let stream = match accepted {
+            Ok((s, _)) => s,
+            Err(e) => {
+                tracing::warn!(error = %e, "Unix socket accept failed.");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        if !admit(&shared) {
+            tokio::spawn(reject(stream));
+            continue;
+        }
+        tokio::spawn(super::connection::handle(
+            shared.clone(),
+            stream,
+            format!("{path}:0"),
+        ));
     }
 }

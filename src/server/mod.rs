@@ -223,6 +223,8 @@ pub async fn run(config: crate::config::Config) -> Result<(), String> {
     let mut config = config;
     // With `port 0` the node picked a port: report and rewrite the real one.
     config.port = port;
+    let unix_path = config.unixsocket.clone();
+    let unix_perm = config.unixsocketperm;
     let mut node = Node::new(engine, config, now);
     node.tcp_port = port;
     // Load the AOF (after nodes.conf, so nodes_delivered resolves) before
@@ -236,6 +238,12 @@ pub async fn run(config: crate::config::Config) -> Result<(), String> {
 
     for l in bound.clients {
         tokio::spawn(listener::accept_loop(shared.clone(), l));
+    }
+    if let Some(path) = unix_path.clone().filter(|p| !p.is_empty()) {
+        let l = listener::bind_unix(&path, unix_perm)
+            .map_err(|e| format!("Opening Unix socket {path}: {e}"))?;
+        tracing::info!(path = %path, "Listening on the Unix socket.");
+        tokio::spawn(listener::accept_unix_loop(shared.clone(), l, path));
     }
     for l in bound.bus {
         tokio::spawn(bus::accept_loop(shared.clone(), l));
@@ -261,17 +269,19 @@ pub async fn run(config: crate::config::Config) -> Result<(), String> {
     let _ = tokio::time::timeout(std::time::Duration::from_secs(5), ticker).await;
     ticker::save_nodes_conf(&shared);
     crate::aof::shutdown(&shared).await;
+    if let Some(path) = unix_path.filter(|p| !p.is_empty()) {
+        let _ = std::fs::remove_file(path);
+    }
     Ok(())
 }
 
 /// Directives accepted for compatibility that this server does not act on:
 /// say so instead of ignoring them silently (docs/COMPATIBILITY.md).
 fn warn_unsupported(c: &crate::config::Config) {
-    if c.unixsocket.as_deref().is_some_and(|s| !s.is_empty()) {
-        tracing::warn!("The unixsocket directive is not supported: listening on TCP only.");
-    }
     if c.daemonize {
-        tracing::warn!("daemonize yes is not supported: running in the foreground (use a service manager).");
+        tracing::warn!(
+            "daemonize yes is not supported: running in the foreground (use a service manager)."
+        );
     }
     if c.syslog_enabled {
         tracing::warn!("syslog-enabled is not supported: logging to the logfile or stdout.");

@@ -7,7 +7,7 @@ use std::net::TcpStream;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use crate::harness::{encode_cmd, Server};
+use crate::harness::{encode_cmd, Reply, Server, ServerOpts};
 use crate::util::{addjob, assert_bytes, bulk, error, wait_qlen};
 
 #[test]
@@ -368,4 +368,33 @@ fn empty_and_null_multibulks_are_ignored() {
     assert_bytes(&c.read_reply_raw(), b"-ERR unknown command 'nosuch'\r\n");
     c.send_raw(b"QUIT\r\n");
     assert_bytes(&c.expect_closed(), b"+OK\r\n");
+}
+
+/// `unixsocket` serves the same protocol over a Unix domain socket.
+#[test]
+fn unix_socket_serves_clients() {
+    use std::io::{Read, Write};
+    let dir = std::env::temp_dir().join(format!("disque-unix-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let sock = dir.join("disque.sock");
+    let sock_s = sock.display().to_string();
+    let s = Server::start(ServerOpts::with_args(&[
+        "--unixsocket",
+        &sock_s,
+        "--unixsocketperm",
+        "700",
+    ]));
+    let mut u = std::os::unix::net::UnixStream::connect(&sock).unwrap();
+    u.set_read_timeout(Some(std::time::Duration::from_secs(5)))
+        .unwrap();
+    u.write_all(b"*4\r\n$6\r\nADDJOB\r\n$1\r\nq\r\n$4\r\nbody\r\n$1\r\n0\r\n")
+        .unwrap();
+    let mut buf = [0u8; 43];
+    u.read_exact(&mut buf).unwrap();
+    assert_eq!(buf[0], b'+', "{}", String::from_utf8_lossy(&buf));
+    // Same node as the TCP port.
+    let mut c = s.client();
+    assert_eq!(c.cmd(&["QLEN", "q"]), Reply::Int(1));
+    drop(s);
+    let _ = std::fs::remove_dir_all(&dir);
 }
