@@ -70,6 +70,10 @@ pub fn client(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
             Err(e) => e,
         };
     }
+    // Redis 7.2+ client libraries announce themselves on connect.
+    if eq_ic(sub, "setinfo") && args.len() == 4 {
+        return Reply::ok().into();
+    }
     if eq_ic(sub, "id") && args.len() == 2 {
         return Reply::Integer(ctx.client.id as i64).into();
     }
