@@ -256,7 +256,8 @@ pub struct Job {
     /// None for a dummy ACK.
     pub body: Option<Body>,
     pub nodes_delivered: NodeSet,
-    pub nodes_confirmed: Option<Box<NodeSet>>,
+    // nodes_confirmed (wait-repl and acked jobs only) lives in
+    // `Engine::confirmed`, keyed by handle, so other jobs do not pay for it.
 }
 
 impl Job {

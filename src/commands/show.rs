@@ -34,7 +34,7 @@ pub fn describe(engine: &Engine, h: JobHandle, now: u64) -> Reply {
     let dummy = j.is_dummy();
     let num = |v: u64| Reply::Integer(v.min(i64::MAX as u64) as i64);
     let ttl = i64::from(j.etime) - (now / 1000) as i64;
-    let confirmed = match &j.nodes_confirmed {
+    let confirmed = match engine.confirmed.get(&h) {
         Some(c) => node_ids(engine, c.iter()),
         None => Reply::Array(Vec::new()),
     };

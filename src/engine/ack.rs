@@ -85,9 +85,10 @@ impl Engine {
         if j.state != JobState::Acked {
             return;
         }
-        let confirmed = j
-            .nodes_confirmed
-            .get_or_insert_with(|| Box::new(NodeSet::from_slice(&[0])));
+        let confirmed = self
+            .confirmed
+            .entry(h)
+            .or_insert_with(|| NodeSet::from_slice(&[0]));
         let dummy = j.nodes_delivered.is_empty();
         if (!dummy && j.nodes_delivered.len() == confirmed.len()) || (dummy && size == 1) {
             self.delete_job(h, now);

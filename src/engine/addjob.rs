@@ -121,11 +121,11 @@ impl Engine {
         let idstr = String::from_utf8_lossy(&id.0).into_owned();
 
         if (repl > 1 || extrepl) && !req.asynchronous {
-            job.nodes_confirmed = Some(Box::new(if extrepl {
+            let confirmed = if extrepl {
                 NodeSet::default()
             } else {
                 NodeSet::from_slice(&[0])
-            }));
+            };
             let (tx, rx) = oneshot::channel();
             let deadline = if req.timeout == 0 {
                 u64::MAX
@@ -135,6 +135,7 @@ impl Engine {
             let Some(h) = self.register(job) else {
                 return err("ERR Internal error creating the job, check server logs");
             };
+            self.confirmed.insert(h, confirmed);
             self.adders.insert(
                 h,
                 AddWaiter {
@@ -224,13 +225,13 @@ impl Engine {
             if let Some(w) = self.adders.get_mut(&h) {
                 w.last_add = now;
             }
-            let Some(j) = self.store.get_mut(h) else {
+            let Some(j) = self.store.get(h) else {
                 continue;
             };
             let id = j.id;
-            let confirmed: Vec<u32> = j
-                .nodes_confirmed
-                .as_ref()
+            let confirmed: Vec<u32> = self
+                .confirmed
+                .get(&h)
                 .map(|c| c.iter().collect())
                 .unwrap_or_default();
             let holders: Vec<u32> = j.nodes_delivered.iter().filter(|&n| n != 0).collect();
@@ -265,7 +266,7 @@ impl Engine {
             return;
         }
         let repl = usize::from(j.repl);
-        let confirmed = j.nodes_confirmed.get_or_insert_with(Default::default);
+        let confirmed = self.confirmed.entry(h).or_default();
         confirmed.insert(from);
         if confirmed.len() >= repl {
             self.replication_achieved(h, now);
@@ -283,9 +284,9 @@ impl Engine {
         let id = j.id;
         let delay = j.delay;
         let local = j.nodes_delivered.contains(0);
-        let confirmed: Vec<u32> = j
-            .nodes_confirmed
-            .as_ref()
+        let confirmed: Vec<u32> = self
+            .confirmed
+            .get(&h)
             .map(|c| c.iter().collect())
             .unwrap_or_default();
         if let Some(w) = self.adders.remove(&h) {
@@ -296,12 +297,10 @@ impl Engine {
             if let Some(&t) = targets.choose(&mut self.rng) {
                 self.out.bus.push((t, BusOut::Enqueue { job: id, delay }));
             }
-            self.store.remove(h);
+            self.remove_record(h);
             return false;
         }
-        if let Some(j) = self.store.get_mut(h) {
-            j.nodes_confirmed = None;
-        }
+        self.confirmed.remove(&h);
         if delay == 0 {
             self.enqueue(h, false, now);
         }

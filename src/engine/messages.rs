@@ -410,11 +410,11 @@ impl Engine {
         }
         if known || j.nodes_delivered.contains(from) {
             j.nodes_delivered.insert(from);
-            if let Some(c) = j.nodes_confirmed.as_mut() {
+            if let Some(c) = self.confirmed.get_mut(&h) {
                 c.insert(from);
             }
         } else if dummy {
-            let c = j.nodes_confirmed.get_or_insert_with(Default::default);
+            let c = self.confirmed.entry(h).or_default();
             c.insert(from);
             if c.len() >= self.cluster.known() {
                 self.delete_job(h, now);
@@ -423,8 +423,9 @@ impl Engine {
         }
         let Some(j) = self.store.get(h) else { return };
         if !dummy
-            && j.nodes_confirmed
-                .as_ref()
+            && self
+                .confirmed
+                .get(&h)
                 .is_some_and(|c| c.len() >= j.nodes_delivered.len())
         {
             let jid = j.id;
@@ -490,7 +491,7 @@ impl Engine {
     /// Drop a job that moved to another node (no AOF record, no messages).
     fn store_remove_silently(&mut self, h: JobHandle) {
         self.dequeue(h);
-        if let Some(j) = self.store.remove(h) {
+        if let Some(j) = self.remove_record(h) {
             if self.aof {
                 self.out.aof.push(super::AofRecord::DelJob(j.id));
             }

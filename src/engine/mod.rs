@@ -94,6 +94,8 @@ pub struct Engine {
     pub waiter_timeouts: BTreeSet<(u64, ClientId)>,
     /// Blocked ADDJOB clients by job (few at a time, so kept out of `Job`).
     pub adders: HashMap<JobHandle, AddWaiter>,
+    /// nodes_confirmed (WIRE 2.1) of wait-repl and acked jobs; absent = none.
+    pub confirmed: HashMap<JobHandle, NodeSet>,
     /// Jobs with a blocked ADDJOB client, by deadline (u64::MAX = none).
     pub add_timeouts: BTreeSet<(u64, JobHandle)>,
     pub add_waiting: usize,
@@ -128,6 +130,7 @@ impl Engine {
             waiters: HashMap::new(),
             waiter_timeouts: BTreeSet::new(),
             adders: HashMap::new(),
+            confirmed: HashMap::new(),
             add_timeouts: BTreeSet::new(),
             add_waiting: 0,
             ready: Vec::new(),
@@ -385,11 +388,17 @@ impl Engine {
         Some(h)
     }
 
+    /// Drop a job from the table and every side map (no other effect).
+    pub fn remove_record(&mut self, h: JobHandle) -> Option<Job> {
+        self.confirmed.remove(&h);
+        self.store.remove(h)
+    }
+
     /// Delete a job locally: unqueue, unschedule, AOF DELJOB for live jobs,
     /// fail a blocked ADDJOB. Broadcasts DELJOB only for wait-repl jobs.
     pub fn delete_job(&mut self, h: JobHandle, _now: u64) {
         self.dequeue(h);
-        let Some(job) = self.store.remove(h) else {
+        let Some(job) = self.remove_record(h) else {
             return;
         };
         match job.state {
@@ -418,6 +427,7 @@ impl Engine {
             self.delete_job(h, now);
         }
         self.store.clear();
+        self.confirmed.clear();
         let ids: Vec<ClientId> = self.waiters.keys().copied().collect();
         for id in ids {
             if let Some(w) = self.remove_waiter(id) {
@@ -440,8 +450,8 @@ impl Engine {
         self.dequeue(h);
         if let Some(j) = self.store.get_mut(h) {
             j.state = JobState::Acked;
-            j.nodes_confirmed = None;
         }
+        self.confirmed.remove(&h);
         if live {
             self.aof_deljob(id);
         }
@@ -505,7 +515,6 @@ impl Engine {
             queue: None,
             body: None,
             nodes_delivered: NodeSet::default(),
-            nodes_confirmed: None,
         }
     }
 }
