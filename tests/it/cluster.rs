@@ -617,3 +617,43 @@ fn a_second_server_on_the_same_nodes_conf_is_refused() {
         "{text}"
     );
 }
+
+/// With appendfsync always a replica acknowledges (GOTJOB) only after its
+/// copy is fsynced; replication must still complete, and both copies are
+/// in the AOFs.
+#[test]
+fn replication_with_appendfsync_always_completes() {
+    let nodes: Vec<Server> = (0..2)
+        .map(|_| {
+            Server::start(ServerOpts::with_args(&[
+                "--cluster-node-timeout",
+                "2000",
+                "--appendonly",
+                "yes",
+                "--appendfsync",
+                "always",
+            ]))
+        })
+        .collect();
+    let mut c0 = nodes[0].client();
+    c0.cmd(&["CLUSTER", "MEET", "127.0.0.1", &nodes[1].port().to_string()]);
+    wait_full_mesh(&nodes);
+    let mut ids = Vec::new();
+    for i in 0..20 {
+        ids.push(addjob(
+            &mut c0,
+            &["ADDJOB", "aq", &format!("b{i}"), "5000", "REPLICATE", "2"],
+        ));
+    }
+    for s in &nodes {
+        let aof = std::fs::read(s.dir().join("disque.aof")).unwrap();
+        let text = String::from_utf8_lossy(&aof);
+        for id in &ids {
+            assert!(
+                text.contains(id.as_str()),
+                "{id} missing from the AOF of {}",
+                s.port()
+            );
+        }
+    }
+}
