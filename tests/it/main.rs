@@ -8,6 +8,7 @@ mod util;
 
 mod admin;
 mod aof;
+mod bench_tool;
 mod client_lib;
 mod cluster;
 mod config;
