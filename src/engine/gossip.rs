@@ -324,7 +324,9 @@ impl Engine {
                         if failing {
                             n.fail_reports.push((s, now));
                         }
-                        let differs = !g.ip.is_empty() && (n.ip != g.ip || n.port != g.port);
+                        let differs = g.ip.parse::<std::net::IpAddr>().is_ok()
+                            && g.port != 0
+                            && (n.ip != g.ip || n.port != g.port);
                         if n.has(FLAG_PFAIL | FLAG_FAIL) && differs && g.flags & FLAG_NOADDR == 0 {
                             let (ip, port) = (g.ip.clone(), g.port);
                             self.cluster_meet(ip, port, now);
@@ -332,9 +334,12 @@ impl Engine {
                     }
                 }
                 None => {
+                    // Only numeric addresses: a peer must not make us
+                    // resolve host names, and port 0 is no address.
                     if sender.is_some()
                         && g.flags & FLAG_NOADDR == 0
-                        && !g.ip.is_empty()
+                        && g.port != 0
+                        && g.ip.parse::<std::net::IpAddr>().is_ok()
                         && !self.is_blacklisted(&g.node_id, now)
                     {
                         self.cluster_meet_plain(g.ip.clone(), g.port, now);
