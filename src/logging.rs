@@ -43,7 +43,12 @@ pub fn init(cfg: &Config) -> Result<(), String> {
     let layer = tracing_subscriber::fmt::layer().with_target(false);
     if cfg.logfile.is_empty() {
         tracing_subscriber::registry()
-            .with(layer.with_writer(std::io::stdout).with_filter(filter))
+            .with(
+                layer
+                    .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout()))
+                    .with_writer(std::io::stdout)
+                    .with_filter(filter),
+            )
             .init();
     } else {
         let file = std::fs::OpenOptions::new()
