@@ -144,6 +144,7 @@ pub(crate) fn apply_directive(cfg: &mut Config, name: &str, args: &[String]) -> 
             cfg.requirepass = (!v.is_empty()).then(|| v.to_string());
         }
         "cluster-config-file" => cfg.cluster_config_file = v.to_string(),
+        "cluster-secret" => cfg.cluster_secret = (!v.is_empty()).then(|| v.to_string()),
         "cluster-node-timeout" => {
             cfg.cluster_node_timeout = parse_u64(v)
                 .filter(|&n| n >= 1)

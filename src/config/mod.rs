@@ -232,6 +232,9 @@ pub struct Config {
     /// `None` = no AUTH required (an empty password also means none).
     pub requirepass: Option<String>,
     pub cluster_config_file: String,
+    /// Our extension: nodes authenticate bus connections with this shared
+    /// secret (HMAC challenge-response). None = open bus, as in Disque.
+    pub cluster_secret: Option<String>,
     /// Milliseconds, always >= 1.
     pub cluster_node_timeout: u64,
     /// Microseconds; negative disables the slow log (as in Redis).
@@ -326,6 +329,7 @@ impl Default for Config {
             aof_load_truncated: true,
             aof_enqueue_jobs_once: false,
             requirepass: None,
+            cluster_secret: None,
             cluster_config_file: d::CLUSTER_CONFIG_FILE.to_string(),
             cluster_node_timeout: d::CLUSTER_NODE_TIMEOUT,
             slowlog_log_slower_than: d::SLOWLOG_LOG_SLOWER_THAN,

@@ -202,6 +202,7 @@ impl Config {
         st.string("dir", Some(&c.dir.to_string_lossy()), None);
         st.num("databases", c.databases, d::DATABASES);
         st.string("requirepass", c.requirepass.as_deref(), None);
+        st.string("cluster-secret", c.cluster_secret.as_deref(), None);
         st.num("maxclients", c.maxclients, d::MAXCLIENTS);
         st.bytes("maxmemory", c.maxmemory, d::MAXMEMORY);
         st.enum_str(

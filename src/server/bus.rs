@@ -15,7 +15,8 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
 
 use super::Shared;
-use crate::cluster::message::{decode, Message};
+use crate::cluster::auth;
+use crate::cluster::message::{decode, Body, Message};
 use crate::engine::gossip::LinkKind;
 use crate::job::NodeIdx;
 
@@ -102,10 +103,24 @@ async fn outbound(shared: Arc<Shared>, idx: NodeIdx, ip: String, port: u16) {
             return;
         }
     };
+    let mut stream = stream;
     let _ = stream.set_nodelay(true);
+    let mut rbuf = BytesMut::with_capacity(16 * 1024);
+    if let Some(secret) = shared.bus_secret.clone() {
+        let auth = tokio::time::timeout(
+            timeout,
+            auth_connector(&shared, &mut stream, &mut rbuf, &secret),
+        )
+        .await;
+        if !matches!(auth, Ok(Ok(()))) {
+            tracing::warn!(peer = %addr, "Bus authentication with the peer failed (different cluster-secret?).");
+            shared.with(|node, now| node.engine.on_link_down(idx, now));
+            return;
+        }
+    }
     let (gen, frames) = shared.bus.register(idx);
     shared.with(|node, now| node.engine.on_link_up(idx, now));
-    let r = run_link(&shared, stream, Some(frames), LinkKind::Outbound(idx)).await;
+    let r = run_link(&shared, stream, rbuf, Some(frames), LinkKind::Outbound(idx)).await;
     if let Err(e) = r {
         tracing::debug!(node = idx, error = %e, "Bus link closed.");
     }
@@ -127,7 +142,20 @@ pub async fn accept_loop(shared: Arc<Shared>, listener: TcpListener) {
                 let _ = stream.set_nodelay(true);
                 let shared = shared.clone();
                 tokio::spawn(async move {
-                    if let Err(e) = run_link(&shared, stream, None, LinkKind::Inbound).await {
+                    let mut stream = stream;
+                    let mut rbuf = BytesMut::with_capacity(16 * 1024);
+                    if let Some(secret) = shared.bus_secret.clone() {
+                        let auth = tokio::time::timeout(
+                            AUTH_TIMEOUT,
+                            auth_acceptor(&shared, &mut stream, &mut rbuf, &secret),
+                        )
+                        .await;
+                        if !matches!(auth, Ok(Ok(()))) {
+                            tracing::warn!(peer = %addr, "Rejected a bus connection that failed authentication.");
+                            return;
+                        }
+                    }
+                    if let Err(e) = run_link(&shared, stream, rbuf, None, LinkKind::Inbound).await {
                         tracing::debug!(peer = %addr, error = %e, "Inbound bus connection closed.");
                     }
                 });
@@ -140,6 +168,81 @@ pub async fn accept_loop(shared: Arc<Shared>, listener: TcpListener) {
     }
 }
 
+/// How long an unauthenticated inbound connection may take to prove itself.
+const AUTH_TIMEOUT: Duration = Duration::from_secs(5);
+
+fn bad(what: &str) -> std::io::Error {
+    std::io::Error::new(std::io::ErrorKind::PermissionDenied, what.to_string())
+}
+
+/// Read exactly one frame (bytes after it stay in `rbuf`).
+async fn read_frame(stream: &mut TcpStream, rbuf: &mut BytesMut) -> std::io::Result<Message> {
+    loop {
+        match decode(rbuf) {
+            Ok(Some(m)) => return Ok(m),
+            Ok(None) => {}
+            Err(e) => return Err(bad(&e.to_string())),
+        }
+        if stream.read_buf(rbuf).await? == 0 {
+            return Err(bad("closed during authentication"));
+        }
+    }
+}
+
+fn nonce() -> [u8; 16] {
+    rand::random()
+}
+
+/// Our side of the handshake on an outbound link (see `cluster::auth`).
+async fn auth_connector(
+    shared: &Shared,
+    stream: &mut TcpStream,
+    rbuf: &mut BytesMut,
+    secret: &[u8],
+) -> std::io::Result<()> {
+    let Body::AuthChallenge { nonce: n_a } = read_frame(stream, rbuf).await?.body else {
+        return Err(bad("expected an auth challenge"));
+    };
+    let n_c = nonce();
+    let header = shared.with(|node, _| node.engine.header(0));
+    let mac = auth::connector_mac(secret, &n_a, &n_c);
+    stream
+        .write_all(&Message::new(header, Body::Auth { nonce: n_c, mac }).to_bytes())
+        .await?;
+    let Body::Auth { nonce: echoed, mac } = read_frame(stream, rbuf).await?.body else {
+        return Err(bad("expected the acceptor's proof"));
+    };
+    if echoed != n_a || !auth::mac_eq(&mac, &auth::acceptor_mac(secret, &n_c, &n_a)) {
+        return Err(bad("the acceptor does not know the cluster secret"));
+    }
+    Ok(())
+}
+
+/// The acceptor's side: challenge, check the proof, prove ourselves.
+async fn auth_acceptor(
+    shared: &Shared,
+    stream: &mut TcpStream,
+    rbuf: &mut BytesMut,
+    secret: &[u8],
+) -> std::io::Result<()> {
+    let n_a = nonce();
+    let header = shared.with(|node, _| node.engine.header(0));
+    stream
+        .write_all(&Message::new(header, Body::AuthChallenge { nonce: n_a }).to_bytes())
+        .await?;
+    let Body::Auth { nonce: n_c, mac } = read_frame(stream, rbuf).await?.body else {
+        return Err(bad("expected an auth answer"));
+    };
+    if !auth::mac_eq(&mac, &auth::connector_mac(secret, &n_a, &n_c)) {
+        return Err(bad("wrong cluster secret"));
+    }
+    let mac = auth::acceptor_mac(secret, &n_c, &n_a);
+    stream
+        .write_all(&Message::new(header, Body::Auth { nonce: n_a, mac }).to_bytes())
+        .await?;
+    Ok(())
+}
+
 /// Bytes gathered into one write when frames queue up on a link.
 const WRITE_BATCH: usize = 256 * 1024;
 
@@ -150,6 +253,7 @@ const WRITE_BATCH: usize = 256 * 1024;
 async fn run_link(
     shared: &Shared,
     mut stream: TcpStream,
+    mut rbuf: BytesMut,
     mut frames: Option<mpsc::Receiver<Bytes>>,
     kind: LinkKind,
 ) -> std::io::Result<()> {
@@ -161,7 +265,6 @@ async fn run_link(
         .peer_addr()
         .map(|a| a.ip().to_canonical().to_string())
         .unwrap_or_default();
-    let mut rbuf = BytesMut::with_capacity(16 * 1024);
     let mut wbuf = BytesMut::new();
     let mut shutdown = shared.shutdown_rx();
     let mut batch: Vec<Message> = Vec::new();

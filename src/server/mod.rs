@@ -70,6 +70,8 @@ pub struct Shared {
     pub bus: Arc<bus::Bus>,
     connect_tx: tokio::sync::mpsc::UnboundedSender<bus::ConnectRequest>,
     node_timeout: AtomicU64,
+    /// `cluster-secret`: bus connections must authenticate when set.
+    pub bus_secret: Option<Vec<u8>>,
     /// nodes.conf, locked for the life of the process.
     pub nodes_conf: Mutex<Option<crate::cluster::nodes_conf::NodesConf>>,
 }
@@ -83,6 +85,7 @@ impl Shared {
     ) {
         let idle = node.config.timeout;
         let node_timeout = node.config.cluster_node_timeout;
+        let bus_secret = node.config.cluster_secret.clone().map(String::into_bytes);
         let (shutdown_tx, _) = watch::channel(false);
         let (connect_tx, connect_rx) = tokio::sync::mpsc::unbounded_channel();
         let shared = Arc::new(Shared {
@@ -96,6 +99,7 @@ impl Shared {
             connect_tx,
             node_timeout: AtomicU64::new(node_timeout),
             nodes_conf: Mutex::new(None),
+            bus_secret,
         });
         (shared, connect_rx)
     }

@@ -657,3 +657,42 @@ fn replication_with_appendfsync_always_completes() {
         }
     }
 }
+
+/// `cluster-secret` (our extension): nodes sharing the secret form a
+/// cluster; a node with another secret, or none, is never admitted.
+#[test]
+fn bus_authentication_admits_only_nodes_with_the_secret() {
+    let with = |secret: &str| {
+        let mut args = vec!["--cluster-node-timeout", "2000"];
+        if !secret.is_empty() {
+            args.extend(["--cluster-secret", secret]);
+        }
+        Server::start(ServerOpts::with_args(&args))
+    };
+    let nodes = vec![with("s3cret"), with("s3cret")];
+    let mut c0 = nodes[0].client();
+    c0.cmd(&["CLUSTER", "MEET", "127.0.0.1", &nodes[1].port().to_string()]);
+    wait_full_mesh(&nodes);
+    let id = addjob(&mut c0, &["ADDJOB", "sq", "b", "5000", "REPLICATE", "2"]);
+    assert!(state(&mut nodes[1].client(), &id).is_some());
+
+    let wrong = with("other");
+    let open = with("");
+    for outsider in [&wrong, &open] {
+        c0.cmd(&["CLUSTER", "MEET", "127.0.0.1", &outsider.port().to_string()]);
+        let mut co = outsider.client();
+        co.cmd(&["CLUSTER", "MEET", "127.0.0.1", &nodes[1].port().to_string()]);
+    }
+    // Bounded negative check: nobody gets in within several handshake timeouts.
+    let joined = wait_until(Duration::from_secs(4), POLL, || {
+        cluster_info(&mut c0, "cluster_reachable_nodes") > 1
+            || cluster_info(&mut wrong.client(), "cluster_reachable_nodes") > 0
+            || cluster_info(&mut open.client(), "cluster_reachable_nodes") > 0
+    });
+    assert!(
+        !joined,
+        "a node without the secret joined: {}",
+        c0.cmd(&["CLUSTER", "NODES"]).text()
+    );
+    assert_eq!(cluster_info(&mut c0, "cluster_reachable_nodes"), 1);
+}
