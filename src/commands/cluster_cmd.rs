@@ -14,7 +14,7 @@ pub fn cluster(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
     let now = ctx.now;
     let n = args.len();
     if eq_ic(sub, "nodes") && n == 2 {
-        return Reply::Bulk(Bytes::from(ctx.node.engine.cluster.nodes_text())).into();
+        return Reply::Bulk(Bytes::from(ctx.node.engine.cluster.nodes_text(true))).into();
     }
     if eq_ic(sub, "myid") && n == 2 {
         return Reply::bulk(ctx.node.engine.cluster.my_id()).into();

@@ -63,19 +63,6 @@ impl Engine {
         count
     }
 
-    /// Send to every known node with a link except self and handshakes.
-    pub fn broadcast(&mut self, msg: BusOut) {
-        let targets: Vec<u32> = self
-            .cluster
-            .live()
-            .filter(|(i, n)| *i != 0 && n.link && !n.has(super::cluster::FLAG_HANDSHAKE))
-            .map(|(i, _)| i)
-            .collect();
-        for t in targets {
-            self.out.bus.push((t, msg.clone()));
-        }
-    }
-
     /// One garbage-collection attempt for an acked job (WIRE 9.3).
     pub fn gc_attempt(&mut self, h: JobHandle, now: u64) {
         let size = self.cluster.size();

@@ -177,10 +177,23 @@ impl Cluster {
 }
 
 impl Cluster {
-    /// CLUSTER NODES / nodes.conf text, one line per live node.
-    pub fn nodes_text(&self) -> String {
+    /// Peers that messages can be sent to now: linked, not self, not in
+    /// handshake (broadcast targets, WIRE 8.5).
+    pub fn linked_peers(&self) -> Vec<NodeIdx> {
+        self.live()
+            .filter(|(i, n)| *i != 0 && n.link && !n.has(FLAG_HANDSHAKE))
+            .map(|(i, _)| i)
+            .collect()
+    }
+
+    /// CLUSTER NODES text (`with_handshakes`) or nodes.conf text (without),
+    /// one line per live node.
+    pub fn nodes_text(&self, with_handshakes: bool) -> String {
         let mut out = String::new();
         for (i, n) in self.live() {
+            if !with_handshakes && n.has(FLAG_HANDSHAKE) {
+                continue;
+            }
             let addr = if n.has(FLAG_NOADDR) {
                 ":0".to_string()
             } else {

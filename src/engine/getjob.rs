@@ -228,12 +228,7 @@ impl Engine {
             return;
         }
         let qh = self.queue_create(name, now);
-        let peers: Vec<u32> = self
-            .cluster
-            .live()
-            .filter(|(i, n)| *i != 0 && n.link && !n.has(super::cluster::FLAG_HANDSHAKE))
-            .map(|(i, _)| i)
-            .collect();
+        let peers = self.cluster.linked_peers();
         let Some(q) = self.queues.get_mut(qh) else {
             return;
         };

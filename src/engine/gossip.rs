@@ -6,8 +6,7 @@
 use rand::seq::SliceRandom;
 
 use super::cluster::{
-    FLAG_DELETED, FLAG_FAIL, FLAG_HANDSHAKE, FLAG_LEAVING, FLAG_MEET, FLAG_MYSELF, FLAG_NOADDR,
-    FLAG_PFAIL,
+    FLAG_DELETED, FLAG_FAIL, FLAG_HANDSHAKE, FLAG_LEAVING, FLAG_MEET, FLAG_NOADDR, FLAG_PFAIL,
 };
 use super::Engine;
 use crate::cluster::message::{Body, GossipEntry, Header, Message, NODE_FLAG_LEAVING};
@@ -457,50 +456,11 @@ impl Engine {
             self.cluster.nodes[i as usize].flags |= FLAG_FAIL;
             self.cluster.nodes[i as usize].flags &= !FLAG_PFAIL;
             tracing::warn!(node = %String::from_utf8_lossy(&id), "Node marked as failing.");
-            let targets: Vec<NodeIdx> = self
-                .cluster
-                .live()
-                .filter(|(x, n)| *x != 0 && n.link && !n.has(FLAG_HANDSHAKE))
-                .map(|(x, _)| x)
-                .collect();
-            for t in targets {
+            for t in self.cluster.linked_peers() {
                 let frame = Message::new(self.header(0), Body::Fail { node: id });
                 self.out.frames.push((t, frame));
             }
         }
         !failed.is_empty()
-    }
-
-    /// Lines for nodes.conf (all non-handshake nodes).
-    pub fn nodes_conf_text(&self) -> String {
-        let mut out = String::new();
-        for (_, n) in self.cluster.live() {
-            if n.has(FLAG_HANDSHAKE) {
-                continue;
-            }
-            let addr = if n.has(FLAG_NOADDR) {
-                ":0".to_string()
-            } else {
-                format!("{}:{}", n.ip, n.port)
-            };
-            let flags =
-                n.flags & (FLAG_MYSELF | FLAG_PFAIL | FLAG_FAIL | FLAG_NOADDR | FLAG_LEAVING);
-            let mut copy = n.clone();
-            copy.flags = flags;
-            out.push_str(&format!(
-                "{} {} {} {} {} {}\n",
-                String::from_utf8_lossy(&n.id),
-                addr,
-                copy.flags_string(),
-                n.ping_sent,
-                n.pong_received,
-                if n.has(FLAG_MYSELF) || n.link {
-                    "connected"
-                } else {
-                    "disconnected"
-                }
-            ));
-        }
-        out
     }
 }

@@ -276,6 +276,13 @@ impl Engine {
         }
     }
 
+    /// Send to every known node with a link except self and handshakes.
+    pub fn broadcast(&mut self, msg: BusOut) {
+        for t in self.cluster.linked_peers() {
+            self.out.bus.push((t, msg.clone()));
+        }
+    }
+
     /// Remove a job from its queue if queued (state -> active). WIRE 9.1 dequeue.
     pub fn dequeue(&mut self, h: JobHandle) -> bool {
         let Some(j) = self.store.get_mut(h) else {

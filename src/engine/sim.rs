@@ -271,7 +271,7 @@ impl Sim {
                 eprintln!(
                     "node {i} reachable {}:\n{}",
                     e.cluster.reachable.len(),
-                    e.cluster.nodes_text()
+                    e.cluster.nodes_text(true)
                 );
             }
         }

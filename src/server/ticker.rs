@@ -57,7 +57,7 @@ pub fn save_nodes_conf(shared: &Shared) {
             return None;
         }
         node.engine.cluster.dirty = false;
-        Some(node.engine.nodes_conf_text())
+        Some(node.engine.cluster.nodes_text(false))
     });
     let Some(text) = text else { return };
     let mut guard = shared.nodes_conf.lock().unwrap_or_else(|e| e.into_inner());
