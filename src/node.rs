@@ -190,7 +190,7 @@ impl Node {
     }
 
     /// Bookkeeping after a command: stats, commandstats and the slow log.
-    pub fn record_call(&mut self, idx: usize, usec: u64, args: &[Bytes]) {
+    pub fn record_call(&mut self, idx: usize, usec: u64, args: &[Bytes], now: u64) {
         self.stats.total_commands += 1;
         if let Some(c) = self.stats.cmd.get_mut(idx) {
             c.0 += 1;
@@ -198,11 +198,11 @@ impl Node {
         }
         let threshold = self.config.slowlog_log_slower_than;
         if threshold >= 0 && usec >= threshold as u64 {
-            self.slowlog_push(usec, args);
+            self.slowlog_push(usec, args, now);
         }
     }
 
-    fn slowlog_push(&mut self, usec: u64, args: &[Bytes]) {
+    fn slowlog_push(&mut self, usec: u64, args: &[Bytes], now: u64) {
         let max_len = self.config.slowlog_max_len as usize;
         let mut kept: Vec<Bytes> = Vec::new();
         let limit = args.len().min(32);
@@ -224,7 +224,7 @@ impl Node {
         }
         self.slowlog.push_front(SlowlogEntry {
             id: self.slowlog_next_id,
-            time: crate::server::unix_ms() / 1000,
+            time: now / 1000,
             usec,
             args: kept,
         });
@@ -269,6 +269,9 @@ impl Node {
             "appendonly" => crate::aof::set_appendonly(self, now)?,
             "appendfsync" => crate::aof::set_fsync_policy(self),
             "loglevel" => crate::logging::set_level(self.config.loglevel),
+            "cluster-node-timeout" => {
+                self.engine.cluster.node_timeout = self.config.cluster_node_timeout;
+            }
             _ => {}
         }
         Ok(())

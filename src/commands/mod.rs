@@ -384,7 +384,7 @@ pub fn dispatch(node: &mut Node, client: &mut ClientState, args: &[Bytes], now: 
     let node = ctx.node;
     node.engine.serve_ready(now);
     let usec = start.elapsed().as_micros() as u64;
-    node.record_call(idx, usec, args);
+    node.record_call(idx, usec, args, now);
     out
 }
 

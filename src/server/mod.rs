@@ -179,7 +179,6 @@ impl Shared {
             .store(node.config.timeout, Ordering::Relaxed);
         self.node_timeout
             .store(node.config.cluster_node_timeout, Ordering::Relaxed);
-        node.engine.cluster.node_timeout = node.config.cluster_node_timeout;
     }
 
     pub fn shutdown(&self) {
