@@ -203,7 +203,9 @@ impl Engine {
     /// Time out blocked GETJOB clients; kick them when leaving.
     pub fn expire_waiters(&mut self, now: u64) {
         while let Some(&(t, client)) = self.waiter_timeouts.first() {
-            if t > now {
+            // Strictly after the deadline: times are truncated to the ms,
+            // so firing at `t == now` could end a wait up to 1 ms early.
+            if t >= now {
                 break;
             }
             if let Some(w) = self.remove_waiter(client) {
@@ -307,5 +309,32 @@ impl Engine {
                 self.ready.push(q.name.clone());
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn getjob_timeout_never_fires_early() {
+        let mut e = Engine::new(*b"ad249f8c9b2240cd45f72fd233bd3d5a42a6709d", 7711, 1, 1000);
+        let req = GetJobRequest {
+            nohang: false,
+            timeout: 300,
+            count: 1,
+            withcounters: false,
+            queues: vec![Bytes::from_static(b"q")],
+        };
+        let GetJobOutcome::Blocked(mut rx) = e.getjob(7, req, 1000) else {
+            panic!("expected to block");
+        };
+        // 1000 may stand for 1000.9 ms: the deadline itself is too early.
+        e.tick(1300);
+        assert!(rx.try_recv().is_err());
+        assert_eq!(e.blocked_clients(), 1);
+        e.tick(1301);
+        assert_eq!(rx.try_recv(), Ok(Reply::NullArray));
+        assert_eq!(e.blocked_clients(), 0);
     }
 }

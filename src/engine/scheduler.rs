@@ -111,7 +111,9 @@ impl Engine {
 
     fn expire_add_waiters(&mut self, now: u64) {
         while let Some(&(t, h)) = self.add_timeouts.first() {
-            if t > now {
+            // Strictly after the deadline: times are truncated to the ms,
+            // so firing at `t == now` could end a wait up to 1 ms early.
+            if t >= now {
                 break;
             }
             self.add_timeouts.remove(&(t, h));
