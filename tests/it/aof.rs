@@ -95,6 +95,22 @@ fn opts_in(dir: &Path, args: &[&str]) -> ServerOpts {
 
 /// A stopped node with an AOF holding `n` jobs (appendonly yes), left in
 /// its directory for the caller. Returns the server (not running) and IDs.
+/// The server must refuse to start and name the bad AOF offset.
+#[track_caller]
+fn assert_refuses_at(opts: ServerOpts, offset: impl std::fmt::Display) {
+    let out = Server::run_to_exit(opts, WAIT);
+    assert!(
+        !out.status.success(),
+        "must refuse to start:\n{}",
+        out.output
+    );
+    assert!(
+        out.output.contains(&format!("offset {offset}")),
+        "error should name offset {offset}:\n{}",
+        out.output
+    );
+}
+
 fn node_with_jobs(n: usize) -> (Server, Vec<String>) {
     let mut s = Server::start(ServerOpts::with_args(&["--appendonly", "yes"]));
     let mut c = s.client();
@@ -225,17 +241,7 @@ fn aof_truncated_tail_is_refused_with_load_truncated_no_then_fixed_by_check_aof(
         s.dir(),
         &["--appendonly", "yes", "--aof-load-truncated", "no"],
     );
-    let out = Server::run_to_exit(strict.clone(), WAIT);
-    assert!(
-        !out.status.success(),
-        "must refuse to start:\n{}",
-        out.output
-    );
-    assert!(
-        out.output.contains(&format!("offset {good}")),
-        "error should name offset {good}:\n{}",
-        out.output
-    );
+    assert_refuses_at(strict.clone(), good);
 
     let (code, text) = check_aof(&path, false);
     assert_eq!(code, 1, "{text}");
@@ -268,17 +274,7 @@ fn aof_corruption_in_the_middle_refuses_to_start() {
     std::fs::write(&path, &data).unwrap();
 
     // Tolerating a truncated tail does not extend to corruption.
-    let out = Server::run_to_exit(opts_in(s.dir(), &["--appendonly", "yes"]), WAIT);
-    assert!(
-        !out.status.success(),
-        "must refuse to start:\n{}",
-        out.output
-    );
-    assert!(
-        out.output.contains(&format!("offset {bad}")),
-        "error should name offset {bad}:\n{}",
-        out.output
-    );
+    assert_refuses_at(opts_in(s.dir(), &["--appendonly", "yes"]), bad);
     let (code, text) = check_aof(&path, false);
     assert_eq!(code, 1, "{text}");
     assert!(text.contains(&format!("ok_up_to={bad}")), "{text}");

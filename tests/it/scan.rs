@@ -126,15 +126,7 @@ fn jscan_filters_are_exact() {
     let q2: BTreeSet<String> = (0..20).map(|_| addjob(&mut c, "q2", "b", &[])).collect();
     let r = c.cmd(&["GETJOB", "COUNT", "5", "FROM", "q2"]);
     let active: BTreeSet<String> = r.array().iter().map(|j| j.array()[1].text()).collect();
-    let set = |c: &mut Client, extra: &[&str]| -> BTreeSet<String> {
-        let mut args = vec!["JSCAN", "BUSYLOOP"];
-        args.extend_from_slice(extra);
-        c.cmd(&args).array()[1]
-            .array()
-            .iter()
-            .map(Reply::text)
-            .collect()
-    };
+    let set = |c: &mut Client, extra: &[&str]| scan_all(c, "JSCAN", extra);
     assert_eq!(set(&mut c, &["QUEUE", "q1"]), q1);
     assert_eq!(set(&mut c, &["QUEUE", "q2"]), q2);
     assert!(set(&mut c, &["QUEUE", "nope"]).is_empty());
@@ -188,15 +180,7 @@ fn qscan_length_filters_are_exact() {
         }
     }
     c.cmd(&["GETJOB", "NOHANG", "FROM", "l0"]); // creates an empty queue
-    let set = |c: &mut Client, extra: &[&str]| -> BTreeSet<String> {
-        let mut args = vec!["QSCAN", "BUSYLOOP"];
-        args.extend_from_slice(extra);
-        c.cmd(&args).array()[1]
-            .array()
-            .iter()
-            .map(Reply::text)
-            .collect()
-    };
+    let set = |c: &mut Client, extra: &[&str]| scan_all(c, "QSCAN", extra);
     let names = |v: &[&str]| -> BTreeSet<String> { v.iter().map(|s| s.to_string()).collect() };
     assert_eq!(set(&mut c, &[]), names(&["l0", "l1", "l2", "l3", "l5"]));
     assert_eq!(set(&mut c, &["MINLEN", "2"]), names(&["l2", "l3", "l5"]));
@@ -246,4 +230,15 @@ fn scan_errors() {
         &c.cmd_raw(&["jscan", "count", "5", "0"]),
         b"*2\r\n$1\r\n0\r\n*0\r\n",
     );
+}
+
+/// Everything a `<cmd> BUSYLOOP <extra...>` scan returns, as a set.
+fn scan_all(c: &mut Client, cmd: &str, extra: &[&str]) -> BTreeSet<String> {
+    let mut args = vec![cmd, "BUSYLOOP"];
+    args.extend_from_slice(extra);
+    c.cmd(&args).array()[1]
+        .array()
+        .iter()
+        .map(Reply::text)
+        .collect()
 }
