@@ -96,27 +96,19 @@ async fn outbound(shared: Arc<Shared>, idx: NodeIdx, ip: String, port: u16) {
     } else {
         format!("{host}:{port}")
     };
-    let stream = match tokio::time::timeout(timeout, TcpStream::connect(&addr)).await {
+    let mut stream = match tokio::time::timeout(timeout, TcpStream::connect(&addr)).await {
         Ok(Ok(s)) => s,
         _ => {
             shared.with(|node, now| node.engine.on_link_down(idx, now));
             return;
         }
     };
-    let mut stream = stream;
     let _ = stream.set_nodelay(true);
     let mut rbuf = BytesMut::with_capacity(16 * 1024);
-    if let Some(secret) = shared.bus_secret.clone() {
-        let auth = tokio::time::timeout(
-            timeout,
-            auth_connector(&shared, &mut stream, &mut rbuf, &secret),
-        )
-        .await;
-        if !matches!(auth, Ok(Ok(()))) {
-            tracing::warn!(peer = %addr, "Bus authentication with the peer failed (different cluster-secret?).");
-            shared.with(|node, now| node.engine.on_link_down(idx, now));
-            return;
-        }
+    if !authenticate(&shared, &mut stream, &mut rbuf, Role::Connector, timeout).await {
+        tracing::warn!(peer = %addr, "Bus authentication with the peer failed (different cluster-secret?).");
+        shared.with(|node, now| node.engine.on_link_down(idx, now));
+        return;
     }
     let (gen, frames) = shared.bus.register(idx);
     shared.with(|node, now| node.engine.on_link_up(idx, now));
@@ -138,22 +130,22 @@ pub async fn accept_loop(shared: Arc<Shared>, listener: TcpListener) {
             _ = shutdown.changed() => return,
         };
         match r {
-            Ok((stream, addr)) => {
+            Ok((mut stream, addr)) => {
                 let _ = stream.set_nodelay(true);
                 let shared = shared.clone();
                 tokio::spawn(async move {
-                    let mut stream = stream;
                     let mut rbuf = BytesMut::with_capacity(16 * 1024);
-                    if let Some(secret) = shared.bus_secret.clone() {
-                        let auth = tokio::time::timeout(
-                            AUTH_TIMEOUT,
-                            auth_acceptor(&shared, &mut stream, &mut rbuf, &secret),
-                        )
-                        .await;
-                        if !matches!(auth, Ok(Ok(()))) {
-                            tracing::warn!(peer = %addr, "Rejected a bus connection that failed authentication.");
-                            return;
-                        }
+                    if !authenticate(
+                        &shared,
+                        &mut stream,
+                        &mut rbuf,
+                        Role::Acceptor,
+                        AUTH_TIMEOUT,
+                    )
+                    .await
+                    {
+                        tracing::warn!(peer = %addr, "Rejected a bus connection that failed authentication.");
+                        return;
                     }
                     if let Err(e) = run_link(&shared, stream, rbuf, None, LinkKind::Inbound).await {
                         tracing::debug!(peer = %addr, error = %e, "Inbound bus connection closed.");
@@ -187,6 +179,33 @@ async fn read_frame(stream: &mut TcpStream, rbuf: &mut BytesMut) -> std::io::Res
             return Err(bad("closed during authentication"));
         }
     }
+}
+
+#[derive(Clone, Copy)]
+enum Role {
+    Connector,
+    Acceptor,
+}
+
+/// Run the `cluster-secret` handshake for our side of the connection;
+/// true when there is no secret or the peer proved it knows it in time.
+async fn authenticate(
+    shared: &Shared,
+    stream: &mut TcpStream,
+    rbuf: &mut BytesMut,
+    role: Role,
+    limit: Duration,
+) -> bool {
+    let Some(secret) = shared.bus_secret.clone() else {
+        return true;
+    };
+    let handshake = async {
+        match role {
+            Role::Connector => auth_connector(shared, stream, rbuf, &secret).await,
+            Role::Acceptor => auth_acceptor(shared, stream, rbuf, &secret).await,
+        }
+    };
+    matches!(tokio::time::timeout(limit, handshake).await, Ok(Ok(())))
 }
 
 fn nonce() -> [u8; 16] {
