@@ -231,7 +231,7 @@ async fn auth_connector(
     let Body::Auth { nonce: echoed, mac } = read_frame(stream, rbuf).await?.body else {
         return Err(bad("expected the acceptor's proof"));
     };
-    if echoed != n_a || !auth::mac_eq(&mac, &auth::acceptor_mac(secret, &n_c, &n_a)) {
+    if echoed != n_a || !auth::verify_acceptor(secret, &n_c, &n_a, &mac) {
         return Err(bad("the acceptor does not know the cluster secret"));
     }
     Ok(())
@@ -252,7 +252,7 @@ async fn auth_acceptor(
     let Body::Auth { nonce: n_c, mac } = read_frame(stream, rbuf).await?.body else {
         return Err(bad("expected an auth answer"));
     };
-    if !auth::mac_eq(&mac, &auth::connector_mac(secret, &n_a, &n_c)) {
+    if !auth::verify_connector(secret, &n_a, &n_c, &mac) {
         return Err(bad("wrong cluster secret"));
     }
     let mac = auth::acceptor_mac(secret, &n_c, &n_a);
