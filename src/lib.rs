@@ -21,6 +21,7 @@ pub mod cluster;
 pub mod commands;
 pub mod config;
 pub mod engine;
+pub mod errors;
 pub mod job;
 pub mod job_codec;
 pub mod logging;

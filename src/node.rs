@@ -257,7 +257,7 @@ pub fn quote_arg(a: &[u8]) -> String {
 
 impl Node {
     /// Push a CONFIG SET change into the running node.
-    pub fn apply_config(&mut self, name: &str, now: u64) -> Result<(), String> {
+    pub fn apply_config(&mut self, name: &str, now: u64) -> Result<(), crate::errors::WireError> {
         match name {
             "maxmemory" => {
                 self.engine.memory.maxmemory = self.config.maxmemory;

@@ -27,6 +27,7 @@ use tokio::sync::Notify;
 use crate::config::AppendFsync;
 use crate::engine::codec::{record_of, Flavor};
 use crate::engine::AofRecord;
+use crate::errors::WireError;
 use crate::job::JobState;
 use crate::node::Node;
 use crate::server::Shared;
@@ -426,12 +427,11 @@ pub fn debug_reload(node: &mut Node, now: u64) -> Result<(), String> {
 
 /// CONFIG SET appendonly: `yes` starts a rewrite whose result becomes the
 /// live file (state wait-rewrite until then); `no` stops appending now.
-pub fn set_appendonly(node: &mut Node, now: u64) -> Result<(), String> {
-    const CANT: &str = "ERR Unable to turn on AOF. Check server logs.";
+pub fn set_appendonly(node: &mut Node, now: u64) -> Result<(), WireError> {
     let on = node.config.appendonly;
     if on && node.aof.state == "off" {
         let Some(aof) = &node.aof_writer else {
-            return Err(CANT.into());
+            return Err(WireError::AofCantTurnOn);
         };
         aof.writer.send(Msg::Enable);
         node.aof.state = "wait-rewrite";
@@ -440,7 +440,7 @@ pub fn set_appendonly(node: &mut Node, now: u64) -> Result<(), String> {
         if !node.aof.rewrite_in_progress {
             if let Err(e) = start_rewrite(node, now) {
                 tracing::warn!(error = %e, "Could not start the AOF rewrite for appendonly yes.");
-                return Err(CANT.into());
+                return Err(WireError::AofCantTurnOn);
             }
         }
     } else if !on && node.aof.state != "off" {

@@ -4,6 +4,7 @@ use bytes::Bytes;
 
 use super::{eq_ic, err, parse_i64, syntax_error, Ctx, Outcome};
 use crate::engine::addjob::{AddJobOutcome, AddJobRequest};
+use crate::errors::WireError;
 
 pub fn addjob(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
     let mut req = AddJobRequest::new(args[1].clone(), args[2].clone());
@@ -26,38 +27,39 @@ pub fn addjob(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
         if eq_ic(opt, "replicate") {
             match n {
                 Some(n) if (1..=65535).contains(&n) => req.replicate = Some(n as u32),
-                _ => return err("ERR REPLICATE must be between 1 and 65535"),
+                _ => return err(WireError::ReplicateRange),
             }
         } else if eq_ic(opt, "ttl") {
             match n {
                 Some(n) if n > 0 => req.ttl = Some(n.min(i64::from(u32::MAX)) as u32),
-                _ => return err("ERR TTL must be a number > 0"),
+                _ => return err(WireError::TtlRange),
             }
         } else if eq_ic(opt, "retry") {
             match n {
                 Some(n) if n >= 0 => req.retry = Some(n.min(i64::from(u32::MAX)) as u32),
-                _ => return err("ERR RETRY time must be a non negative number"),
+                _ => return err(WireError::RetryRange),
             }
         } else if eq_ic(opt, "delay") {
             match n {
                 Some(n) if n >= 0 => req.delay = n.min(i64::from(u32::MAX)) as u32,
-                _ => return err("ERR DELAY time must be a non negative number"),
+                _ => return err(WireError::DelayRange),
             }
         } else {
             match n {
                 Some(n) if n > 0 => req.maxlen = Some(n as u64),
-                _ => return err("ERR MAXLEN must be a positive number"),
+                _ => return err(WireError::MaxlenRange),
             }
         }
         i += 2;
     }
     match parse_i64(&args[3]) {
-        None => return err("ERR timeout is not an integer or out of range"),
-        Some(t) if t < 0 => return err("ERR timeout is negative"),
+        None => return err(WireError::TimeoutNotInteger),
+        Some(t) if t < 0 => return err(WireError::TimeoutNegative),
         Some(t) => req.timeout = t as u64,
     }
     match ctx.node.engine.addjob(ctx.client.id, req, ctx.now) {
         AddJobOutcome::Reply(r) => Outcome::Reply(r),
         AddJobOutcome::Blocked(rx) => Outcome::Blocked(rx),
+        AddJobOutcome::Error(e) => err(e),
     }
 }

@@ -3,28 +3,29 @@
 
 use bytes::Bytes;
 
-use super::{eq_ic, err, parse_i64, syntax_error, Ctx, Outcome, COMMANDS, FLAG_NAMES, NOT_INTEGER};
+use super::{eq_ic, err, parse_i64, syntax_error, Ctx, Outcome, COMMANDS, FLAG_NAMES};
+use crate::errors::WireError;
 use crate::resp::Reply;
 
 pub fn ping(_ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
     match args.len() {
         1 => Reply::Status("PONG".into()).into(),
         2 => Reply::Bulk(args[1].clone()).into(),
-        _ => err("ERR wrong number of arguments for 'ping' command"),
+        _ => err(WireError::WrongArity("ping")),
     }
 }
 
 pub fn auth(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
     let pw = ctx.node.config.requirepass.as_deref().unwrap_or("");
     if pw.is_empty() {
-        return err("ERR Client sent AUTH, but no password is set");
+        return err(WireError::AuthNoPassword);
     }
     if args[1].len() <= 512 && args[1].as_ref() == pw.as_bytes() {
         ctx.client.authenticated = true;
         Reply::ok().into()
     } else {
         ctx.client.authenticated = false;
-        err("ERR invalid password")
+        err(WireError::InvalidPassword)
     }
 }
 
@@ -46,7 +47,7 @@ pub fn shutdown(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
     if rewrite {
         if let Err(e) = crate::aof::rewrite_now(ctx.node) {
             tracing::warn!(error = %e, "SHUTDOWN REWRITE-AOF failed.");
-            return err("ERR Errors trying to SHUTDOWN. Check logs.");
+            return err(WireError::ShutdownFailed);
         }
     }
     Outcome::Shutdown
@@ -70,7 +71,7 @@ pub fn slowlog(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
             None => 10,
             Some(v) => match parse_i64(v) {
                 Some(n) => n,
-                None => return err(NOT_INTEGER),
+                None => return err(WireError::NotInteger),
             },
         };
         let n = if n < 0 { usize::MAX } else { n as usize };
@@ -90,7 +91,7 @@ pub fn slowlog(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
             .collect();
         return Reply::Array(entries).into();
     }
-    err("ERR Unknown SLOWLOG subcommand or wrong # of args. Try GET, RESET, LEN.")
+    err(WireError::SlowlogUsage)
 }
 
 fn command_info(i: usize) -> Reply {
@@ -127,7 +128,7 @@ pub fn command(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
             .collect();
         return Reply::Array(items).into();
     }
-    err("ERR Unknown subcommand or wrong number of arguments.")
+    err(WireError::CommandUsage)
 }
 
 pub fn latency(_ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
@@ -146,25 +147,23 @@ pub fn latency(_ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
         return Reply::bulk_str("Dave, no latency spike was observed during the lifetime of this Disque instance, not in the slightest bit. I honestly think you ought to sleep better.\n").into();
     }
     if eq_ic(sub, "graph") && args.len() == 3 {
-        return Reply::Error(format!(
-            "ERR No samples available for event '{}'",
-            String::from_utf8_lossy(&args[2])
-        ))
-        .into();
+        return err(WireError::NoLatencySamples(
+            String::from_utf8_lossy(&args[2]).into_owned(),
+        ));
     }
     syntax_error()
 }
 
 pub fn loadjob(_ctx: &mut Ctx, _args: &[Bytes]) -> Outcome {
-    err("ERR LOADJOB is a special command only processed from AOF")
+    err(WireError::LoadJobFromClient)
 }
 
 pub fn bgrewriteaof(ctx: &mut Ctx, _args: &[Bytes]) -> Outcome {
     if ctx.node.aof.rewrite_in_progress {
-        return err("ERR Background append only file rewriting already in progress");
+        return err(WireError::RewriteInProgress);
     }
     match crate::aof::start_rewrite(ctx.node, ctx.now) {
         Ok(()) => Reply::Status("Background append only file rewriting started".into()).into(),
-        Err(e) => Reply::Error(format!("ERR {e}")).into(),
+        Err(e) => err(WireError::Other(e)),
     }
 }

@@ -3,17 +3,13 @@
 use bytes::Bytes;
 
 use super::{eq_ic, err, parse_i64, syntax_error, Ctx, Outcome};
+use crate::errors::WireError;
 use crate::node::ReplyMode;
 use crate::resp::Reply;
 
-const SYNTAX: &str =
-    "ERR Syntax error, try CLIENT (LIST | KILL ip:port | GETNAME | SETNAME connection-name)";
-
 pub fn set_name(ctx: &mut Ctx, name: Bytes) -> Result<(), Outcome> {
     if name.iter().any(|&c| !(b'!'..=b'~').contains(&c)) {
-        return Err(err(
-            "ERR Client names cannot contain spaces, newlines or special characters.",
-        ));
+        return Err(err(WireError::ClientBadName));
     }
     if let Some(info) = ctx.node.clients.get_mut(&ctx.client.id) {
         info.name = if name.is_empty() { None } else { Some(name) };
@@ -92,8 +88,8 @@ pub fn client(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
     }
     if eq_ic(sub, "pause") && args.len() == 3 {
         return match parse_i64(&args[2]) {
-            None => err("ERR timeout is not an integer or out of range"),
-            Some(t) if t < 0 => err("ERR timeout is negative"),
+            None => err(WireError::TimeoutNotInteger),
+            Some(t) if t < 0 => err(WireError::TimeoutNegative),
             Some(t) => {
                 ctx.node.clients_paused_until = now + t as u64;
                 Reply::ok().into()
@@ -114,7 +110,7 @@ pub fn client(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
                     kill(ctx, id);
                     Reply::ok().into()
                 }
-                None => err("ERR No such client"),
+                None => err(WireError::NoSuchClient),
             };
         }
         let mut id_filter = None;
@@ -132,11 +128,9 @@ pub fn client(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
                 }
             } else if eq_ic(&args[i], "type") {
                 if !eq_ic(v, "normal") {
-                    return Reply::Error(format!(
-                        "ERR Unknown client type '{}'",
-                        String::from_utf8_lossy(v)
-                    ))
-                    .into();
+                    return err(WireError::UnknownClientType(
+                        String::from_utf8_lossy(v).into_owned(),
+                    ));
                 }
             } else if eq_ic(&args[i], "addr") {
                 addr_filter = Some(String::from_utf8_lossy(v).into_owned());
@@ -168,7 +162,7 @@ pub fn client(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
         }
         return Reply::Integer(victims.len() as i64).into();
     }
-    err(SYNTAX)
+    err(WireError::ClientUsage)
 }
 
 fn kill(ctx: &mut Ctx, id: u64) {

@@ -5,9 +5,8 @@ use bytes::Bytes;
 
 use super::{eq_ic, err, syntax_error, Ctx, Outcome};
 use crate::engine::cluster::FLAG_LEAVING;
+use crate::errors::WireError;
 use crate::resp::Reply;
-
-const WRONG: &str = "ERR Wrong CLUSTER subcommand or number of arguments";
 
 pub fn cluster(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
     let sub = &args[1];
@@ -36,15 +35,13 @@ pub fn cluster(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
         let ip = String::from_utf8_lossy(&args[2]).into_owned();
         let port_s = String::from_utf8_lossy(&args[3]).into_owned();
         let Some(port) = super::parse_i64(&args[3]) else {
-            return Reply::Error(format!("ERR Invalid TCP port specified: {port_s}")).into();
+            return err(WireError::InvalidPort(port_s));
         };
         let Ok(addr) = ip.parse::<std::net::IpAddr>() else {
-            return Reply::Error(format!("ERR Invalid node address specified: {ip}:{port_s}"))
-                .into();
+            return err(WireError::InvalidAddress(format!("{ip}:{port_s}")));
         };
         if !(1..=55535).contains(&port) {
-            return Reply::Error(format!("ERR Invalid node address specified: {ip}:{port_s}"))
-                .into();
+            return err(WireError::InvalidAddress(format!("{ip}:{port_s}")));
         }
         ctx.node
             .engine
@@ -54,15 +51,16 @@ pub fn cluster(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
     if eq_ic(sub, "forget") && n == 3 {
         let id = &args[2];
         if id.len() != 40 {
-            return err("ERR Invalid node identifier");
+            return err(WireError::InvalidNodeId);
         }
         let c = &ctx.node.engine.cluster;
         if id.as_ref() == c.my_id().as_slice() {
-            return err("ERR I tried hard but I can't forget myself...");
+            return err(WireError::ForgetMyself);
         }
         let Some(idx) = c.find(id) else {
-            return Reply::Error(format!("ERR Unknown node {}", String::from_utf8_lossy(id)))
-                .into();
+            return err(WireError::UnknownNode(
+                String::from_utf8_lossy(id).into_owned(),
+            ));
         };
         ctx.node.engine.cluster_forget(idx, now);
         return Reply::ok().into();
@@ -87,7 +85,7 @@ pub fn cluster(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
         } else if eq_ic(&args[2], "no") {
             false
         } else {
-            return err("ERR Wrong argument for CLUSTER LEAVING. Use 'yes' or 'no'");
+            return err(WireError::LeavingArg);
         };
         let me = ctx.node.engine.cluster.myself_mut();
         if on {
@@ -102,5 +100,5 @@ pub fn cluster(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
         ctx.node.engine.cluster.dirty = true;
         return Reply::ok().into();
     }
-    err(WRONG)
+    err(WireError::ClusterUsage)
 }

@@ -4,15 +4,15 @@
 use bytes::Bytes;
 
 use super::{eq_ic, Ctx, Outcome};
+use crate::errors::WireError;
 use crate::resp::Reply;
 
 pub fn config(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
     let sub = &args[1];
     let wrong = || {
-        Outcome::Reply(Reply::Error(format!(
-            "ERR Wrong number of arguments for CONFIG {}",
-            String::from_utf8_lossy(sub)
-        )))
+        super::err(WireError::ConfigArity(
+            String::from_utf8_lossy(sub).into_owned(),
+        ))
     };
     if eq_ic(sub, "get") {
         if args.len() != 3 {
@@ -34,9 +34,9 @@ pub fn config(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
         return match ctx.node.config.set(&name, &args[3]) {
             Ok(canonical) => match ctx.node.apply_config(canonical, ctx.now) {
                 Ok(()) => Reply::ok().into(),
-                Err(e) => Reply::Error(e).into(),
+                Err(e) => super::err(e),
             },
-            Err(e) => Reply::Error(e.reply_text()).into(),
+            Err(e) => super::err(e.wire()),
         };
     }
     if eq_ic(sub, "resetstat") {
@@ -56,8 +56,8 @@ pub fn config(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
         }
         return match ctx.node.config.rewrite() {
             Ok(()) => Reply::ok().into(),
-            Err(e) => Reply::Error(e.reply_text()).into(),
+            Err(e) => super::err(e.wire()),
         };
     }
-    super::err("ERR CONFIG subcommand must be one of GET, SET, RESETSTAT, REWRITE")
+    super::err(WireError::ConfigUsage)
 }

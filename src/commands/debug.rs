@@ -3,6 +3,7 @@
 use bytes::Bytes;
 
 use super::{eq_ic, Ctx, Outcome};
+use crate::errors::WireError;
 use crate::resp::Reply;
 
 pub fn debug(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
@@ -17,7 +18,7 @@ pub fn debug(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
             .chars()
             .map(|c| if c == '\r' || c == '\n' { ' ' } else { c })
             .collect();
-        return Reply::Error(msg).into();
+        return Reply::from(WireError::Verbatim(msg)).into();
     }
     if eq_ic(sub, "sleep") && n == 3 {
         let secs: f64 = std::str::from_utf8(&args[2])
@@ -33,7 +34,7 @@ pub fn debug(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
     if eq_ic(sub, "loadaof") && n == 2 {
         return match crate::aof::debug_reload(ctx.node, ctx.now) {
             Ok(()) => Reply::ok().into(),
-            Err(e) => Reply::Error(format!("ERR {e}")).into(),
+            Err(e) => Reply::from(WireError::Other(e)).into(),
         };
     }
     if eq_ic(sub, "structsize") && n == 2 {
@@ -55,23 +56,22 @@ pub fn debug(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
             None => 0,
             Some(v) => match super::parse_i64(v) {
                 Some(ms) if ms >= 0 => ms as u64,
-                _ => return Reply::err("ERR Invalid restart delay").into(),
+                _ => return Reply::from(WireError::InvalidRestartDelay).into(),
             },
         };
         if eq_ic(sub, "restart") {
             // RESTART keeps the configuration changes made at runtime.
             if let Err(e) = ctx.node.config.rewrite() {
                 if !matches!(e, crate::config::RewriteError::NoConfigFile) {
-                    return Reply::Error(e.reply_text()).into();
+                    return Reply::from(e.wire()).into();
                 }
             }
         }
         crate::server::request_restart(delay_ms);
         return Outcome::Shutdown;
     }
-    Reply::Error(format!(
-        "ERR Unknown DEBUG subcommand or wrong number of arguments for '{}'",
-        String::from_utf8_lossy(sub)
+    Reply::from(WireError::DebugUsage(
+        String::from_utf8_lossy(sub).into_owned(),
     ))
     .into()
 }

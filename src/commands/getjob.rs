@@ -4,6 +4,7 @@ use bytes::Bytes;
 
 use super::{eq_ic, err, parse_i64, syntax_error, Ctx, Outcome};
 use crate::engine::getjob::{GetJobOutcome, GetJobRequest};
+use crate::errors::WireError;
 
 pub fn getjob(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
     let mut req = GetJobRequest {
@@ -26,8 +27,8 @@ pub fn getjob(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
                 return syntax_error();
             };
             match parse_i64(v) {
-                None => return err("ERR timeout is not an integer or out of range"),
-                Some(t) if t < 0 => return err("ERR timeout is negative"),
+                None => return err(WireError::TimeoutNotInteger),
+                Some(t) if t < 0 => return err(WireError::TimeoutNegative),
                 Some(t) => req.timeout = t as u64,
             }
             i += 1;
@@ -37,7 +38,7 @@ pub fn getjob(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
             };
             match parse_i64(v) {
                 Some(c) if c > 0 => req.count = c as u64,
-                _ => return err("ERR COUNT must be a number greater than zero"),
+                _ => return err(WireError::CountRange),
             }
             i += 1;
         } else if eq_ic(a, "from") {
@@ -55,5 +56,6 @@ pub fn getjob(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
     match ctx.node.engine.getjob(ctx.client.id, req, ctx.now) {
         GetJobOutcome::Reply(r) => Outcome::Reply(r),
         GetJobOutcome::Blocked(rx) => Outcome::Blocked(rx),
+        GetJobOutcome::Error(e) => err(e),
     }
 }

@@ -6,17 +6,18 @@ use bytes::Bytes;
 
 use super::{eq_ic, err, parse_i64, Ctx, Outcome};
 use crate::engine::cluster::{FLAG_FAIL, FLAG_LEAVING, FLAG_PFAIL};
+use crate::errors::WireError;
 use crate::resp::Reply;
 
 pub fn hello(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
     if args.len() == 1 {
         if ctx.node.requires_auth() && !ctx.client.authenticated {
-            return err("NOAUTH Authentication required.");
+            return err(WireError::NoAuth);
         }
         return disque_hello(ctx);
     }
     let Some(proto) = parse_i64(&args[1]) else {
-        return err("ERR Protocol version is not an integer or out of range");
+        return err(WireError::HelloProtoNotInteger);
     };
     let mut i = 2;
     let mut auth: Option<(Bytes, Bytes)> = None;
@@ -29,24 +30,23 @@ pub fn hello(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
             setname = Some(args[i + 1].clone());
             i += 2;
         } else {
-            return Outcome::Reply(Reply::Error(format!(
-                "ERR Syntax error in HELLO option '{}'",
-                String::from_utf8_lossy(&args[i])
-            )));
+            return err(WireError::HelloOption(
+                String::from_utf8_lossy(&args[i]).into_owned(),
+            ));
         }
     }
     if !(2..=3).contains(&proto) {
-        return err("NOPROTO unsupported protocol version");
+        return err(WireError::NoProto);
     }
     if let Some((user, pass)) = auth {
         let pw = ctx.node.config.requirepass.as_deref().unwrap_or("");
         if !eq_ic(&user, "default") || pw.is_empty() || pass.as_ref() != pw.as_bytes() {
-            return err("WRONGPASS invalid username-password pair or user is disabled.");
+            return err(WireError::WrongPass);
         }
         ctx.client.authenticated = true;
     }
     if ctx.node.requires_auth() && !ctx.client.authenticated {
-        return err("NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time");
+        return err(WireError::HelloNoAuth);
     }
     if let Some(name) = setname {
         if let Err(e) = super::client::set_name(ctx, name) {

@@ -3,8 +3,9 @@
 
 use bytes::Bytes;
 
-use super::{err, parse_ids, Ctx, Outcome, BADID};
+use super::{err, parse_ids, Ctx, Outcome};
 use crate::engine::{add_ms, rand250, BusOut, Engine, JobHandle};
+use crate::errors::WireError;
 use crate::job::{JobId, JobState, F_BCAST_WILLQUEUE};
 use crate::resp::Reply;
 
@@ -60,28 +61,26 @@ pub fn deljob(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
 
 pub fn working(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
     let Some(id) = JobId::parse(&args[1]) else {
-        return err(BADID);
+        return err(WireError::BadId);
     };
     let now = ctx.now;
     let engine = &mut ctx.node.engine;
     let Some(h) = engine.lookup(&id) else {
-        return err("NOJOB Job not known in the context of this node.");
+        return err(WireError::NoJob);
     };
     let Some(j) = engine.job(h) else {
-        return err("NOJOB Job not known in the context of this node.");
+        return err(WireError::NoJob);
     };
     let ctime_ms = j.ctime / 1_000_000;
     let life = (i128::from(j.etime) * 1000) - i128::from(ctime_ms);
     let elapsed = i128::from(now) - i128::from(ctime_ms);
     if life > 0 && elapsed > life / 2 {
-        return err(
-            "TOOLATE Half of job TTL already elapsed, you are no longer allowed to postpone the next delivery.",
-        );
+        return err(WireError::TooLate);
     }
     engine.dequeue(h);
     let jitter = rand250(&mut engine.rng);
     let Some(j) = engine.store.get_mut(h) else {
-        return err("NOJOB Job not known in the context of this node.");
+        return err(WireError::NoJob);
     };
     j.flags |= F_BCAST_WILLQUEUE;
     if j.retry != 0 && j.qtime != 0 {

@@ -24,6 +24,7 @@ use std::time::Instant;
 use bytes::Bytes;
 use tokio::sync::oneshot;
 
+use crate::errors::WireError;
 use crate::job::JobId;
 use crate::node::{ClientState, Node};
 use crate::resp::Reply;
@@ -284,16 +285,19 @@ pub struct Ctx<'a> {
     pub now: u64,
 }
 
-pub fn err(msg: &str) -> Outcome {
-    Outcome::Reply(Reply::err(msg))
+pub fn err(e: WireError) -> Outcome {
+    Outcome::Reply(e.reply())
+}
+
+impl From<WireError> for Outcome {
+    fn from(e: WireError) -> Self {
+        err(e)
+    }
 }
 
 pub fn syntax_error() -> Outcome {
-    err("ERR syntax error")
+    err(WireError::Syntax)
 }
-
-pub const BADID: &str = "BADID Invalid Job ID format.";
-pub const NOT_INTEGER: &str = "ERR value is not an integer or out of range";
 
 /// Strict decimal integer like Redis string2ll: optional '-', no '+',
 /// no spaces, no leading zeros.
@@ -318,7 +322,7 @@ pub fn parse_i64(b: &[u8]) -> Option<i64> {
 /// Parse all IDs first; any bad one fails the whole command (WIRE 2.3).
 pub fn parse_ids(args: &[Bytes]) -> Result<Vec<JobId>, Outcome> {
     args.iter()
-        .map(|a| JobId::parse(a).ok_or_else(|| err(BADID)))
+        .map(|a| JobId::parse(a).ok_or_else(|| err(WireError::BadId)))
         .collect()
 }
 
@@ -344,35 +348,29 @@ pub fn dispatch(node: &mut Node, client: &mut ClientState, args: &[Bytes], now: 
         return Outcome::Close(Some(Reply::ok()));
     }
     let Some(idx) = lookup(node, name) else {
-        return Outcome::Reply(Reply::Error(format!(
-            "ERR unknown command '{}'",
-            String::from_utf8_lossy(name)
-        )));
+        return err(WireError::UnknownCommand(
+            String::from_utf8_lossy(name).into_owned(),
+        ));
     };
     let spec = &COMMANDS[idx];
     client.last_cmd = spec.name;
     let argc = args.len() as i32;
     if (spec.arity > 0 && argc != spec.arity) || (spec.arity < 0 && argc < -spec.arity) {
-        return Outcome::Reply(Reply::Error(format!(
-            "ERR wrong number of arguments for '{}' command",
-            spec.name
-        )));
+        return err(WireError::WrongArity(spec.name));
     }
     if node.requires_auth() && !client.authenticated && spec.name != "auth" && spec.name != "hello"
     {
-        return err("NOAUTH Authentication required.");
+        return err(WireError::NoAuth);
     }
     if node.engine.memory.maxmemory != 0 {
         let ok = node.engine.free_memory_if_needed(now);
         if !ok && spec.flags & F_DENYOOM != 0 {
-            return err("OOM command not allowed when used memory > 'maxmemory'.");
+            return err(WireError::Oom);
         }
     }
     if let Some(e) = node.aof_write_error() {
         if spec.flags & F_WRITE != 0 || spec.name == "ping" {
-            return Outcome::Reply(Reply::Error(format!(
-                "MISCONF Errors writing to the AOF file: {e}"
-            )));
+            return err(WireError::Misconf(e.to_string()));
         }
     }
     if node.monitors_active() {

@@ -2,7 +2,8 @@
 
 use bytes::Bytes;
 
-use super::{err, parse_i64, Ctx, Outcome, NOT_INTEGER};
+use super::{err, parse_i64, Ctx, Outcome};
+use crate::errors::WireError;
 use crate::queue::Queue;
 use crate::resp::Reply;
 
@@ -12,7 +13,7 @@ pub fn qlen(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
 
 pub fn qpeek(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
     let Some(count) = parse_i64(&args[2]) else {
-        return err(NOT_INTEGER);
+        return err(WireError::NotInteger);
     };
     let engine = &ctx.node.engine;
     let Some(q) = engine.queue(&args[1]) else {

@@ -4,7 +4,8 @@
 
 use bytes::Bytes;
 
-use super::{eq_ic, err, parse_i64, syntax_error, Ctx, Outcome, NOT_INTEGER};
+use super::{eq_ic, err, parse_i64, syntax_error, Ctx, Outcome};
+use crate::errors::WireError;
 use crate::job::JobState;
 use crate::resp::Reply;
 
@@ -34,7 +35,7 @@ fn parse_common(
             match next.and_then(|v| parse_i64(v)) {
                 Some(c) if c > 0 => opts.count = c as usize,
                 Some(_) => return Err(syntax_error()),
-                None => return Err(err(NOT_INTEGER)),
+                None => return Err(err(WireError::NotInteger)),
             }
             i += 2;
             continue;
@@ -54,7 +55,7 @@ fn parse_common(
             .ok()
             .and_then(|s| s.parse::<u64>().ok())
         else {
-            return Err(err("ERR invalid cursor or option name"));
+            return Err(err(WireError::InvalidCursor));
         };
         opts.cursor = c.min(usize::MAX as u64) as usize;
         cursor_seen = true;
@@ -65,7 +66,7 @@ fn parse_common(
 
 fn int_opt(next: Option<&Bytes>) -> Result<i64, Outcome> {
     next.and_then(|v| parse_i64(v))
-        .ok_or_else(|| err(NOT_INTEGER))
+        .ok_or_else(|| err(WireError::NotInteger))
 }
 
 /// Walk `slots` from the cursor; returns (next cursor, matches).
@@ -144,13 +145,13 @@ pub fn jscan(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
         } else if eq_ic(a, "state") && next.is_some() {
             match next.and_then(|s| JobState::from_name(s)) {
                 Some(s) => states.push(s),
-                None => return Err(err("ERR Invalid job state name")),
+                None => return Err(err(WireError::InvalidJobState)),
             }
         } else if eq_ic(a, "reply") && next.is_some() {
             match next {
                 Some(v) if eq_ic(v, "all") => reply_all = true,
                 Some(v) if eq_ic(v, "id") => reply_all = false,
-                _ => return Err(err("ERR Invalid REPLY type, try ID or ALL")),
+                _ => return Err(err(WireError::InvalidReplyType)),
             }
         } else {
             return Ok(false);

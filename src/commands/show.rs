@@ -9,7 +9,7 @@ use crate::resp::Reply;
 
 pub fn show(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
     let Some(id) = JobId::parse(&args[1]) else {
-        return super::err(super::BADID);
+        return super::err(crate::errors::WireError::BadId);
     };
     match ctx.node.engine.lookup(&id) {
         Some(h) => describe(&ctx.node.engine, h, ctx.now).into(),

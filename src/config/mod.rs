@@ -26,6 +26,8 @@ mod tests_values;
 use std::fmt;
 use std::path::PathBuf;
 
+use crate::errors::WireError;
+
 pub use args::from_args;
 pub use glob::glob_match;
 pub use parse::parse_str;
@@ -412,15 +414,21 @@ pub enum SetError {
 }
 
 impl SetError {
+    /// The client-visible error.
+    pub fn wire(&self) -> WireError {
+        match self {
+            SetError::Unsupported(p) => WireError::ConfigUnsupported(p.clone()),
+            SetError::Invalid { name, value } => WireError::ConfigInvalid {
+                name: name.clone(),
+                value: value.clone(),
+            },
+            SetError::Other(m) => WireError::Other(m.clone()),
+        }
+    }
+
     /// Error reply text without the leading '-' and trailing CRLF.
     pub fn reply_text(&self) -> String {
-        match self {
-            SetError::Unsupported(p) => format!("ERR Unsupported CONFIG parameter: {p}"),
-            SetError::Invalid { name, value } => {
-                format!("ERR Invalid argument '{value}' for CONFIG SET '{name}'")
-            }
-            SetError::Other(m) => format!("ERR {m}"),
-        }
+        self.wire().text().into_owned()
     }
 }
 
@@ -440,14 +448,17 @@ pub enum RewriteError {
 }
 
 impl RewriteError {
+    /// The client-visible error.
+    pub fn wire(&self) -> WireError {
+        match self {
+            RewriteError::NoConfigFile => WireError::ConfigNoFile,
+            RewriteError::Io(e) => WireError::ConfigRewrite(strerror(e)),
+        }
+    }
+
     /// Error reply text without the leading '-' and trailing CRLF.
     pub fn reply_text(&self) -> String {
-        match self {
-            RewriteError::NoConfigFile => {
-                "ERR The server is running without a config file".to_string()
-            }
-            RewriteError::Io(e) => format!("ERR Rewriting config file: {}", strerror(e)),
-        }
+        self.wire().text().into_owned()
     }
 }
 

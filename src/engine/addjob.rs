@@ -7,6 +7,7 @@ use rand::seq::SliceRandom;
 use tokio::sync::oneshot;
 
 use super::{AddWaiter, BusOut, Engine, JobHandle};
+use crate::errors::WireError;
 use crate::job::{JobId, JobState, NodeSet};
 use crate::queue::{ClientId, PAUSE_IN};
 use crate::resp::Reply;
@@ -44,10 +45,11 @@ impl AddJobRequest {
 pub enum AddJobOutcome {
     Reply(Reply),
     Blocked(oneshot::Receiver<Reply>),
+    Error(WireError),
 }
 
-fn err(s: &str) -> AddJobOutcome {
-    AddJobOutcome::Reply(Reply::err(s))
+fn err(e: WireError) -> AddJobOutcome {
+    AddJobOutcome::Error(e)
 }
 
 impl Engine {
@@ -56,10 +58,10 @@ impl Engine {
         let cluster_size = self.cluster.size() as u32;
         let repl = req.replicate.unwrap_or_else(|| cluster_size.min(3));
         if repl > 1 && req.retry == Some(0) {
-            return err("ERR With RETRY set to 0 please explicitly set  REPLICATE to 1 (at-most-once delivery)");
+            return err(WireError::RetryZeroNeedsReplicateOne);
         }
         if req.delay >= ttl {
-            return err("ERR The specified DELAY is greater than TTL. Job refused since would never be delivered");
+            return err(WireError::DelayOverTtl);
         }
         let retry = req.retry.unwrap_or_else(|| (ttl / 10).clamp(1, 300));
         let oom = self.memory_level() >= 1;
@@ -71,26 +73,19 @@ impl Engine {
         let reachable = self.cluster.reachable.len() as u32;
         if needed > reachable {
             if extrepl && needed - 1 == reachable {
-                let why = if leaving {
-                    "I'm leaving the cluster"
-                } else {
-                    "I'm out of memory"
-                };
-                return AddJobOutcome::Reply(Reply::Error(format!(
-                    "NOREPL Not enough reachable nodes for the requested replication level, since I'm unable to hold a copy of the message for the following reason: {why}"
-                )));
+                return err(WireError::NoReplCantHold { leaving });
             }
-            return err("NOREPL Not enough reachable nodes for the requested replication level");
+            return err(WireError::NoRepl);
         }
         let qh = self.queue_handle(&req.queue);
         if let Some(q) = qh.and_then(|h| self.queues.get(h)) {
             if let Some(maxlen) = req.maxlen {
                 if q.len() as u64 >= maxlen {
-                    return err("MAXLEN Queue is already longer than the specified MAXLEN count");
+                    return err(WireError::MaxlenReached);
                 }
             }
             if q.paused & PAUSE_IN != 0 {
-                return err("PAUSED Queue paused in input, try later");
+                return err(WireError::PausedInput);
             }
         }
 
@@ -133,7 +128,7 @@ impl Engine {
                 now.saturating_add(req.timeout)
             };
             let Some(h) = self.register(job) else {
-                return err("ERR Internal error creating the job, check server logs");
+                return err(WireError::InternalCreate);
             };
             self.confirmed.insert(h, confirmed);
             self.adders.insert(
@@ -158,7 +153,7 @@ impl Engine {
             None
         } else {
             let Some(h) = self.register(job) else {
-                return err("ERR Internal error creating the job, check server logs");
+                return err(WireError::InternalCreate);
             };
             Some(h)
         };

@@ -6,6 +6,7 @@ use bytes::Bytes;
 use tokio::sync::oneshot;
 
 use super::{BusOut, Engine, JobHandle};
+use crate::errors::WireError;
 use crate::job::{JobState, F_DELIVERED};
 use crate::queue::{ClientId, PAUSE_OUT};
 use crate::resp::Reply;
@@ -31,6 +32,7 @@ pub struct GetJobRequest {
 pub enum GetJobOutcome {
     Reply(Reply),
     Blocked(oneshot::Receiver<Reply>),
+    Error(WireError),
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -38,9 +40,6 @@ pub enum NeedReason {
     ClientsWaiting,
     ReachedZero,
 }
-
-pub const LEAVING_ERR: &str =
-    "LEAVING This node is leaving the cluster, please connect to a different one";
 
 impl Engine {
     /// Render a job as GETJOB does: [queue, id, body] (+ counters).
@@ -103,7 +102,7 @@ impl Engine {
             return GetJobOutcome::Reply(Reply::NullArray);
         }
         if self.cluster.leaving() {
-            return GetJobOutcome::Reply(Reply::err(LEAVING_ERR));
+            return GetJobOutcome::Error(WireError::Leaving);
         }
         let (tx, rx) = oneshot::channel();
         let mut queues: Vec<Bytes> = Vec::with_capacity(req.queues.len());
@@ -218,7 +217,7 @@ impl Engine {
             let ids: Vec<ClientId> = self.waiters.keys().copied().collect();
             for c in ids {
                 if let Some(w) = self.remove_waiter(c) {
-                    let _ = w.tx.send(Reply::err(LEAVING_ERR));
+                    let _ = w.tx.send(WireError::Leaving.reply());
                 }
             }
         }

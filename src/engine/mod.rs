@@ -418,7 +418,7 @@ impl Engine {
             JobState::Acked => {}
         }
         if let Some(w) = self.adders.remove(&h) {
-            self.finish_add_waiter(h, w, Reply::err(NOREPL_EXPIRED));
+            self.finish_add_waiter(h, w, crate::errors::WireError::NoReplExpired.reply());
         }
     }
 
@@ -525,6 +525,3 @@ impl Engine {
         }
     }
 }
-
-pub const NOREPL_EXPIRED: &str =
-    "NOREPL job removed (expired?) before the requested replication level was achieved";

@@ -6,15 +6,12 @@
 use rand::Rng;
 
 use super::{add_ms, rand250, BusOut, Engine};
+use crate::errors::WireError;
 use crate::job::{JobState, F_BCAST_WILLQUEUE};
 use crate::queue::PAUSE_IN;
-use crate::resp::Reply;
 
 /// Max jobs processed per tick, so a mass expiry cannot stall the node.
 const MAX_JOBS_PER_TICK: usize = 10_000;
-
-pub const NOREPL_TIMEOUT: &str =
-    "NOREPL Timeout reached before replicating to the requested number of nodes";
 
 impl Engine {
     /// Run all due timers. Returns nothing; effects land in `self.out`.
@@ -118,7 +115,7 @@ impl Engine {
             }
             self.add_timeouts.remove(&(t, h));
             if let Some(w) = self.adders.remove(&h) {
-                self.finish_add_waiter(h, w, Reply::err(NOREPL_TIMEOUT));
+                self.finish_add_waiter(h, w, WireError::NoReplTimeout.reply());
                 // The job is deleted and DELJOB broadcast to possible holders.
                 self.delete_job(h, now);
             }

@@ -335,7 +335,7 @@ fn addjob(sim: &mut Sim, w: &mut Workload, node: usize, n: usize) {
                 w.accepted.insert(id, body);
             }
         }
-        AddJobOutcome::Reply(_) => {}
+        AddJobOutcome::Reply(_) | AddJobOutcome::Error(_) => {}
         AddJobOutcome::Blocked(rx) => w.pending_adds.push((rx, body)),
     }
     sim.flush(node);

@@ -16,6 +16,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::Shared;
 use crate::commands::{self, Outcome};
+use crate::errors::WireError;
 use crate::node::{ClientInfo, ClientState, ReplyMode};
 use crate::resp::encode::encode;
 use crate::resp::parse::RequestParser;
@@ -181,7 +182,7 @@ async fn serve<S: ClientStream>(
             }
         }
         if let Some(msg) = protocol_error.take() {
-            encode(&Reply::Error(format!("ERR {msg}")), client.proto, &mut wbuf);
+            encode(&WireError::Protocol(msg).reply(), client.proto, &mut wbuf);
             flush(stream, &mut wbuf).await?;
             return Ok(());
         }

@@ -9,6 +9,7 @@ use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpListener;
 
 use super::Shared;
+use crate::errors::WireError;
 
 /// Highest client port whose bus port (port + 10000) still fits.
 pub const MAX_CLIENT_PORT: u16 = 55535;
@@ -159,9 +160,7 @@ fn admit(shared: &Shared) -> bool {
 }
 
 async fn reject<S: AsyncWrite + Unpin>(mut stream: S) {
-    let _ = stream
-        .write_all(b"-ERR max number of clients reached\r\n")
-        .await;
+    let _ = stream.write_all(&WireError::MaxClients.line()).await;
 }
 
 pub async fn accept_loop(shared: Arc<Shared>, listener: TcpListener) {
