@@ -3,6 +3,7 @@
 
 pub mod encode;
 pub mod parse;
+pub mod reply;
 
 use bytes::Bytes;
 

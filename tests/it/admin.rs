@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use crate::harness::{info_value, wait_until, Client, Reply, Server, ServerOpts};
+use crate::harness::{info_value, wait_until, Client, Reply, ReplyExt, Server, ServerOpts};
 use crate::util::{addjob, assert_bytes, bulk, error, POLL, WAIT};
 
 fn unix_now() -> u64 {
@@ -365,7 +365,7 @@ fn time_is_two_bulk_strings() {
     let s = Server::start_default();
     let mut c = s.client();
     let raw = c.cmd_raw(&["TIME"]);
-    let r = crate::harness::parse_reply(&raw).unwrap().unwrap().0;
+    let r = crate::harness::decode(&raw).unwrap().unwrap().0;
     let a = r.array();
     assert_eq!(a.len(), 2);
     let (Reply::Bulk(secs), Reply::Bulk(usec)) = (&a[0], &a[1]) else {

@@ -13,7 +13,9 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::Duration;
 
-use crate::harness::{encode_cmd, wait_until, Client, Reply, Server, ServerOpts, SERVER_BIN};
+use crate::harness::{
+    encode_cmd, wait_until, Client, Reply, ReplyExt, Server, ServerOpts, SERVER_BIN,
+};
 use crate::util::{addjob, POLL, WAIT};
 
 fn aof_path(s: &Server) -> PathBuf {

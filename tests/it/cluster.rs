@@ -7,7 +7,7 @@
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
-use crate::harness::{wait_until, Client, Reply, Server, ServerOpts};
+use crate::harness::{wait_until, Client, Reply, ReplyExt, Server, ServerOpts};
 
 const WAIT: Duration = Duration::from_secs(20);
 const POLL: Duration = Duration::from_millis(50);

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use crate::harness::{Reply, Server, ServerOpts};
+use crate::harness::{Reply, ReplyExt, Server, ServerOpts};
 use crate::util::assert_bytes;
 
 const CONFIG_ORDER: [&str; 35] = [

@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::harness::{wait_until, Reply, Server};
+use crate::harness::{wait_until, Reply, ReplyExt, Server};
 use crate::util::{addjob, assert_bytes, bulk, wait_qlen, POLL, WAIT};
 
 #[test]

@@ -4,7 +4,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::harness::{is_job_id, wait_until, Client, Reply, Server};
+use crate::harness::{is_job_id, wait_until, Client, Reply, ReplyExt, Server};
 use crate::util::{addjob, assert_bytes, error, wait_qlen, POLL, WAIT};
 
 const UNKNOWN_ID: &str = "D-00000000-000000000000000000000000-0001";

@@ -2,7 +2,7 @@
 //! 3.1 step 6, 3.2, 4.1, 4.5, 6.1, 6.10, 9.7), plus the memory-warning
 //! flavour of NOREPL. Multi-node behaviour lives in `cluster`.
 
-use crate::harness::{wait_until, Reply, Server};
+use crate::harness::{wait_until, Reply, ReplyExt, Server};
 use crate::util::{addjob, assert_bytes, POLL, WAIT};
 
 #[test]

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use crate::harness::{encode_cmd, wait_until, Client, Server};
+use crate::harness::{encode_cmd, wait_until, Client, ReplyExt, Server};
 use crate::util::{addjob, assert_bytes, POLL};
 
 const OOM: &[u8] = b"-OOM command not allowed when used memory > 'maxmemory'.\r\n";

@@ -7,7 +7,7 @@ use std::net::TcpStream;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use crate::harness::{encode_cmd, Reply, Server, ServerOpts};
+use crate::harness::{encode_cmd, Reply, ReplyExt, Server, ServerOpts};
 use crate::util::{addjob, assert_bytes, bulk, error, wait_qlen};
 
 #[test]

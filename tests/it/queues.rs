@@ -1,6 +1,6 @@
 //! Queue commands (WIRE 3.11, 3.12, 6.6): QLEN, QPEEK, QSTAT, PAUSE.
 
-use crate::harness::{Reply, Server};
+use crate::harness::{Reply, ReplyExt, Server};
 use crate::util::{addjob, assert_bytes};
 
 #[test]

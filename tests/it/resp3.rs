@@ -2,7 +2,7 @@
 //! RESP3 reply types: nulls become `_`, SHOW/QSTAT become maps, the rest
 //! keeps its RESP2 shape.
 
-use crate::harness::{Client, Reply, Server, ServerOpts};
+use crate::harness::{Client, Reply, ReplyExt, Server, ServerOpts};
 use crate::util::{addjob, assert_bytes};
 
 fn hello3(c: &mut Client) -> Reply {
@@ -17,7 +17,7 @@ fn hello_3_returns_a_map_and_switches_protocol() {
     let mut c = s.client();
     let raw = c.cmd_raw(&["HELLO", "3"]);
     assert!(raw.starts_with(b"%"), "{}", String::from_utf8_lossy(&raw));
-    let r = crate::harness::parse_reply(&raw).unwrap().unwrap().0;
+    let r = crate::harness::decode(&raw).unwrap().unwrap().0;
     assert_eq!(r.field("server").text(), "disque");
     assert_eq!(r.field("version").text(), "1.0-rc1");
     assert_eq!(r.field("proto"), &Reply::Int(3));
@@ -53,7 +53,7 @@ fn hello_3_returns_a_map_and_switches_protocol() {
         "{}",
         String::from_utf8_lossy(&raw)
     );
-    let show = crate::harness::parse_reply(&raw).unwrap().unwrap().0;
+    let show = crate::harness::decode(&raw).unwrap().unwrap().0;
     assert_eq!(show.field("body").text(), "body");
     assert_eq!(show.field("state").text(), "queued");
     assert_eq!(show.field("nodes-confirmed"), &Reply::Array(vec![]));

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeSet;
 
-use crate::harness::{encode_cmd, Client, Reply, Server};
+use crate::harness::{encode_cmd, Client, Reply, ReplyExt, Server};
 use crate::util::{addjob, assert_bytes};
 
 /// Full iteration from cursor 0 back to 0; returns every element seen.

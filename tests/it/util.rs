@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use crate::harness::{is_job_id, wait_until, Client, Reply};
+use crate::harness::{is_job_id, wait_until, Client, Reply, ReplyExt};
 
 /// Default polling deadline for conditions driven by server timers.
 pub const WAIT: Duration = Duration::from_secs(10);

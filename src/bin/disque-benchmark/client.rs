@@ -14,7 +14,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::time::timeout;
 
-use crate::resp::{self, ProtocolError, Reply};
+use disque::resp::reply::{decode, encode_command, DecodeError, Reply};
 
 /// Anything that ends a connection's usefulness.
 #[derive(Debug)]
@@ -26,7 +26,7 @@ pub enum ClientError {
     /// The server closed the connection.
     Closed,
     /// The server sent something that is not RESP.
-    Protocol(ProtocolError),
+    Protocol(DecodeError),
 }
 
 impl fmt::Display for ClientError {
@@ -48,8 +48,8 @@ impl From<io::Error> for ClientError {
     }
 }
 
-impl From<ProtocolError> for ClientError {
-    fn from(e: ProtocolError) -> Self {
+impl From<DecodeError> for ClientError {
+    fn from(e: DecodeError) -> Self {
         ClientError::Protocol(e)
     }
 }
@@ -86,7 +86,7 @@ impl Conn {
 
     /// Queues one command built from `args`.
     pub fn queue(&mut self, args: &[&[u8]]) {
-        resp::encode_command(&mut self.wbuf, args);
+        encode_command(&mut self.wbuf, args);
     }
 
     /// Queues bytes that already hold one or more encoded commands.
@@ -115,7 +115,7 @@ impl Conn {
     /// (used for blocking commands whose server-side timeout is longer).
     pub async fn read_reply_within(&mut self, per_read: Duration) -> Result<Reply, ClientError> {
         loop {
-            if let Some((reply, used)) = resp::parse(&self.rbuf)? {
+            if let Some((reply, used)) = decode(&self.rbuf)? {
                 self.rbuf.advance(used);
                 return Ok(reply);
             }
@@ -170,7 +170,7 @@ mod tests {
         c.flush().await.expect("flush");
         assert_eq!(
             c.read_reply().await.expect("r1"),
-            Reply::Status(b"PONG".to_vec())
+            Reply::Status("PONG".into())
         );
         assert_eq!(
             c.read_reply().await.expect("r2"),
@@ -178,7 +178,7 @@ mod tests {
         );
         assert_eq!(
             c.read_reply().await.expect("r3"),
-            Reply::Array(vec![Reply::Int(1), Reply::Nil])
+            Reply::Array(vec![Reply::Int(1), Reply::NilBulk])
         );
         server.await.expect("server");
         assert!(matches!(c.read_reply().await, Err(ClientError::Closed)));

@@ -8,7 +8,6 @@
 
 mod args;
 mod client;
-mod resp;
 mod stats;
 mod workloads;
 

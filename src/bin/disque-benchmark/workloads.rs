@@ -14,8 +14,8 @@ use std::time::{Duration, Instant};
 
 use crate::args::{AckMode, Config, Target, Workload, STAMP_LEN};
 use crate::client::{ClientError, Conn};
-use crate::resp::{encode_command, Reply};
 use crate::stats::Histogram;
+use disque::resp::reply::{encode_command, Reply};
 
 static EPOCH: OnceLock<Instant> = OnceLock::new();
 
@@ -129,7 +129,7 @@ impl Shared {
     /// Records `reply` if it is an error reply; returns true in that case.
     fn is_error(&self, reply: &Reply) -> bool {
         if let Reply::Error(e) = reply {
-            self.error(String::from_utf8_lossy(e).into_owned());
+            self.error(e.clone());
             true
         } else {
             false
@@ -223,8 +223,10 @@ impl Plan {
             .map(|q| {
                 let mut out = Vec::new();
                 match plan.cfg.target {
-                    Target::Disque => encode_command(&mut out, &[b"GETJOB", b"NOHANG", b"FROM", q]),
-                    Target::Redis => encode_command(&mut out, &[b"RPOP", q]),
+                    Target::Disque => {
+                        encode_command::<&[u8]>(&mut out, &[b"GETJOB", b"NOHANG", b"FROM", q])
+                    }
+                    Target::Redis => encode_command::<&[u8]>(&mut out, &[b"RPOP", q]),
                 }
                 out
             })
@@ -238,7 +240,7 @@ impl Plan {
     fn encode_produce(&self, out: &mut Vec<u8>, queue: usize, body: &[u8]) {
         let q = &self.queues[queue];
         match self.cfg.target {
-            Target::Redis => encode_command(out, &[b"LPUSH", q, body]),
+            Target::Redis => encode_command::<&[u8]>(out, &[b"LPUSH", q, body]),
             Target::Disque => {
                 let mut args: Vec<&[u8]> = vec![b"ADDJOB", q, body, b"0"];
                 let rep = self.cfg.replicate.map(|r| r.to_string());
@@ -306,7 +308,7 @@ struct Job {
 /// Extracts jobs from a consume reply (error replies already handled).
 fn extract_jobs(target: Target, reply: Reply) -> Result<Vec<Job>, String> {
     match (target, reply) {
-        (_, Reply::Nil | Reply::NilArray) => Ok(Vec::new()),
+        (_, Reply::NilBulk | Reply::NilArray) => Ok(Vec::new()),
         (Target::Redis, Reply::Bulk(body)) => Ok(vec![Job {
             id: Vec::new(),
             body,
@@ -466,7 +468,7 @@ pub async fn prefill(
                     for _ in 0..n {
                         let reply = conn.read_reply().await.map_err(|e| e.to_string())?;
                         if let Reply::Error(e) = &reply {
-                            return Err(String::from_utf8_lossy(e).into_owned());
+                            return Err(e.clone());
                         }
                         if !check_produce_reply(plan.cfg.target, &reply, &budget) {
                             return Err(format!("unexpected reply {}", reply.describe()));
@@ -673,7 +675,7 @@ mod tests {
             extract_jobs(Target::Redis, Reply::Bulk(b"w".to_vec())).expect("rpop")[0].body,
             b"w"
         );
-        assert!(extract_jobs(Target::Redis, Reply::Nil)
+        assert!(extract_jobs(Target::Redis, Reply::NilBulk)
             .expect("nil")
             .is_empty());
     }
