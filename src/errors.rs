@@ -26,6 +26,9 @@ pub enum WireError {
     /// The AOF writer's error text.
     Misconf(String),
     MaxClients,
+    /// Protected mode refused a non-loopback client (Redis's DENIED text,
+    /// naming Disque; our extension, docs/SECURITY.md).
+    ProtectedMode,
     /// A protocol error text (`Protocol error: ...`), before closing.
     Protocol(String),
 
@@ -114,6 +117,8 @@ pub enum WireError {
     ConfigRewrite(String),
     AofCantTurnOn,
     InvalidRestartDelay,
+    /// CONFIG SET of a tls-* parameter whose files do not load (Redis 6's text).
+    TlsReload,
     /// The subcommand as sent.
     DebugUsage(String),
     /// Any other error; the text follows `ERR `.
@@ -135,6 +140,23 @@ impl WireError {
             Oom => "OOM command not allowed when used memory > 'maxmemory'.",
             Misconf(e) => return format!("MISCONF Errors writing to the AOF file: {e}").into(),
             MaxClients => "ERR max number of clients reached",
+            ProtectedMode => concat!(
+                "DENIED Disque is running in protected mode because protected mode is enabled, ",
+                "no bind address was specified, no authentication password is requested to ",
+                "clients. In this mode connections are only accepted from the loopback ",
+                "interface. If you want to connect from external computers to Disque you may ",
+                "adopt one of the following solutions: 1) Just disable protected mode sending ",
+                "the command 'CONFIG SET protected-mode no' from the loopback interface by ",
+                "connecting to Disque from the same host the server is running, however MAKE ",
+                "SURE Disque is not publicly accessible from internet if you do so. Use CONFIG ",
+                "REWRITE to make this change permanent. 2) Alternatively you can just disable ",
+                "the protected mode by editing the Disque configuration file, and setting the ",
+                "protected mode option to 'no', and then restarting the server. 3) If you ",
+                "started the server manually just for testing, restart it with the ",
+                "'--protected-mode no' option. 4) Setup a bind address or an authentication ",
+                "password. NOTE: You only need to do one of the above things in order for the ",
+                "server to start accepting connections from the outside."
+            ),
             Protocol(m) => return format!("ERR {m}").into(),
 
             Syntax => "ERR syntax error",
@@ -208,6 +230,7 @@ impl WireError {
             ConfigRewrite(e) => return format!("ERR Rewriting config file: {e}").into(),
             AofCantTurnOn => "ERR Unable to turn on AOF. Check server logs.",
             InvalidRestartDelay => "ERR Invalid restart delay",
+            TlsReload => "ERR Unable to update TLS configuration. Check server logs.",
             DebugUsage(sub) => {
                 return format!(
                     "ERR Unknown DEBUG subcommand or wrong number of arguments for '{sub}'"

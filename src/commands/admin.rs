@@ -1,4 +1,4 @@
-//! Small server commands: PING, AUTH, TIME, SHUTDOWN, MONITOR, SLOWLOG,
+//! Small server commands: PING, TIME, SHUTDOWN, MONITOR, SLOWLOG,
 //! COMMAND, LATENCY, LOADJOB (refused from clients) and BGREWRITEAOF.
 
 use bytes::Bytes;
@@ -12,20 +12,6 @@ pub fn ping(_ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
         1 => Reply::Status("PONG".into()).into(),
         2 => Reply::Bulk(args[1].clone()).into(),
         _ => err(WireError::WrongArity("ping")),
-    }
-}
-
-pub fn auth(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
-    let pw = ctx.node.config.requirepass.as_deref().unwrap_or("");
-    if pw.is_empty() {
-        return err(WireError::AuthNoPassword);
-    }
-    if args[1].len() <= 512 && args[1].as_ref() == pw.as_bytes() {
-        ctx.client.authenticated = true;
-        Reply::ok().into()
-    } else {
-        ctx.client.authenticated = false;
-        err(WireError::InvalidPassword)
     }
 }
 

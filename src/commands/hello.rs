@@ -39,8 +39,8 @@ pub fn hello(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
         return err(WireError::NoProto);
     }
     if let Some((user, pass)) = auth {
-        let pw = ctx.node.config.requirepass.as_deref().unwrap_or("");
-        if !eq_ic(&user, "default") || pw.is_empty() || pass.as_ref() != pw.as_bytes() {
+        if !super::auth::user_password_ok(ctx, &user, &pass) {
+            super::auth::log_failure(ctx, "HELLO AUTH");
             return err(WireError::WrongPass);
         }
         ctx.client.authenticated = true;

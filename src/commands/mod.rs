@@ -6,6 +6,7 @@
 pub mod ackjob;
 pub mod addjob;
 pub mod admin;
+pub mod auth;
 pub mod client;
 pub mod cluster_cmd;
 pub mod config_cmd;
@@ -65,9 +66,10 @@ const R: u8 = F_READONLY;
 pub static COMMANDS: &[CommandSpec] = &[
     CommandSpec {
         name: "auth",
-        arity: 2,
+        // Disque's arity is 2; -2 also admits Redis 6's `AUTH default <pw>`.
+        arity: -2,
         flags: R | F_LOADING | F_FAST,
-        handler: admin::auth,
+        handler: auth::auth,
     },
     CommandSpec {
         name: "ping",

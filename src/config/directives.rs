@@ -17,6 +17,9 @@ const YES_NO: &str = "argument must be 'yes' or 'no'";
 /// Apply one directive (`name` already lower-cased, `args` without it).
 /// `include` is handled by the caller because it recurses into the parser.
 pub(crate) fn apply_directive(cfg: &mut Config, name: &str, args: &[String]) -> Result<(), String> {
+    if let Some(r) = super::security::apply_directive(cfg, name, args) {
+        return r;
+    }
     // Variable-arity directives first; everything else takes exactly one
     // argument, checked once below.
     match (name, args.len()) {

@@ -12,6 +12,7 @@ mod glob;
 mod parse;
 mod rewrite;
 mod runtime;
+pub mod security;
 mod values;
 
 #[cfg(test)]
@@ -253,6 +254,10 @@ pub struct Config {
     pub rename_commands: Vec<(String, String)>,
     /// Software watchdog period in ms (CONFIG SET only), 0 = disabled.
     pub watchdog_period: u64,
+    /// Redis's protected mode (our extension; see `security`).
+    pub protected_mode: bool,
+    /// `tls-*` directives (our extension; see `security`).
+    pub tls: security::TlsConfig,
 }
 
 /// Default values, shared by `Default` and by CONFIG REWRITE (which only
@@ -341,6 +346,8 @@ impl Default for Config {
             config_file: None,
             rename_commands: Vec::new(),
             watchdog_period: 0,
+            protected_mode: true,
+            tls: security::TlsConfig::default(),
         }
     }
 }

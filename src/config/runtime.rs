@@ -7,6 +7,7 @@
 use super::defaults as d;
 use super::directives::change_dir;
 use super::glob::glob_match;
+use super::security;
 use super::values::{parse_bool, parse_i64, parse_memory, parse_u64, yes_no};
 use super::{AppendFsync, ClientOutputBufferLimit, Config, LogLevel, MaxmemoryPolicy, SetError};
 
@@ -53,11 +54,16 @@ impl Config {
     /// CONFIG GET: matching (name, value) pairs in 6.9 order. The pattern is
     /// a case-sensitive Redis glob, as in the original.
     pub fn get(&self, pattern: &[u8]) -> Vec<(String, String)> {
-        GET_ORDER
+        let ours = GET_ORDER
             .iter()
             .filter(|name| glob_match(pattern, name.as_bytes(), false))
-            .map(|name| (name.to_string(), self.get_value(name)))
-            .collect()
+            .map(|name| (name.to_string(), self.get_value(name)));
+        // Our extensions come after Disque's parameters.
+        let ext = security::GET_NAMES
+            .iter()
+            .filter(|name| glob_match(pattern, name.as_bytes(), false))
+            .map(|name| (name.to_string(), security::get_value(self, name)));
+        ours.chain(ext).collect()
     }
 
     /// The CONFIG GET rendering of one parameter ("" for unknown names).
@@ -112,6 +118,15 @@ impl Config {
     /// can dispatch side effects without re-matching the name.
     pub fn set(&mut self, name: &str, value: &[u8]) -> Result<&'static str, SetError> {
         let lname = name.to_ascii_lowercase();
+        if let Some(canon) = security::SET_NAMES.iter().copied().find(|p| *p == lname) {
+            let invalid = || SetError::Invalid {
+                name: name.to_string(),
+                value: String::from_utf8_lossy(value).into_owned(),
+            };
+            let v = std::str::from_utf8(value).map_err(|_| invalid())?;
+            security::set_value(self, canon, v).map_err(|_| invalid())?;
+            return Ok(canon);
+        }
         let Some(canon) = SET_PARAMS.iter().copied().find(|p| *p == lname) else {
             return Err(SetError::Unsupported(name.to_string()));
         };

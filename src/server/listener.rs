@@ -148,19 +148,45 @@ pub fn bind(bind: &[String], port: u16, backlog: u32) -> std::io::Result<Bound> 
     Err(last.unwrap_or_else(|| std::io::Error::other("no free port pair found")))
 }
 
-/// maxclients: false (and the client told why) when the node is full.
-fn admit(shared: &Shared) -> bool {
+/// Why a new client is turned away, if it is.
+#[derive(Clone, Copy)]
+pub(crate) enum Refusal {
+    /// maxclients reached.
+    Full,
+    /// Protected mode and a non-loopback peer.
+    Protected,
+}
+
+/// maxclients and protected mode (`peer` is None for the Unix socket).
+pub(crate) fn admit(shared: &Shared, peer: Option<&SocketAddr>) -> Result<(), Refusal> {
     shared.with(|node, _| {
-        let full = node.clients.len() as u64 >= node.config.maxclients;
-        if full {
-            node.stats.rejected_connections += 1;
+        let refusal = if node.clients.len() as u64 >= node.config.maxclients {
+            Some(Refusal::Full)
+        } else if peer.is_some_and(|p| super::access::protected_mode_denies(&node.config, p)) {
+            Some(Refusal::Protected)
+        } else {
+            None
+        };
+        match refusal {
+            Some(r) => {
+                node.stats.rejected_connections += 1;
+                Err(r)
+            }
+            None => Ok(()),
         }
-        !full
     })
 }
 
-async fn reject<S: AsyncWrite + Unpin>(mut stream: S) {
-    let _ = stream.write_all(&WireError::MaxClients.line()).await;
+/// Tell a refused client why, then close.
+pub(crate) async fn reject<S: AsyncWrite + Unpin>(mut stream: S, why: Refusal, peer: String) {
+    let text: Vec<u8> = match why {
+        Refusal::Full => WireError::MaxClients.line(),
+        Refusal::Protected => {
+            tracing::warn!(peer = %peer, "Refused a non-loopback client: protected mode.");
+            WireError::ProtectedMode.line()
+        }
+    };
+    let _ = tokio::time::timeout(Duration::from_secs(5), stream.write_all(&text)).await;
 }
 
 pub async fn accept_loop(shared: Arc<Shared>, listener: TcpListener) {
@@ -183,8 +209,8 @@ pub async fn accept_loop(shared: Arc<Shared>, listener: TcpListener) {
                 continue;
             }
         };
-        if !admit(&shared) {
-            tokio::spawn(reject(stream));
+        if let Err(why) = admit(&shared, Some(&addr)) {
+            tokio::spawn(reject(stream, why, addr.to_string()));
             continue;
         }
         let _ = stream.set_nodelay(true);
@@ -227,8 +253,8 @@ pub async fn accept_unix_loop(
                 continue;
             }
         };
-        if !admit(&shared) {
-            tokio::spawn(reject(stream));
+        if let Err(why) = admit(&shared, None) {
+            tokio::spawn(reject(stream, why, path.clone()));
             continue;
         }
         tokio::spawn(super::connection::handle(

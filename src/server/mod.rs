@@ -3,6 +3,7 @@
 //! Every client command, bus message and tick is one `with` call; effects
 //! are drained while the lock is still held so they leave in engine order.
 
+pub mod access;
 pub mod bus;
 pub mod connection;
 pub mod listener;

@@ -8,6 +8,7 @@ mod util;
 
 mod admin;
 mod aof;
+mod auth;
 mod bench_tool;
 mod client_lib;
 mod cluster;
