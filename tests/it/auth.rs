@@ -6,7 +6,7 @@ use std::io::{Read, Write};
 use std::net::{IpAddr, TcpStream, UdpSocket};
 use std::time::{Duration, Instant};
 
-use crate::harness::{Reply, Server, ServerOpts};
+use crate::harness::{Reply, ReplyExt, Server, ServerOpts};
 use crate::util::{addjob, assert_bytes};
 
 const NOAUTH: &[u8] = b"-NOAUTH Authentication required.\r\n";
