@@ -121,6 +121,16 @@ pub enum WireError {
     TlsReload,
     /// The subcommand as sent.
     DebugUsage(String),
+    // ----- our extensions (docs/COMPATIBILITY.md) -----
+    BackoffRange,
+    MaxDeliveriesRange,
+    DeadLetterEmpty,
+    DeadLetterSameQueue,
+    DeadLetterNeedsMax,
+    DedupEmpty,
+    ExtNeedsRetry,
+    NackDelayRange,
+
     /// Any other error; the text follows `ERR `.
     Other(String),
     /// DEBUG ERROR: the client's own text, verbatim.
@@ -237,6 +247,14 @@ impl WireError {
                 )
                 .into()
             }
+            BackoffRange => "ERR BACKOFF must be a positive number of seconds",
+            MaxDeliveriesRange => "ERR MAXDELIVERIES must be between 1 and 65535",
+            DeadLetterEmpty => "ERR DEADLETTER queue name must not be empty",
+            DeadLetterSameQueue => "ERR DEADLETTER queue must differ from the job's queue",
+            DeadLetterNeedsMax => "ERR DEADLETTER requires MAXDELIVERIES",
+            DedupEmpty => "ERR DEDUP key must not be empty",
+            ExtNeedsRetry => "ERR BACKOFF and MAXDELIVERIES need RETRY > 0 (at-least-once delivery)",
+            NackDelayRange => "ERR NACK DELAY must be a non negative number of seconds",
             Other(m) => return format!("ERR {m}").into(),
             Verbatim(m) => return m.clone().into(),
         };

@@ -21,7 +21,14 @@
 //! u32 queue length, queue bytes
 //! u32 body length, body bytes
 //! u32 N, then N x 40-byte node IDs
+//! [u32 extension length, extension bytes]   only when flags bit 7 is set
 //! ```
+//!
+//! The extension section is our addition: it carries the fields of the
+//! opt-in extensions (back-off, dead letters, dedup; `crate::job_ext`).
+//! Flag bit 7 is never set by Disque 1.0 or by jobs that use no extension,
+//! so records written by earlier versions decode unchanged and plain jobs
+//! keep the documented byte layout.
 //!
 //! The codec is purely structural: it does not interpret `state`, `flags` or
 //! the relative/absolute meaning of `etime` (message vs storage flavour) -
@@ -41,6 +48,9 @@ pub const FIXED_LEN: usize = 68;
 /// Smallest possible value of the length prefix: fixed part plus the three
 /// u32 length/count fields with empty queue, body and node list.
 pub const MIN_RECORD_LEN: usize = FIXED_LEN + 12;
+/// Flag bit announcing the trailing extension section (wire only: `decode`
+/// strips it from `flags` and fills `ext` instead).
+pub const FLAG_EXT_SECTION: u8 = 0x80;
 
 /// One serialized job. Field meanings are in WIRE.md 3.x / 7.3.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -62,6 +72,8 @@ pub struct JobRecord {
     pub queue: Bytes,
     pub body: Bytes,
     pub nodes: Vec<RawNodeId>,
+    /// Opaque extension section (`crate::job_ext`), None for plain jobs.
+    pub ext: Option<Bytes>,
 }
 
 /// Why a record could not be decoded.
@@ -95,6 +107,7 @@ struct Parsed {
     queue: (usize, usize),
     body: (usize, usize),
     nodes: (usize, usize),
+    ext: Option<(usize, usize)>,
     consumed: usize,
 }
 
@@ -178,7 +191,20 @@ fn parse(src: &[u8]) -> Result<Parsed, CodecError> {
         .checked_mul(40)
         .ok_or(CodecError::Invalid("node count overflow"))?;
     let nstart = c.pos;
-    if nbytes != c.remaining() {
+    let ext = if fixed[41] & FLAG_EXT_SECTION != 0 {
+        c.take(nbytes, "node list exceeds record")?;
+        let elen = c.u32("extension length field")? as usize;
+        let estart = c.pos;
+        c.take(elen, "extension exceeds record")?;
+        Some((estart, estart + elen))
+    } else {
+        if nbytes != c.remaining() {
+            return Err(CodecError::Invalid("length prefix disagrees with content"));
+        }
+        c.pos += nbytes;
+        None
+    };
+    if c.remaining() != 0 {
         // Either the node list runs past the record or bytes are left over:
         // in both cases the prefix disagrees with the parsed content.
         return Err(CodecError::Invalid("length prefix disagrees with content"));
@@ -188,6 +214,7 @@ fn parse(src: &[u8]) -> Result<Parsed, CodecError> {
         queue: (qstart, qstart + qlen),
         body: (bstart, bstart + blen),
         nodes: (nstart, nstart + nbytes),
+        ext,
         consumed: total,
     })
 }
@@ -195,7 +222,11 @@ fn parse(src: &[u8]) -> Result<Parsed, CodecError> {
 impl JobRecord {
     /// Number of bytes `encode` appends (length prefix included).
     pub fn encoded_len(&self) -> usize {
-        4 + MIN_RECORD_LEN + self.queue.len() + self.body.len() + 40 * self.nodes.len()
+        4 + MIN_RECORD_LEN
+            + self.queue.len()
+            + self.body.len()
+            + 40 * self.nodes.len()
+            + self.ext.as_ref().map_or(0, |e| 4 + e.len())
     }
 
     /// Append the record (length prefix included) to `out`.
@@ -208,7 +239,12 @@ impl JobRecord {
         out.put_u32_le(wire_len(total - 4));
         out.put_slice(&self.id);
         out.put_u8((self.state & 0x0f) | ((self.gc_retry & 0x0f) << 4));
-        out.put_u8(self.flags);
+        let ext_bit = if self.ext.is_some() {
+            FLAG_EXT_SECTION
+        } else {
+            0
+        };
+        out.put_u8((self.flags & !FLAG_EXT_SECTION) | ext_bit);
         out.put_u16_le(self.repl);
         out.put_u32_le(self.etime);
         out.put_u64_le(self.ctime);
@@ -223,6 +259,10 @@ impl JobRecord {
         out.put_u32_le(wire_len(self.nodes.len()));
         for n in &self.nodes {
             out.put_slice(n);
+        }
+        if let Some(e) = &self.ext {
+            out.put_u32_le(wire_len(e.len()));
+            out.put_slice(e);
         }
     }
 
@@ -275,7 +315,7 @@ impl JobRecord {
             id,
             state: f[40] & 0x0f,
             gc_retry: f[40] >> 4,
-            flags: f[41],
+            flags: f[41] & !FLAG_EXT_SECTION,
             repl: le_u16(f, 42),
             etime: le_u32(f, 44),
             ctime: le_u64(f, 48),
@@ -286,6 +326,7 @@ impl JobRecord {
             queue: mk(p.queue),
             body: mk(p.body),
             nodes,
+            ext: p.ext.map(&mk),
         }
     }
 }
@@ -311,6 +352,7 @@ mod tests {
             queue: Bytes::from_static(b"q1"),
             body: Bytes::from_static(b"body1"),
             nodes: vec![[b'a'; 40], [b'b'; 40]],
+            ext: None,
         }
     }
 
@@ -362,6 +404,36 @@ mod tests {
         assert_eq!(used, enc.len());
         assert_eq!(d, r);
         assert_eq!(JobRecord::validate(&enc), Ok(enc.len()));
+    }
+
+    #[test]
+    fn extension_section_round_trips_and_old_records_still_decode() {
+        let mut r = sample();
+        r.ext = Some(Bytes::from_static(b"\x01\x02xyz"));
+        let enc = r.to_bytes();
+        assert_eq!(enc.len(), r.encoded_len());
+        assert_eq!(enc[4 + 41] & FLAG_EXT_SECTION, FLAG_EXT_SECTION);
+        let (d, used) = JobRecord::decode_bytes(&enc).unwrap();
+        assert_eq!(used, enc.len());
+        assert_eq!(d, r);
+        // Empty extension is still an extension.
+        r.ext = Some(Bytes::new());
+        assert_eq!(JobRecord::decode(&r.to_bytes()).unwrap().0, r);
+        // A plain record never sets the bit.
+        assert_eq!(sample().to_bytes()[4 + 41] & FLAG_EXT_SECTION, 0);
+        // Bit set without a section: invalid, never a panic.
+        let mut raw = wire_10_1();
+        raw[4 + 41] |= FLAG_EXT_SECTION;
+        assert!(matches!(
+            JobRecord::decode(&raw),
+            Err(CodecError::Invalid(_))
+        ));
+        // Truncated anywhere: Truncated.
+        r.ext = Some(Bytes::from_static(b"abc"));
+        let enc = r.to_bytes();
+        for cut in 0..enc.len() {
+            assert_eq!(JobRecord::decode(&enc[..cut]), Err(CodecError::Truncated));
+        }
     }
 
     #[test]

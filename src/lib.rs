@@ -24,6 +24,7 @@ pub mod engine;
 pub mod errors;
 pub mod job;
 pub mod job_codec;
+pub mod job_ext;
 pub mod logging;
 pub mod memory;
 pub mod node;

@@ -133,7 +133,8 @@ pub fn apply(engine: &mut Engine, rec: Record, opts: LoadOptions, now: u64) -> R
                 // qtime so the controlled-restart recipe re-queues them too.
                 job.qtime = now.max(1);
             }
-            let Some(h) = engine.register(job) else {
+            let ext = crate::engine::codec::ext_of_record(&r);
+            let Some(h) = engine.register_with(job, ext) else {
                 return Ok(());
             };
             if requeue {
@@ -173,7 +174,7 @@ mod tests {
         j.ctime = u64::from(n);
         j.queue = Some(crate::job::QueueName::from(&b"q"[..]));
         j.body = Some(crate::job::Body::from(&[b'x'; 10][..]));
-        record_of(&j, &e.cluster, Flavor::Storage, 0).to_bytes()
+        record_of(&j, None, &e.cluster, Flavor::Storage, 0).to_bytes()
     }
 
     fn file_of(recs: &[AofRecord]) -> Vec<u8> {

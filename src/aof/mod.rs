@@ -276,12 +276,13 @@ fn encode_chunk(engine: &crate::engine::Engine, from: usize) -> (Vec<u8>, usize)
     let mut out = Vec::new();
     let mut next = (from + CHUNK_SLOTS).min(engine.store.slots());
     for (h, j) in engine.store.iter_from(from) {
+        let ext = engine.ext_of(h);
         let h = h as usize;
         if h >= next {
             break;
         }
         if matches!(j.state, JobState::Active | JobState::Queued) {
-            let rec = record_of(j, &engine.cluster, Flavor::Storage, 0);
+            let rec = record_of(j, ext, &engine.cluster, Flavor::Storage, 0);
             reader::encode_loadjob(&rec.to_bytes(), &mut out);
         }
         if out.len() >= CHUNK_BYTES {

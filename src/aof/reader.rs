@@ -325,6 +325,7 @@ mod tests {
             queue: Bytes::from_static(b"q1"),
             body: Bytes::from_static(b"body\r\n1"),
             nodes: vec![],
+            ext: None,
         }
         .to_bytes()
     }

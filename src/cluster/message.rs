@@ -785,6 +785,7 @@ mod tests {
             queue: Bytes::from_static(b"myqueue"),
             body: Bytes::copy_from_slice(body),
             nodes: vec![[b'f'; 40]; n_nodes],
+            ext: None,
         }
         .to_bytes()
     }

@@ -5,6 +5,7 @@ use bytes::Bytes;
 use super::{eq_ic, err, parse_i64, syntax_error, Ctx, Outcome};
 use crate::engine::addjob::{AddJobOutcome, AddJobRequest};
 use crate::errors::WireError;
+use crate::job_ext::JobExt;
 
 pub fn addjob(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
     let mut req = AddJobRequest::new(args[1].clone(), args[2].clone());
@@ -12,9 +13,19 @@ pub fn addjob(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
     while i < args.len() {
         let opt = &args[i];
         let value = args.get(i + 1);
-        let needs_value = ["replicate", "delay", "retry", "ttl", "maxlen"]
-            .iter()
-            .any(|o| eq_ic(opt, o));
+        let needs_value = [
+            "replicate",
+            "delay",
+            "retry",
+            "ttl",
+            "maxlen",
+            "backoff",
+            "maxdeliveries",
+            "deadletter",
+            "dedup",
+        ]
+        .iter()
+        .any(|o| eq_ic(opt, o));
         if eq_ic(opt, "async") {
             req.asynchronous = true;
             i += 1;
@@ -24,6 +35,15 @@ pub fn addjob(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
             return syntax_error();
         };
         let n = parse_i64(value);
+        if let Some(r) = ext_option(&mut req, opt, value, n) {
+            match r {
+                Ok(()) => {
+                    i += 2;
+                    continue;
+                }
+                Err(e) => return err(e),
+            }
+        }
         if eq_ic(opt, "replicate") {
             match n {
                 Some(n) if (1..=65535).contains(&n) => req.replicate = Some(n as u32),
@@ -57,9 +77,74 @@ pub fn addjob(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
         Some(t) if t < 0 => return err(WireError::TimeoutNegative),
         Some(t) => req.timeout = t as u64,
     }
+    if let Err(e) = check_ext(&req) {
+        return err(e);
+    }
     match ctx.node.engine.addjob(ctx.client.id, req, ctx.now) {
         AddJobOutcome::Reply(r) => Outcome::Reply(r),
         AddJobOutcome::Blocked(rx) => Outcome::Blocked(rx),
         AddJobOutcome::Error(e) => err(e),
     }
+}
+
+/// Our ADDJOB options (docs/COMPATIBILITY.md). None: not one of ours.
+fn ext_option(
+    req: &mut AddJobRequest,
+    opt: &[u8],
+    value: &Bytes,
+    n: Option<i64>,
+) -> Option<Result<(), WireError>> {
+    let r = if eq_ic(opt, "backoff") {
+        match n {
+            Some(n) if n > 0 => {
+                ext_fields(req).backoff_max = n.min(i64::from(u32::MAX)) as u32;
+                Ok(())
+            }
+            _ => Err(WireError::BackoffRange),
+        }
+    } else if eq_ic(opt, "maxdeliveries") {
+        match n {
+            Some(n) if (1..=65535).contains(&n) => {
+                ext_fields(req).max_deliveries = n as u32;
+                Ok(())
+            }
+            _ => Err(WireError::MaxDeliveriesRange),
+        }
+    } else if eq_ic(opt, "deadletter") {
+        if value.is_empty() {
+            Err(WireError::DeadLetterEmpty)
+        } else {
+            ext_fields(req).dead_queue = Some(value.clone());
+            Ok(())
+        }
+    } else if eq_ic(opt, "dedup") {
+        if value.is_empty() {
+            Err(WireError::DedupEmpty)
+        } else {
+            ext_fields(req).dedup_key = Some(value.clone());
+            Ok(())
+        }
+    } else {
+        return None;
+    };
+    Some(r)
+}
+
+/// Checks across our options, after Disque's own per-option checks.
+fn check_ext(req: &AddJobRequest) -> Result<(), WireError> {
+    let Some(x) = &req.ext else { return Ok(()) };
+    if x.dead_queue.is_some() && x.max_deliveries == 0 {
+        return Err(WireError::DeadLetterNeedsMax);
+    }
+    if x.dead_queue.as_ref().is_some_and(|d| *d == req.queue) {
+        return Err(WireError::DeadLetterSameQueue);
+    }
+    if (x.backoff_max > 0 || x.max_deliveries > 0) && req.retry == Some(0) {
+        return Err(WireError::ExtNeedsRetry);
+    }
+    Ok(())
+}
+
+fn ext_fields(req: &mut AddJobRequest) -> &mut JobExt {
+    req.ext.get_or_insert_with(JobExt::default)
 }

@@ -11,7 +11,7 @@ use crate::resp::Reply;
 
 /// Validate every ID first (one bad ID fails the whole command), then
 /// apply `f` to each known job; reply with how many `f` accepted.
-fn count_known(
+pub(super) fn count_known(
     ctx: &mut Ctx,
     args: &[Bytes],
     mut f: impl FnMut(&mut Engine, JobHandle, u64) -> bool,
@@ -34,18 +34,10 @@ fn count_known(
 }
 
 /// Only active jobs go through the enqueue procedure (WIRE 3.5).
-fn requeue(ctx: &mut Ctx, args: &[Bytes], nack: bool) -> Outcome {
-    count_known(ctx, args, |e, h, now| {
-        e.job(h).is_some_and(|j| j.state == JobState::Active) && e.enqueue(h, nack, now)
-    })
-}
-
 pub fn enqueue(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
-    requeue(ctx, args, false)
-}
-
-pub fn nack(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
-    requeue(ctx, args, true)
+    count_known(ctx, args, |e, h, now| {
+        e.job(h).is_some_and(|j| j.state == JobState::Active) && e.enqueue(h, false, now)
+    })
 }
 
 pub fn dequeue(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
@@ -87,7 +79,8 @@ pub fn working(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
         j.qtime = add_ms(now + u64::from(j.retry) * 1000, jitter);
     }
     let retry = j.retry;
+    engine.apply_backoff(h, now);
     engine.update_awake(h, now);
-    engine.send_to_delivered(h, BusOut::Working { job: id });
+    engine.send_to_delivered(h, BusOut::Working { job: id, delay: 0 });
     Reply::Integer(i64::from(retry)).into()
 }

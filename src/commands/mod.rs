@@ -15,6 +15,7 @@ pub mod getjob;
 pub mod hello;
 pub mod info;
 pub mod jobs;
+pub mod nack;
 pub mod pause;
 pub mod queues;
 pub mod scan;
@@ -238,7 +239,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         name: "nack",
         arity: -1,
         flags: W | F_DENYOOM | F_FAST,
-        handler: jobs::nack,
+        handler: nack::nack,
     },
     CommandSpec {
         name: "dequeue",

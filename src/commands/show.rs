@@ -4,7 +4,8 @@ use bytes::Bytes;
 
 use super::{Ctx, Outcome};
 use crate::engine::{Engine, JobHandle};
-use crate::job::JobId;
+use crate::job::{Job, JobId, F_DELIVERED};
+use crate::job_ext::JobExt;
 use crate::resp::Reply;
 
 pub fn show(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
@@ -38,7 +39,7 @@ pub fn describe(engine: &Engine, h: JobHandle, now: u64) -> Reply {
         Some(c) => node_ids(engine, c.iter()),
         None => Reply::Array(Vec::new()),
     };
-    let pairs: Vec<(&str, Reply)> = vec![
+    let mut pairs: Vec<(&str, Reply)> = vec![
         ("id", Reply::bulk(j.id.0)),
         (
             "queue",
@@ -78,6 +79,39 @@ pub fn describe(engine: &Engine, h: JobHandle, now: u64) -> Reply {
             j.body.as_deref().map_or(Reply::NullBulk, Reply::bulk),
         ),
     ];
+    if let Some(x) = engine.ext_of(h) {
+        extension_pairs(j, x, &mut pairs);
+    }
     // A map in RESP3; the flat 30-element array Disque sends in RESP2.
     Reply::map(pairs)
+}
+
+/// Our fields, appended after Disque's 15 pairs and only for jobs created
+/// with an extension option, so Disque clients see the 30 elements they
+/// expect for every other job (docs/COMPATIBILITY.md).
+fn extension_pairs(j: &Job, x: &JobExt, pairs: &mut Vec<(&str, Reply)>) {
+    let opt = |b: &Option<bytes::Bytes>| {
+        b.as_ref()
+            .map_or(Reply::NullBulk, |b| Reply::Bulk(b.clone()))
+    };
+    let queue = j.queue.as_deref().unwrap_or_default();
+    let dead_queue = if x.max_deliveries == 0 {
+        Reply::NullBulk
+    } else if x.is_dead() {
+        Reply::bulk(queue)
+    } else {
+        Reply::Bulk(x.dead_queue_for(queue))
+    };
+    let delivered =
+        u64::from(j.nacks) + u64::from(j.deliv) + u64::from(j.has(F_DELIVERED) || x.is_dead());
+    pairs.push(("backoff", Reply::Integer(i64::from(x.backoff_max))));
+    pairs.push((
+        "max-deliveries",
+        Reply::Integer(i64::from(x.max_deliveries)),
+    ));
+    pairs.push(("dead-letter-queue", dead_queue));
+    pairs.push(("dedup-key", opt(&x.dedup_key)));
+    pairs.push(("dead", Reply::Integer(i64::from(x.is_dead()))));
+    pairs.push(("origin-queue", opt(&x.origin)));
+    pairs.push(("deliveries", Reply::Integer(delivered as i64)));
 }

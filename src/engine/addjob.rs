@@ -23,6 +23,8 @@ pub struct AddJobRequest {
     pub ttl: Option<u32>,
     pub maxlen: Option<u64>,
     pub asynchronous: bool,
+    /// Our extension options (BACKOFF, MAXDELIVERIES, DEADLETTER, DEDUP).
+    pub ext: Option<crate::job_ext::JobExt>,
 }
 
 impl AddJobRequest {
@@ -38,6 +40,7 @@ impl AddJobRequest {
             ttl: None,
             maxlen: None,
             asynchronous: false,
+            ext: None,
         }
     }
 }
@@ -127,7 +130,7 @@ impl Engine {
             } else {
                 now.saturating_add(req.timeout)
             };
-            let Some(h) = self.register(job) else {
+            let Some(h) = self.register_with(job, req.ext.clone()) else {
                 return err(WireError::InternalCreate);
             };
             self.confirmed.insert(h, confirmed);
@@ -152,7 +155,7 @@ impl Engine {
         let h = if discard {
             None
         } else {
-            let Some(h) = self.register(job) else {
+            let Some(h) = self.register_with(job, req.ext.clone()) else {
                 return err(WireError::InternalCreate);
             };
             Some(h)

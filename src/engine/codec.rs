@@ -5,8 +5,9 @@
 use bytes::Bytes;
 
 use super::{add_ms, rand250, Engine, JobHandle};
-use crate::job::{Job, JobId, JobState, NodeSet, F_BCAST_WILLQUEUE, F_DELIVERED};
+use crate::job::{Job, JobId, JobState, NodeSet, F_BCAST_WILLQUEUE, F_DELIVERED, F_EXT};
 use crate::job_codec::JobRecord;
+use crate::job_ext::JobExt;
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum Flavor {
@@ -17,7 +18,7 @@ pub enum Flavor {
 impl Engine {
     pub fn job_record(&self, h: JobHandle, flavor: Flavor, now: u64) -> Option<JobRecord> {
         let j = self.store.get(h)?;
-        Some(record_of(j, &self.cluster, flavor, now))
+        Some(record_of(j, self.ext_of(h), &self.cluster, flavor, now))
     }
 
     /// Build a job from a record. Unknown node IDs are dropped.
@@ -29,12 +30,12 @@ impl Engine {
             Flavor::Message => {
                 job.state = JobState::Active;
                 job.etime = (now_s + u64::from(r.etime)).min(u64::from(u32::MAX)) as u32;
-                job.flags = r.flags & !F_DELIVERED;
+                job.flags = r.flags & !(F_DELIVERED | F_EXT);
             }
             Flavor::Storage => {
                 job.state = JobState::from_u8(r.state)?;
                 job.etime = r.etime;
-                job.flags = r.flags;
+                job.flags = r.flags & !F_EXT;
             }
         }
         job.gc_retry = 0;
@@ -67,7 +68,19 @@ impl Engine {
     }
 }
 
-pub fn record_of(j: &Job, cluster: &super::Cluster, flavor: Flavor, now: u64) -> JobRecord {
+/// The extension fields a record carries, if any (None also when the
+/// section is malformed: the job then loads as a plain job).
+pub fn ext_of_record(r: &JobRecord) -> Option<JobExt> {
+    r.ext.as_ref().and_then(JobExt::decode)
+}
+
+pub fn record_of(
+    j: &Job,
+    ext: Option<&JobExt>,
+    cluster: &super::Cluster,
+    flavor: Flavor,
+    now: u64,
+) -> JobRecord {
     let now_s = now / 1000;
     let (etime, flags, state) = match flavor {
         Flavor::Message => {
@@ -78,11 +91,11 @@ pub fn record_of(j: &Job, cluster: &super::Cluster, flavor: Flavor, now: u64) ->
             };
             (
                 rel.min(u64::from(u32::MAX)) as u32,
-                j.flags & !F_DELIVERED,
+                j.flags & !(F_DELIVERED | F_EXT),
                 j.state as u8,
             )
         }
-        Flavor::Storage => (j.etime, j.flags, j.state as u8),
+        Flavor::Storage => (j.etime, j.flags & !F_EXT, j.state as u8),
     };
     JobRecord {
         id: j.id.0,
@@ -111,5 +124,6 @@ pub fn record_of(j: &Job, cluster: &super::Cluster, flavor: Flavor, now: u64) ->
             .iter()
             .filter_map(|n| cluster.get(n).map(|x| x.id))
             .collect(),
+        ext: ext.map(JobExt::encode),
     }
 }

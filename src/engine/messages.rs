@@ -105,11 +105,11 @@ impl Engine {
                         aux: 0,
                     },
                 ),
-                BusOut::Working { job } => (
+                BusOut::Working { job, delay } => (
                     0,
                     Body::Working {
                         job_id: job.0,
-                        aux: 0,
+                        aux: delay,
                     },
                 ),
                 BusOut::NeedJobs { queue, count } => (0, Body::NeedJobs { count, queue }),
@@ -156,8 +156,8 @@ impl Engine {
                 }
             }
             Body::Enqueue { job_id, aux } => self.on_enqueue_msg(&job_id, aux, now),
-            Body::Queued { job_id, .. } => self.on_queued(from, &job_id, false, mflags, now),
-            Body::Working { job_id, .. } => self.on_queued(from, &job_id, true, 0, now),
+            Body::Queued { job_id, .. } => self.on_queued(from, &job_id, false, mflags, 0, now),
+            Body::Working { job_id, aux } => self.on_queued(from, &job_id, true, 0, aux, now),
             Body::WillQueue { job_id, .. } => self.on_willqueue(from, &job_id),
             Body::SetAck { job_id, aux } => self.on_setack(from, &job_id, aux, now),
             Body::GotAck { job_id, aux } => self.on_gotack(from, &job_id, aux != 0, now),
@@ -198,6 +198,7 @@ impl Engine {
         let Some(mut job) = self.job_from_record(&rec, Flavor::Message, now) else {
             return;
         };
+        let ext = super::codec::ext_of_record(&rec);
         let id = job.id;
         match self.lookup(&id) {
             Some(h) => {
@@ -213,7 +214,7 @@ impl Engine {
                 job.state = JobState::Active;
                 job.nodes_delivered.insert(0);
                 job.nodes_delivered.insert(from);
-                if let Some(h) = self.register(job) {
+                if let Some(h) = self.register_with(job, ext) {
                     self.update_awake(h, now);
                     self.aof_loadjob(h);
                 }
@@ -258,7 +259,17 @@ impl Engine {
         self.update_awake(h, now);
     }
 
-    fn on_queued(&mut self, from: NodeIdx, id: &[u8; 40], working: bool, mflags: u8, now: u64) {
+    /// QUEUED or WORKING from `from`; `delay` (WORKING from a NACK DELAY):
+    /// seconds the sender waits before queueing it, added to our timer.
+    fn on_queued(
+        &mut self,
+        from: NodeIdx,
+        id: &[u8; 40],
+        working: bool,
+        mflags: u8,
+        delay: u32,
+        now: u64,
+    ) {
         let Some(h) = self.lookup_raw(id) else { return };
         let Some(j) = self.store.get(h) else { return };
         if j.state == JobState::Acked {
@@ -289,6 +300,14 @@ impl Engine {
             }
             if mflags & MFLAG_INCR_DELIV != 0 {
                 j.deliv = j.deliv.saturating_add(1);
+            }
+        }
+        self.apply_backoff(h, now);
+        if delay > 0 {
+            if let Some(j) = self.store.get_mut(h) {
+                if j.qtime != 0 {
+                    j.qtime = j.qtime.saturating_add(u64::from(delay) * 1000);
+                }
             }
         }
         self.update_awake(h, now);
@@ -514,7 +533,8 @@ impl Engine {
                     };
                     job.nodes_delivered.insert(0);
                     job.nodes_delivered.insert(from);
-                    let Some(h) = self.register(job) else {
+                    let ext = super::codec::ext_of_record(&rec);
+                    let Some(h) = self.register_with(job, ext) else {
                         continue;
                     };
                     h

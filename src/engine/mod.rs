@@ -9,6 +9,7 @@ pub mod ack;
 pub mod addjob;
 pub mod cluster;
 pub mod codec;
+pub mod ext;
 pub mod getjob;
 pub mod gossip;
 pub mod membership;
@@ -39,18 +40,52 @@ pub use store::{JobHandle, JobStore};
 /// A message for a peer, produced by the engine and sent by the bus layer.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum BusOut {
-    ReplJob { job: JobId, noreply: bool },
-    GotJob { job: JobId },
-    Enqueue { job: JobId, delay: u32 },
-    Queued { job: JobId, nack: bool, deliv: bool },
-    SetAck { job: JobId, may_have: u32 },
-    WillQueue { job: JobId },
-    GotAck { job: JobId, known: bool },
-    DelJob { job: JobId },
-    Working { job: JobId },
-    NeedJobs { queue: Bytes, count: u32 },
-    YourJobs { jobs: Vec<JobId> },
-    Pause { queue: Bytes, flags: u8 },
+    ReplJob {
+        job: JobId,
+        noreply: bool,
+    },
+    GotJob {
+        job: JobId,
+    },
+    Enqueue {
+        job: JobId,
+        delay: u32,
+    },
+    Queued {
+        job: JobId,
+        nack: bool,
+        deliv: bool,
+    },
+    SetAck {
+        job: JobId,
+        may_have: u32,
+    },
+    WillQueue {
+        job: JobId,
+    },
+    GotAck {
+        job: JobId,
+        known: bool,
+    },
+    DelJob {
+        job: JobId,
+    },
+    /// `delay`: seconds the sender will wait before queueing (NACK DELAY).
+    Working {
+        job: JobId,
+        delay: u32,
+    },
+    NeedJobs {
+        queue: Bytes,
+        count: u32,
+    },
+    YourJobs {
+        jobs: Vec<JobId>,
+    },
+    Pause {
+        queue: Bytes,
+        flags: u8,
+    },
 }
 
 /// A record for the append-only file.
@@ -96,6 +131,8 @@ pub struct Engine {
     pub adders: HashMap<JobHandle, AddWaiter>,
     /// nodes_confirmed (WIRE 2.1) of wait-repl and acked jobs; absent = none.
     pub confirmed: HashMap<JobHandle, NodeSet>,
+    /// Extension fields of the jobs flagged `F_EXT` (`crate::job_ext`).
+    pub ext: HashMap<JobHandle, crate::job_ext::JobExt>,
     /// Jobs with a blocked ADDJOB client, by deadline (u64::MAX = none).
     pub add_timeouts: BTreeSet<(u64, JobHandle)>,
     pub add_waiting: usize,
@@ -131,6 +168,7 @@ impl Engine {
             waiter_timeouts: BTreeSet::new(),
             adders: HashMap::new(),
             confirmed: HashMap::new(),
+            ext: HashMap::new(),
             add_timeouts: BTreeSet::new(),
             add_waiting: 0,
             ready: Vec::new(),
@@ -256,7 +294,7 @@ impl Engine {
             return;
         }
         if let Some(j) = self.store.get(h) {
-            let rec = codec::record_of(j, &self.cluster, codec::Flavor::Storage, 0);
+            let rec = codec::record_of(j, self.ext_of(h), &self.cluster, codec::Flavor::Storage, 0);
             self.out.aof.push(AofRecord::LoadJob(rec.to_bytes()));
         }
     }
@@ -344,6 +382,7 @@ impl Engine {
                 },
             );
         }
+        self.apply_backoff(h, now);
         // Look the queue up through the job's own name (disjoint fields, no
         // Arc clone: refcount traffic on a shared name showed up in profiles).
         let existing = self
@@ -398,6 +437,9 @@ impl Engine {
     /// Drop a job from the table and every side map (no other effect).
     pub fn remove_record(&mut self, h: JobHandle) -> Option<Job> {
         self.confirmed.remove(&h);
+        if self.store.get(h).is_some_and(|j| j.has(crate::job::F_EXT)) {
+            self.ext.remove(&h);
+        }
         self.store.remove(h)
     }
 
@@ -435,6 +477,7 @@ impl Engine {
         }
         self.store.clear();
         self.confirmed.clear();
+        self.ext.clear();
         let ids: Vec<ClientId> = self.waiters.keys().copied().collect();
         for id in ids {
             if let Some(w) = self.remove_waiter(id) {

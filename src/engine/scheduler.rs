@@ -71,7 +71,10 @@ impl Engine {
                 if let Some(j) = self.store.get_mut(h) {
                     j.qtime = add_ms(now + u64::from(retry) * 1000, jitter);
                 }
-            } else if !self.enqueue(h, false, now) {
+            } else if !{
+                let nack = self.take_nack_pending(h);
+                self.enqueue(h, nack, now)
+            } {
                 // Not queueable any more (at-most-once job already delivered).
                 if let Some(j) = self.store.get_mut(h) {
                     j.qtime = 0;
@@ -84,6 +87,7 @@ impl Engine {
                 j.flags |= F_BCAST_WILLQUEUE;
                 j.qtime = add_ms(now + u64::from(retry) * 1000, jitter);
             }
+            self.apply_backoff(h, now);
             // Our addition: re-announce that the job sits queued here, so a
             // copy queued elsewhere too (after a lost QUEUED) is resolved by
             // the tie-break within one retry period (docs/COMPATIBILITY.md).

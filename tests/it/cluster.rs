@@ -12,7 +12,7 @@ use crate::harness::{wait_until, Client, Reply, ReplyExt, Server, ServerOpts};
 const WAIT: Duration = Duration::from_secs(20);
 const POLL: Duration = Duration::from_millis(50);
 
-fn node() -> Server {
+pub(crate) fn node() -> Server {
     Server::start(ServerOpts::with_args(&["--cluster-node-timeout", "2000"]))
 }
 
@@ -40,7 +40,7 @@ fn cluster_info(c: &mut Client, field: &str) -> i64 {
 }
 
 /// Start `n` nodes, MEET them all to node 0, wait until every node reaches all others.
-fn cluster(n: usize) -> Vec<Server> {
+pub(crate) fn cluster(n: usize) -> Vec<Server> {
     let nodes: Vec<Server> = (0..n).map(|_| node()).collect();
     let mut c0 = nodes[0].client();
     for s in &nodes[1..] {
@@ -51,7 +51,7 @@ fn cluster(n: usize) -> Vec<Server> {
     nodes
 }
 
-fn wait_full_mesh(nodes: &[Server]) {
+pub(crate) fn wait_full_mesh(nodes: &[Server]) {
     let n = nodes.len() as i64;
     for s in nodes {
         let mut c = s.client();

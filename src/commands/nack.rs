@@ -1,0 +1,35 @@
+//! NACK (WIRE 3.5) with our DELAY option: `NACK <id> ... [DELAY <s>]`
+//! re-queues after the delay instead of at once; without DELAY a BACKOFF
+//! job waits its current back-off and a plain job is queued at once, as in
+//! Disque (docs/COMPATIBILITY.md).
+
+use bytes::Bytes;
+
+use super::jobs::count_known;
+use super::{eq_ic, err, parse_i64, Ctx, Outcome};
+use crate::errors::WireError;
+use crate::job::JobState;
+
+/// Largest accepted DELAY: ten years, far beyond any TTL.
+const MAX_DELAY_S: i64 = 10 * 365 * 86400;
+
+pub fn nack(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
+    let mut ids_end = args.len();
+    let mut delay_ms = None;
+    if args.len() >= 3 && eq_ic(&args[args.len() - 2], "delay") {
+        match parse_i64(&args[args.len() - 1]) {
+            Some(s) if (0..=MAX_DELAY_S).contains(&s) => delay_ms = Some(s as u64 * 1000),
+            _ => return err(WireError::NackDelayRange),
+        }
+        ids_end -= 2;
+    }
+    count_known(ctx, &args[..ids_end], |e, h, now| {
+        if !e.job(h).is_some_and(|j| j.state == JobState::Active) {
+            return false;
+        }
+        match delay_ms.or_else(|| e.nack_default_delay(h)) {
+            Some(ms) if ms > 0 => e.nack_later(h, ms, now),
+            _ => e.enqueue(h, true, now),
+        }
+    })
+}

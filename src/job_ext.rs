@@ -1,0 +1,189 @@
+//! Per-job fields of the opt-in extensions (docs/COMPATIBILITY.md): ADDJOB
+//! BACKOFF, MAXDELIVERIES / DEADLETTER (dead letters and REDRIVE) and DEDUP.
+//! Only jobs that use an extension carry a `JobExt` (the engine keeps them
+//! in a side map, so plain jobs pay nothing), and only those jobs get the
+//! extension section of the serialized record (`job_codec`).
+//!
+//! Section format: a sequence of `u8 tag, u32 LE length, value` entries.
+//! Unknown tags are skipped, so a later version can add fields; integers
+//! are u32 LE.
+
+use bytes::{BufMut, Bytes, BytesMut};
+
+const TAG_BACKOFF_MAX: u8 = 1;
+const TAG_MAX_DELIVERIES: u8 = 2;
+const TAG_DEAD_QUEUE: u8 = 3;
+const TAG_DEDUP_KEY: u8 = 4;
+const TAG_ORIGIN: u8 = 5;
+const TAG_EPOCH: u8 = 6;
+
+/// Suffix of the default dead-letter queue: jobs of `q` die into `q:dead`.
+pub const DEAD_SUFFIX: &[u8] = b":dead";
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct JobExt {
+    /// BACKOFF cap in seconds; 0 = flat RETRY as in Disque.
+    pub backoff_max: u32,
+    /// MAXDELIVERIES; 0 = unlimited.
+    pub max_deliveries: u32,
+    /// DEADLETTER queue; None = `<queue>:dead`.
+    pub dead_queue: Option<Bytes>,
+    /// DEDUP key.
+    pub dedup_key: Option<Bytes>,
+    /// While dead: the queue the job was dead-lettered from.
+    pub origin: Option<Bytes>,
+    /// Dead-letter generation: incremented by each dead-lettering and each
+    /// REDRIVE, so odd = dead. Nodes adopt the highest epoch they hear of,
+    /// which makes concurrent or late messages converge.
+    pub epoch: u32,
+    /// Local only: a NACK is waiting for its DELAY; the queueing that ends
+    /// the wait counts as that nack.
+    pub nack_pending: bool,
+}
+
+impl JobExt {
+    pub fn is_dead(&self) -> bool {
+        self.epoch & 1 == 1
+    }
+
+    /// The queue dead jobs of `queue` go to.
+    pub fn dead_queue_for(&self, queue: &[u8]) -> Bytes {
+        match &self.dead_queue {
+            Some(q) => q.clone(),
+            None => {
+                let mut v = Vec::with_capacity(queue.len() + DEAD_SUFFIX.len());
+                v.extend_from_slice(queue);
+                v.extend_from_slice(DEAD_SUFFIX);
+                Bytes::from(v)
+            }
+        }
+    }
+
+    pub fn encode(&self) -> Bytes {
+        let mut out = BytesMut::new();
+        let mut int = |tag: u8, v: u32| {
+            if v != 0 {
+                out.put_u8(tag);
+                out.put_u32_le(4);
+                out.put_u32_le(v);
+            }
+        };
+        int(TAG_BACKOFF_MAX, self.backoff_max);
+        int(TAG_MAX_DELIVERIES, self.max_deliveries);
+        int(TAG_EPOCH, self.epoch);
+        for (tag, v) in [
+            (TAG_DEAD_QUEUE, &self.dead_queue),
+            (TAG_DEDUP_KEY, &self.dedup_key),
+            (TAG_ORIGIN, &self.origin),
+        ] {
+            if let Some(b) = v {
+                out.put_u8(tag);
+                out.put_u32_le(u32::try_from(b.len()).unwrap_or(u32::MAX));
+                out.put_slice(b);
+            }
+        }
+        out.freeze()
+    }
+
+    /// Decode a section; None when it is malformed (lengths running past
+    /// the end, integer fields of the wrong size).
+    pub fn decode(src: &Bytes) -> Option<JobExt> {
+        let mut ext = JobExt::default();
+        let mut pos = 0usize;
+        while pos < src.len() {
+            let tag = *src.get(pos)?;
+            let len_bytes = src.get(pos + 1..pos + 5)?;
+            let len = u32::from_le_bytes([len_bytes[0], len_bytes[1], len_bytes[2], len_bytes[3]])
+                as usize;
+            let start = pos + 5;
+            let end = start.checked_add(len)?;
+            let val = src.get(start..end)?;
+            let int = || -> Option<u32> {
+                let a: [u8; 4] = val.try_into().ok()?;
+                Some(u32::from_le_bytes(a))
+            };
+            match tag {
+                TAG_BACKOFF_MAX => ext.backoff_max = int()?,
+                TAG_MAX_DELIVERIES => ext.max_deliveries = int()?,
+                TAG_EPOCH => ext.epoch = int()?,
+                TAG_DEAD_QUEUE => ext.dead_queue = Some(src.slice(start..end)),
+                TAG_DEDUP_KEY => ext.dedup_key = Some(src.slice(start..end)),
+                TAG_ORIGIN => ext.origin = Some(src.slice(start..end)),
+                _ => {}
+            }
+            pos = end;
+        }
+        Some(ext)
+    }
+}
+
+/// Re-queue period in ms for the `d`-th delivery (`prior` = re-queues so
+/// far, i.e. nacks + additional deliveries): RETRY x 2^prior, capped at
+/// `max_s` seconds (never below RETRY).
+pub fn backoff_ms(retry_s: u32, prior: u32, max_s: u32) -> u64 {
+    let base = u64::from(retry_s) * 1000;
+    let cap = (u64::from(max_s) * 1000).max(base);
+    base.checked_shl(prior.min(40)).unwrap_or(u64::MAX).min(cap)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trip_and_unknown_tags() {
+        let x = JobExt {
+            backoff_max: 600,
+            max_deliveries: 5,
+            dead_queue: Some(Bytes::from_static(b"dlq")),
+            dedup_key: Some(Bytes::from_static(b"k1")),
+            origin: Some(Bytes::from_static(b"q")),
+            epoch: 3,
+            nack_pending: false,
+        };
+        let enc = x.encode();
+        assert_eq!(JobExt::decode(&enc).unwrap(), x);
+        let mut more = BytesMut::from(&enc[..]);
+        more.put_u8(99);
+        more.put_u32_le(2);
+        more.put_slice(b"zz");
+        assert_eq!(JobExt::decode(&more.freeze()).unwrap(), x);
+        assert_eq!(
+            JobExt::decode(&JobExt::default().encode()).unwrap(),
+            JobExt::default()
+        );
+    }
+
+    #[test]
+    fn malformed_sections_are_rejected() {
+        for bad in [
+            &b"\x01"[..],
+            b"\x01\x04\x00\x00",
+            b"\x01\x03\x00\x00\x00abc",
+            b"\x03\xff\xff\xff\xffab",
+        ] {
+            assert_eq!(
+                JobExt::decode(&Bytes::copy_from_slice(bad)),
+                None,
+                "{bad:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn backoff_doubles_and_caps() {
+        assert_eq!(backoff_ms(2, 0, 60), 2000);
+        assert_eq!(backoff_ms(2, 1, 60), 4000);
+        assert_eq!(backoff_ms(2, 4, 60), 32000);
+        assert_eq!(backoff_ms(2, 5, 60), 60000);
+        assert_eq!(backoff_ms(2, 500, 60), 60000);
+        assert_eq!(backoff_ms(10, 3, 5), 10000);
+    }
+
+    #[test]
+    fn default_dead_queue_name() {
+        let x = JobExt::default();
+        assert_eq!(&x.dead_queue_for(b"jobs")[..], b"jobs:dead");
+    }
+}
