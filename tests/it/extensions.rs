@@ -4,7 +4,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::harness::{wait_until, Client, Reply, Server};
+use crate::harness::{wait_until, Client, Reply, ReplyExt, Server};
 use crate::util::{addjob, wait_qlen, POLL, WAIT};
 
 fn getjob_id(c: &mut Client, queue: &str) -> String {
