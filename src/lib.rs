@@ -17,6 +17,7 @@
 //! - `logging`: tracing setup with a level CONFIG SET can change.
 
 pub mod aof;
+pub mod clock;
 pub mod cluster;
 pub mod commands;
 pub mod config;
@@ -36,3 +37,6 @@ pub mod sys;
 
 /// The version reported by INFO and HELLO.
 pub const VERSION: &str = "1.0-rc1";
+
+#[cfg(test)]
+mod layering;

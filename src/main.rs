@@ -67,15 +67,17 @@ fn main() {
         }
     };
     let config_file = cfg.config_file.clone();
-    let result = runtime.block_on(disque::server::run(*cfg));
-    if let Err(e) = result {
-        tracing::error!(error = %e, "Fatal error.");
-        eprintln!("{e}");
-        std::process::exit(1);
-    }
+    let exit = match runtime.block_on(disque::server::run(*cfg)) {
+        Ok(exit) => exit,
+        Err(e) => {
+            tracing::error!(error = %e, "Fatal error.");
+            eprintln!("{e}");
+            std::process::exit(1);
+        }
+    };
     drop(runtime);
-    if let Some(delay) = disque::server::restart_requested() {
-        restart(&args, config_file, start_dir, delay);
+    if let Some(delay) = exit.restart_after_ms {
+        restart(&args, config_file, start_dir, delay, exit.port);
     }
 }
 
@@ -88,6 +90,7 @@ fn restart(
     config_file: Option<std::path::PathBuf>,
     start_dir: Option<std::path::PathBuf>,
     delay_ms: u64,
+    port: u16,
 ) {
     use std::os::unix::process::CommandExt;
     std::thread::sleep(std::time::Duration::from_millis(delay_ms.min(60_000)));
@@ -106,7 +109,7 @@ fn restart(
     };
     // Same port, even if it was picked with `--port 0`.
     argv.push("--port".to_string());
-    argv.push(disque::server::bound_port().to_string());
+    argv.push(port.to_string());
     let mut cmd = std::process::Command::new(exe);
     cmd.args(&argv);
     if let Some(d) = start_dir {

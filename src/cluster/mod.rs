@@ -1,7 +1,7 @@
-//! The cluster bus: frame format (`message`), the persisted node table
-//! (`nodes_conf`). Membership and job-message logic live in the engine;
-//! socket handling lives in `server::bus`.
+//! The cluster bus wire format: frames (`message`) and the bus handshake
+//! (`auth`). Pure codecs: membership and job-message logic live in the
+//! engine, socket handling in `server::bus`, nodes.conf in
+//! `server::nodes_conf` (text format in `engine::cluster`).
 
 pub mod auth;
 pub mod message;
-pub mod nodes_conf;

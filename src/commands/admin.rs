@@ -16,7 +16,7 @@ pub fn ping(_ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
 }
 
 pub fn time(_ctx: &mut Ctx, _args: &[Bytes]) -> Outcome {
-    let us = crate::server::unix_us();
+    let us = crate::clock::unix_us();
     Reply::Array(vec![
         Reply::bulk_str(&(us / 1_000_000).to_string()),
         Reply::bulk_str(&(us % 1_000_000).to_string()),
@@ -31,12 +31,14 @@ pub fn shutdown(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
         _ => return syntax_error(),
     };
     if rewrite {
-        if let Err(e) = crate::aof::rewrite_now(ctx.node) {
+        if let Err(e) = crate::node::persistence::rewrite_now(ctx.node, ctx.now) {
             tracing::warn!(error = %e, "SHUTDOWN REWRITE-AOF failed.");
             return err(WireError::ShutdownFailed);
         }
     }
-    Outcome::Shutdown
+    Outcome::Shutdown {
+        restart_after_ms: None,
+    }
 }
 
 pub fn monitor(_ctx: &mut Ctx, _args: &[Bytes]) -> Outcome {
@@ -148,7 +150,7 @@ pub fn bgrewriteaof(ctx: &mut Ctx, _args: &[Bytes]) -> Outcome {
     if ctx.node.aof.rewrite_in_progress {
         return err(WireError::RewriteInProgress);
     }
-    match crate::aof::start_rewrite(ctx.node, ctx.now) {
+    match crate::node::persistence::start_rewrite(ctx.node, ctx.now) {
         Ok(()) => Reply::Status("Background append only file rewriting started".into()).into(),
         Err(e) => err(WireError::Other(e)),
     }

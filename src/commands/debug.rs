@@ -32,7 +32,7 @@ pub fn debug(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
         return Reply::ok().into();
     }
     if eq_ic(sub, "loadaof") && n == 2 {
-        return match crate::aof::debug_reload(ctx.node, ctx.now) {
+        return match crate::node::persistence::debug_reload(ctx.node, ctx.now) {
             Ok(()) => Reply::ok().into(),
             Err(e) => Reply::from(WireError::Other(e)).into(),
         };
@@ -67,8 +67,9 @@ pub fn debug(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
                 }
             }
         }
-        crate::server::request_restart(delay_ms);
-        return Outcome::Shutdown;
+        return Outcome::Shutdown {
+            restart_after_ms: Some(delay_ms),
+        };
     }
     Reply::from(WireError::DebugUsage(
         String::from_utf8_lossy(sub).into_owned(),

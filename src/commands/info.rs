@@ -115,8 +115,11 @@ fn section(node: &Node, name: &str, now: u64, out: &mut String) {
         "persistence" => {
             let a = &node.aof;
             line("# Persistence\r\nloading", &0);
-            line("aof_enabled", &u8::from(a.state != "off"));
-            line("aof_state", &a.state);
+            line(
+                "aof_enabled",
+                &u8::from(a.state != crate::node::persistence::AofState::Off),
+            );
+            line("aof_state", &a.state.name());
             line("aof_rewrite_in_progress", &u8::from(a.rewrite_in_progress));
             line("aof_rewrite_scheduled", &u8::from(a.rewrite_scheduled));
             line("aof_last_rewrite_time_sec", &a.last_rewrite_time_sec);
@@ -136,7 +139,7 @@ fn section(node: &Node, name: &str, now: u64, out: &mut String) {
                     "err"
                 },
             );
-            if a.state != "off" {
+            if a.state != crate::node::persistence::AofState::Off {
                 line("aof_current_size", &a.current_size);
                 line("aof_base_size", &a.base_size);
                 line("aof_pending_rewrite", &u8::from(a.rewrite_scheduled));

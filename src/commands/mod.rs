@@ -268,8 +268,11 @@ pub enum Outcome {
     Blocked(oneshot::Receiver<Reply>),
     /// Send the reply (if any), then close the connection.
     Close(Option<Reply>),
-    /// Shut the server down (SHUTDOWN): no reply.
-    Shutdown,
+    /// Shut the server down (SHUTDOWN): no reply. DEBUG RESTART asks the
+    /// shell to run the binary again after this many ms.
+    Shutdown {
+        restart_after_ms: Option<u64>,
+    },
     /// Switch the connection to MONITOR mode after replying +OK.
     Monitor,
 }
@@ -331,6 +334,23 @@ pub fn parse_ids(args: &[Bytes]) -> Result<Vec<JobId>, Outcome> {
 
 pub fn eq_ic(a: &[u8], b: &str) -> bool {
     a.eq_ignore_ascii_case(b.as_bytes())
+}
+
+/// (lower-case name, command-table index) for every command, after
+/// `rename-command` (an empty new name removes the command).
+pub fn name_table(renames: &[(String, String)]) -> Vec<(Vec<u8>, usize)> {
+    let mut names = std::collections::HashMap::new();
+    for (i, c) in COMMANDS.iter().enumerate() {
+        names.insert(c.name.as_bytes().to_vec(), i);
+    }
+    for (old, new) in renames {
+        if let Some(i) = names.remove(old.to_ascii_lowercase().as_bytes()) {
+            if !new.is_empty() {
+                names.insert(new.to_ascii_lowercase().into_bytes(), i);
+            }
+        }
+    }
+    names.into_iter().collect()
 }
 
 /// Command-table index for a name as sent (case-insensitive, honouring

@@ -14,6 +14,16 @@ pub const FLAG_MEET: u16 = 32;
 pub const FLAG_DELETED: u16 = 64;
 pub const FLAG_LEAVING: u16 = 128;
 
+/// Flag names in CLUSTER NODES and nodes.conf, in Disque's order.
+const FLAG_NAMES: [(u16, &str); 6] = [
+    (FLAG_MYSELF, "myself"),
+    (FLAG_PFAIL, "fail?"),
+    (FLAG_FAIL, "fail"),
+    (FLAG_HANDSHAKE, "handshake"),
+    (FLAG_NOADDR, "noaddr"),
+    (FLAG_LEAVING, "leaving"),
+];
+
 #[derive(Clone, Debug)]
 pub struct NodeInfo {
     pub id: [u8; 40],
@@ -59,15 +69,7 @@ impl NodeInfo {
         self.flags & f != 0
     }
     pub fn flags_string(&self) -> String {
-        let names = [
-            (FLAG_MYSELF, "myself"),
-            (FLAG_PFAIL, "fail?"),
-            (FLAG_FAIL, "fail"),
-            (FLAG_HANDSHAKE, "handshake"),
-            (FLAG_NOADDR, "noaddr"),
-            (FLAG_LEAVING, "leaving"),
-        ];
-        let parts: Vec<&str> = names
+        let parts: Vec<&str> = FLAG_NAMES
             .iter()
             .filter(|(f, _)| self.flags & f != 0)
             .map(|(_, n)| *n)
@@ -215,5 +217,111 @@ impl Cluster {
             ));
         }
         out
+    }
+}
+
+#[derive(Debug)]
+pub struct Loaded {
+    /// Index 0 is this node.
+    pub nodes: Vec<NodeInfo>,
+}
+
+fn parse_flags(s: &str) -> Result<u16, String> {
+    let mut f = 0;
+    for w in s.split(',') {
+        if w == "noflags" {
+            continue;
+        }
+        match FLAG_NAMES.iter().find(|(_, n)| *n == w) {
+            Some((bit, _)) => f |= bit,
+            None => return Err(format!("unknown node flag '{w}'")),
+        }
+    }
+    Ok(f)
+}
+
+/// Parse nodes.conf text. Ok(None) when there is no node in it.
+pub fn parse_nodes_conf(text: &str, now: u64) -> Result<Option<Loaded>, String> {
+    let mut myself: Option<NodeInfo> = None;
+    let mut others = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with("vars") {
+            continue;
+        }
+        let f: Vec<&str> = line.split(' ').collect();
+        let bad = |m: &str| format!("nodes.conf line {}: {m}: '{line}'", i + 1);
+        if f.len() != 6 {
+            return Err(bad("expected 6 fields"));
+        }
+        let idb = f[0].as_bytes();
+        if idb.len() != 40 {
+            return Err(bad("node ID must be 40 characters"));
+        }
+        let mut id = [0u8; 40];
+        id.copy_from_slice(idb);
+        let (ip, port) = match f[1].rsplit_once(':') {
+            Some((ip, p)) => (
+                ip.to_string(),
+                p.parse::<u16>().map_err(|_| bad("bad port"))?,
+            ),
+            None => return Err(bad("bad address")),
+        };
+        let flags = parse_flags(f[2]).map_err(|e| bad(&e))?;
+        let mut n = NodeInfo::new(id, ip, port, flags & !FLAG_HANDSHAKE, now);
+        n.ping_sent = if f[3] != "0" { now } else { 0 };
+        n.pong_received = if f[4] != "0" { now } else { 0 };
+        if flags & FLAG_MYSELF != 0 {
+            if myself.is_some() {
+                return Err(bad("more than one 'myself' line"));
+            }
+            n.ping_sent = 0;
+            n.pong_received = 0;
+            myself = Some(n);
+        } else {
+            others.push(n);
+        }
+    }
+    match myself {
+        None if others.is_empty() => Ok(None),
+        None => Err("nodes.conf has no 'myself' line".to_string()),
+        Some(me) => {
+            let mut nodes = vec![me];
+            nodes.extend(others);
+            Ok(Some(Loaded { nodes }))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_the_wire_example() {
+        let text = "8bcfb920b68a04e6d1c7e6aab5ee4878e4d743f4 127.0.0.1:7791 noflags 0 1795953481022 connected\n\
+67d78e936368c0fc75d22f83d328e5c163e896b1 127.0.0.1:7792 myself 0 0 connected\n\
+ad249f8c9b2240cd45f72fd233bd3d5a42a6709d 127.0.0.1:7790 leaving,fail? 0 1795953480721 connected\n";
+        let l = parse_nodes_conf(text, 5).unwrap().unwrap();
+        assert_eq!(&l.nodes[0].id[..8], b"67d78e93");
+        assert_eq!(l.nodes.len(), 3);
+        assert_eq!(l.nodes[2].flags, FLAG_LEAVING | FLAG_PFAIL);
+        assert_eq!(l.nodes[1].pong_received, 5);
+    }
+
+    #[test]
+    fn rejects_bad_files() {
+        assert!(parse_nodes_conf("abc 1:2 myself 0 0 connected\n", 0).is_err());
+        assert!(parse_nodes_conf(
+            "67d78e936368c0fc75d22f83d328e5c163e896b1 1:2 bogus 0 0 connected\n",
+            0
+        )
+        .is_err());
+        assert!(parse_nodes_conf(
+            "67d78e936368c0fc75d22f83d328e5c163e896b1 1:2 noflags 0 0 connected\n",
+            0
+        )
+        .is_err());
+        assert!(parse_nodes_conf("\n\nvars x\n", 0).unwrap().is_none());
     }
 }

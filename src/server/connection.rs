@@ -141,7 +141,7 @@ async fn serve<S: ClientStream>(
                 Step::Continue => {}
                 Step::Paused(until) => {
                     flush(stream, &mut wbuf).await?;
-                    let wait = until.saturating_sub(super::unix_ms());
+                    let wait = until.saturating_sub(crate::clock::unix_ms());
                     tokio::time::sleep(Duration::from_millis(wait.min(3_600_000))).await;
                     continue;
                 }
@@ -292,7 +292,10 @@ fn run_batch(
                     step = Step::Close;
                     break;
                 }
-                Outcome::Shutdown => {
+                Outcome::Shutdown { restart_after_ms } => {
+                    if let Some(ms) = restart_after_ms {
+                        shared.request_restart(ms);
+                    }
                     step = Step::Shutdown;
                     break;
                 }
@@ -308,7 +311,7 @@ fn run_batch(
             info.last_active = now;
             info.last_cmd = client.last_cmd;
         }
-        (step, crate::aof::pending_sync(node))
+        (step, crate::node::persistence::pending_sync(node))
     })
 }
 
@@ -360,7 +363,7 @@ async fn wait_blocked<S: ClientStream>(
         }
         // The record that completed this command (a replicated ADDJOB's
         // LOADJOB) came from another call: wait for everything produced.
-        crate::aof::produced_sync(node)
+        crate::node::persistence::produced_sync(node)
     });
     if let Some(w) = aof_sync {
         if !w.wait().await {

@@ -7,51 +7,25 @@ pub mod access;
 pub mod bus;
 pub mod connection;
 pub mod listener;
+pub mod nodes_conf;
+pub mod persistence;
 pub mod ticker;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use tokio::sync::{watch, Notify};
 
+use crate::clock::unix_ms;
 use crate::node::Node;
 
-/// Set by DEBUG RESTART: after a clean shutdown, `main` re-executes the
-/// binary after this many ms (u64::MAX = no restart).
-static RESTART_AFTER_MS: AtomicU64 = AtomicU64::new(u64::MAX);
-
-/// The client port bound by `run` (a restart reuses it even after `--port 0`).
-static BOUND_PORT: AtomicU64 = AtomicU64::new(0);
-
-pub fn bound_port() -> u16 {
-    BOUND_PORT.load(Ordering::Relaxed) as u16
-}
-
-pub fn request_restart(delay_ms: u64) {
-    RESTART_AFTER_MS.store(delay_ms.min(u64::MAX - 1), Ordering::Relaxed);
-}
-
-/// The restart delay requested by DEBUG RESTART, if any.
-pub fn restart_requested() -> Option<u64> {
-    let v = RESTART_AFTER_MS.load(Ordering::Relaxed);
-    (v != u64::MAX).then_some(v)
-}
-
-/// Unix time in milliseconds.
-pub fn unix_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
-}
-
-/// Unix time in microseconds.
-pub fn unix_us() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_micros() as u64)
-        .unwrap_or(0)
+/// How `run` ended.
+pub struct Exit {
+    /// DEBUG RESTART: run the binary again after this many ms.
+    pub restart_after_ms: Option<u64>,
+    /// The client port that was bound (a restart reuses it even after
+    /// `--port 0`).
+    pub port: u16,
 }
 
 /// try_lock attempts before blocking on the node mutex.
@@ -74,7 +48,9 @@ pub struct Shared {
     /// `cluster-secret`: bus connections must authenticate when set.
     pub bus_secret: Option<Vec<u8>>,
     /// nodes.conf, locked for the life of the process.
-    pub nodes_conf: Mutex<Option<crate::cluster::nodes_conf::NodesConf>>,
+    pub nodes_conf: Mutex<Option<nodes_conf::NodesConf>>,
+    /// Set by DEBUG RESTART (u64::MAX = no restart).
+    restart_after_ms: AtomicU64,
 }
 
 impl Shared {
@@ -100,9 +76,21 @@ impl Shared {
             connect_tx,
             node_timeout: AtomicU64::new(node_timeout),
             nodes_conf: Mutex::new(None),
+            restart_after_ms: AtomicU64::new(u64::MAX),
             bus_secret,
         });
         (shared, connect_rx)
+    }
+
+    /// DEBUG RESTART: after the shutdown that follows, run again.
+    pub fn request_restart(&self, delay_ms: u64) {
+        self.restart_after_ms
+            .store(delay_ms.min(u64::MAX - 1), Ordering::Relaxed);
+    }
+
+    fn restart_requested(&self) -> Option<u64> {
+        let v = self.restart_after_ms.load(Ordering::Relaxed);
+        (v != u64::MAX).then_some(v)
     }
 
     pub fn node_timeout(&self) -> u64 {
@@ -146,7 +134,7 @@ impl Shared {
         let durable = frames
             .iter()
             .any(|(_, m)| matches!(m.body, crate::cluster::message::Body::GotJob { .. }))
-            .then(|| crate::aof::produced_sync(node))
+            .then(|| crate::node::persistence::produced_sync(node))
             .flatten();
         let mut deferred = Vec::new();
         for (to, msg) in frames {
@@ -174,7 +162,7 @@ impl Shared {
         for req in effects.connect.drain(..) {
             let _ = self.connect_tx.send(req);
         }
-        node.dispatch_effects(effects);
+        node.dispatch_effects(effects, now);
         // Settings the shell reads without the lock.
         self.idle_timeout
             .store(node.config.timeout, Ordering::Relaxed);
@@ -192,15 +180,13 @@ impl Shared {
 }
 
 /// Start a node with this configuration and serve until shutdown.
-pub async fn run(config: crate::config::Config) -> Result<(), String> {
+pub async fn run(config: crate::config::Config) -> Result<Exit, String> {
     warn_unsupported(&config);
     let now = unix_ms();
-    let (nodes_conf, loaded) =
-        crate::cluster::nodes_conf::NodesConf::open(&config.cluster_config_file, now)?;
+    let (nodes_conf, loaded) = nodes_conf::NodesConf::open(&config.cluster_config_file, now)?;
     let bound = listener::bind(&config.bind, config.port, config.tcp_backlog)
         .map_err(|e| format!("Could not bind port {}: {e}", config.port))?;
     let port = bound.port;
-    BOUND_PORT.store(u64::from(port), Ordering::Relaxed);
     let mut engine = match loaded {
         Some(l) => {
             // `parse` guarantees index 0 is the myself line.
@@ -229,16 +215,17 @@ pub async fn run(config: crate::config::Config) -> Result<(), String> {
     config.port = port;
     let unix_path = config.unixsocket.clone();
     let unix_perm = config.unixsocketperm;
-    let mut node = Node::new(engine, config, now);
+    let names = crate::commands::name_table(&config.rename_commands);
+    let mut node = Node::new(engine, config, names, crate::commands::COMMANDS.len(), now);
     node.tcp_port = port;
     // Load the AOF (after nodes.conf, so nodes_delivered resolves) before
     // any client can connect; a bad file refuses to start.
-    crate::aof::startup(&mut node, unix_ms())?;
+    crate::node::persistence::startup(&mut node, unix_ms())?;
     let (shared, connect_rx) = Shared::new(node);
     if let Ok(mut g) = shared.nodes_conf.lock() {
         *g = Some(nodes_conf);
     }
-    ticker::save_nodes_conf(&shared);
+    ticker::save_nodes_conf(&shared).await;
 
     for l in bound.clients {
         tokio::spawn(listener::accept_loop(shared.clone(), l));
@@ -254,7 +241,7 @@ pub async fn run(config: crate::config::Config) -> Result<(), String> {
     }
     tokio::spawn(bus::connector(shared.clone(), connect_rx));
     let ticker = tokio::spawn(ticker::run(shared.clone()));
-    tokio::spawn(crate::aof::run_task(shared.clone()));
+    tokio::spawn(persistence::run_task(shared.clone()));
 
     tracing::info!(
         port,
@@ -271,12 +258,15 @@ pub async fn run(config: crate::config::Config) -> Result<(), String> {
     tracing::info!("Shutting down.");
     shared.shutdown();
     let _ = tokio::time::timeout(std::time::Duration::from_secs(5), ticker).await;
-    ticker::save_nodes_conf(&shared);
-    crate::aof::shutdown(&shared).await;
+    ticker::save_nodes_conf(&shared).await;
+    persistence::shutdown(&shared).await;
     if let Some(path) = unix_path.filter(|p| !p.is_empty()) {
         let _ = std::fs::remove_file(path);
     }
-    Ok(())
+    Ok(Exit {
+        restart_after_ms: shared.restart_requested(),
+        port,
+    })
 }
 
 /// Directives accepted for compatibility that this server does not act on:

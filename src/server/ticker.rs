@@ -7,7 +7,8 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{unix_ms, Shared};
+use super::Shared;
+use crate::clock::unix_ms;
 
 pub async fn run(shared: Arc<Shared>) {
     let mut shutdown = shared.shutdown_rx();
@@ -23,7 +24,7 @@ pub async fn run(shared: Arc<Shared>) {
             (next, period)
         });
         shared.next_tick.store(next, Ordering::Relaxed);
-        save_nodes_conf(&shared);
+        save_nodes_conf(&shared).await;
         let wait = next.saturating_sub(unix_ms()).min(period);
         tokio::select! {
             _ = tokio::time::sleep(Duration::from_millis(wait)) => {}
@@ -50,8 +51,9 @@ fn sample_stats(node: &mut crate::node::Node, now: u64) {
     }
 }
 
-/// Persist the node table if it changed (outside the engine lock).
-pub fn save_nodes_conf(shared: &Shared) {
+/// Persist the node table if it changed: the text is taken under the
+/// engine lock, the write and its two fsyncs run on a blocking thread.
+pub async fn save_nodes_conf(shared: &Arc<Shared>) {
     let text = shared.with(|node, _| {
         if !node.engine.cluster.dirty {
             return None;
@@ -60,10 +62,16 @@ pub fn save_nodes_conf(shared: &Shared) {
         Some(node.engine.cluster.nodes_text(false))
     });
     let Some(text) = text else { return };
-    let mut guard = shared.nodes_conf.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(nc) = guard.as_mut() {
-        if let Err(e) = nc.save(&text) {
-            tracing::warn!(path = %nc.path, error = %e, "Could not save the cluster configuration.");
+    let shared = shared.clone();
+    let save = tokio::task::spawn_blocking(move || {
+        let mut guard = shared.nodes_conf.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(nc) = guard.as_mut() {
+            if let Err(e) = nc.save(&text) {
+                tracing::warn!(path = %nc.path, error = %e, "Could not save the cluster configuration.");
+            }
         }
+    });
+    if let Err(e) = save.await {
+        tracing::warn!(error = %e, "The cluster configuration save task failed.");
     }
 }

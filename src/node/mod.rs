@@ -1,13 +1,18 @@
 //! Everything behind the node's one lock: the engine plus server-level
 //! state that commands read or change (configuration, client registry,
 //! statistics, slow log, monitors, persistence status).
+//!
+//! The node sits between the commands and the engine: commands reach the
+//! engine and the node's own state through it; it drives the AOF writer
+//! (`persistence`) but knows nothing of sockets or of the command table.
+
+pub mod persistence;
 
 use std::collections::{HashMap, VecDeque};
 
 use bytes::Bytes;
 use tokio::sync::{mpsc, oneshot};
 
-use crate::commands::COMMANDS;
 use crate::config::Config;
 use crate::engine::Engine;
 
@@ -70,21 +75,6 @@ pub struct SlowlogEntry {
     pub args: Vec<Bytes>,
 }
 
-/// AOF status as seen by INFO and dispatch.
-#[derive(Default)]
-pub struct AofStatus {
-    /// "off", "on" or "wait-rewrite".
-    pub state: &'static str,
-    pub last_write_error: Option<String>,
-    pub rewrite_in_progress: bool,
-    pub rewrite_scheduled: bool,
-    pub last_rewrite_ok: bool,
-    pub last_rewrite_time_sec: i64,
-    pub rewrite_start: Option<u64>,
-    pub current_size: u64,
-    pub base_size: u64,
-}
-
 pub struct Node {
     pub engine: Engine,
     pub config: Config,
@@ -99,9 +89,9 @@ pub struct Node {
     pub start_time: u64,
     pub executable: String,
     pub tcp_port: u16,
-    pub aof: AofStatus,
-    /// The AOF writer and rewrite driver; None until `aof::startup`.
-    pub aof_writer: Option<crate::aof::Aof>,
+    pub aof: persistence::AofStatus,
+    /// The AOF writer and rewrite driver; None until `persistence::startup`.
+    pub aof_writer: Option<persistence::Aof>,
     /// Commands wait until this unix-ms time (CLIENT PAUSE).
     pub clients_paused_until: u64,
     /// Where engine effects go (AOF writer, bus); None drops them.
@@ -109,18 +99,15 @@ pub struct Node {
 }
 
 impl Node {
-    pub fn new(engine: Engine, config: Config, now: u64) -> Node {
-        let mut names = HashMap::new();
-        for (i, c) in COMMANDS.iter().enumerate() {
-            names.insert(c.name.as_bytes().to_vec(), i);
-        }
-        for (old, new) in &config.rename_commands {
-            if let Some(i) = names.remove(old.to_ascii_lowercase().as_bytes()) {
-                if !new.is_empty() {
-                    names.insert(new.to_ascii_lowercase().into_bytes(), i);
-                }
-            }
-        }
+    /// `command_names`: (lower-case name, command-table index) after
+    /// rename-command; `commands`: the size of the command table.
+    pub fn new(
+        engine: Engine,
+        config: Config,
+        command_names: Vec<(Vec<u8>, usize)>,
+        commands: usize,
+        now: u64,
+    ) -> Node {
         let mut run_id = String::with_capacity(40);
         for _ in 0..40 {
             run_id.push(char::from(
@@ -130,10 +117,10 @@ impl Node {
         Node {
             engine,
             config,
-            command_names: names.into_iter().collect(),
+            command_names,
             clients: HashMap::new(),
             stats: Stats {
-                cmd: vec![(0, 0); COMMANDS.len()],
+                cmd: vec![(0, 0); commands],
                 ..Default::default()
             },
             slowlog: VecDeque::new(),
@@ -145,12 +132,7 @@ impl Node {
                 .map(|p| p.display().to_string())
                 .unwrap_or_default(),
             tcp_port: 0,
-            aof: AofStatus {
-                state: "off",
-                last_rewrite_ok: true,
-                last_rewrite_time_sec: -1,
-                ..Default::default()
-            },
+            aof: persistence::AofStatus::default(),
             clients_paused_until: 0,
             effect_sink: None,
             aof_writer: None,
@@ -266,8 +248,8 @@ impl Node {
             "maxmemory-policy" => {
                 self.engine.memory.policy = memory_policy(&self.config);
             }
-            "appendonly" => crate::aof::set_appendonly(self, now)?,
-            "appendfsync" => crate::aof::set_fsync_policy(self),
+            "appendonly" => persistence::set_appendonly(self, now)?,
+            "appendfsync" => persistence::set_fsync_policy(self),
             "loglevel" => crate::logging::set_level(self.config.loglevel),
             "cluster-node-timeout" => {
                 self.engine.cluster.node_timeout = self.config.cluster_node_timeout;
@@ -287,10 +269,10 @@ pub fn memory_policy(config: &Config) -> crate::engine::memory::Policy {
 
 impl Node {
     /// Hand engine effects to the AOF writer and the bus (non-blocking).
-    pub fn dispatch_effects(&mut self, mut effects: crate::engine::Effects) {
+    pub fn dispatch_effects(&mut self, mut effects: crate::engine::Effects, now: u64) {
         // AOF first: a record is queued for the disk before any bus
         // message of the same call can leave.
-        crate::aof::dispatch(self, std::mem::take(&mut effects.aof));
+        persistence::dispatch(self, std::mem::take(&mut effects.aof), now);
         if let Some(tx) = &self.effect_sink {
             tx(effects);
         }

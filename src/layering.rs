@@ -1,0 +1,145 @@
+//! The import graph between the crate's top-level modules, checked: it
+//! must have no cycle, and the layers of docs/ARCHITECTURE.md must hold
+//! (the engine never reaches up into the node, the commands or the shell).
+//! Read from the source text, so a new `crate::x` path is checked the
+//! moment it is written.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+type Graph = BTreeMap<String, BTreeSet<String>>;
+
+fn rust_files(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            rust_files(&p, out);
+        } else if p.extension().is_some_and(|x| x == "rs") {
+            out.push(p);
+        }
+    }
+}
+
+/// `module -> modules it names as crate::<m>`, for every file under src/
+/// except the binaries.
+fn graph() -> Graph {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let mut g = Graph::new();
+    for f in files {
+        let Ok(rel) = f.strip_prefix(&src) else {
+            continue;
+        };
+        let first = rel
+            .components()
+            .next()
+            .map(|c| c.as_os_str().to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let module = first.trim_end_matches(".rs").to_string();
+        if module == "bin" || module == "main" || module == "lib" || module == "layering" {
+            continue;
+        }
+        let text = std::fs::read_to_string(&f).unwrap_or_default();
+        let deps = g.entry(module.clone()).or_default();
+        for (i, _) in text.match_indices("crate::") {
+            let rest = &text[i + "crate::".len()..];
+            let name: String = rest
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                .collect();
+            if !name.is_empty() && name != module {
+                deps.insert(name);
+            }
+        }
+    }
+    g
+}
+
+/// A cycle as a path of module names, if there is one.
+fn find_cycle(g: &Graph) -> Option<Vec<String>> {
+    fn visit(
+        g: &Graph,
+        n: &str,
+        state: &mut BTreeMap<String, u8>,
+        path: &mut Vec<String>,
+    ) -> Option<Vec<String>> {
+        match state.get(n) {
+            Some(2) => return None,
+            Some(1) => {
+                let start = path.iter().position(|p| p == n).unwrap_or(0);
+                let mut c = path[start..].to_vec();
+                c.push(n.to_string());
+                return Some(c);
+            }
+            _ => {}
+        }
+        state.insert(n.to_string(), 1);
+        path.push(n.to_string());
+        for d in g.get(n).into_iter().flatten() {
+            if let Some(c) = visit(g, d, state, path) {
+                return Some(c);
+            }
+        }
+        path.pop();
+        state.insert(n.to_string(), 2);
+        None
+    }
+    let mut state = BTreeMap::new();
+    for n in g.keys() {
+        if let Some(c) = visit(g, n, &mut state, &mut Vec::new()) {
+            return Some(c);
+        }
+    }
+    None
+}
+
+#[test]
+fn module_graph_has_no_cycle() {
+    let g = graph();
+    assert!(
+        g.contains_key("engine") && g.contains_key("server"),
+        "{g:?}"
+    );
+    if let Some(c) = find_cycle(&g) {
+        panic!("import cycle: {}", c.join(" -> "));
+    }
+}
+
+#[test]
+fn lower_layers_never_reach_up() {
+    let g = graph();
+    // Each module and what it must never import.
+    let rules: &[(&str, &[&str])] = &[
+        ("engine", &["node", "commands", "server", "aof", "config"]),
+        ("aof", &["node", "commands", "server"]),
+        ("node", &["commands", "server"]),
+        ("commands", &["server"]),
+        ("cluster", &["engine", "node", "commands", "server"]),
+        ("resp", &["engine", "node", "commands", "server", "errors"]),
+        ("config", &["engine", "node", "commands", "server", "aof"]),
+    ];
+    for (m, forbidden) in rules {
+        for f in *forbidden {
+            let deps = g.get(*m).cloned().unwrap_or_default();
+            assert!(!deps.contains(*f), "{m} must not import {f}: {deps:?}");
+        }
+    }
+}
+
+#[test]
+fn finds_a_planted_cycle() {
+    let mut g = Graph::new();
+    g.entry("a".into()).or_default().insert("b".into());
+    g.entry("b".into()).or_default().insert("c".into());
+    g.entry("c".into()).or_default().insert("a".into());
+    assert_eq!(
+        find_cycle(&g),
+        Some(vec!["a".into(), "b".into(), "c".into(), "a".into()])
+    );
+    g.entry("c".into()).or_default().clear();
+    assert_eq!(find_cycle(&g), None);
+}

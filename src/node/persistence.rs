@@ -1,0 +1,496 @@
+//! The node's side of persistence (docs/PERSISTENCE.md): it numbers
+//! records, hands them to
+//! the writer in engine order, drives chunked snapshots for rewrites, and
+//! keeps `node.aof` (INFO, MISCONF) in step with what the writer reports.
+//! Every function here runs under the node lock and never touches the
+//! disk itself, except the documented blocking paths (startup, SHUTDOWN
+//! REWRITE-AOF, DEBUG LOADAOF) where stalling the node is the point.
+
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::sync::Notify;
+
+use super::Node;
+use crate::aof::writer::{self, Msg, Writer};
+use crate::aof::{loader, reader, SyncWait};
+use crate::config::AppendFsync;
+use crate::engine::codec::{record_of, Flavor};
+use crate::engine::AofRecord;
+use crate::errors::WireError;
+use crate::job::JobState;
+
+/// Slots of the job table snapshotted per lock acquisition during a
+/// background rewrite, and the byte budget of one chunk: small enough that
+/// a node with millions of jobs is never stalled for long.
+const CHUNK_SLOTS: usize = 4096;
+const CHUNK_BYTES: usize = 4 * 1024 * 1024;
+/// How long a synchronous writer request may take (full rewrite of a big
+/// node included) before we give up and report an error.
+const SYNC_TIMEOUT: Duration = Duration::from_secs(600);
+/// Delay before retrying a failed rewrite needed to switch the AOF on.
+const REWRITE_RETRY_MS: u64 = 5000;
+
+/// Whether records are appended to the AOF (INFO `aof_enabled`, dispatch).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AofState {
+    Off,
+    On,
+    /// `CONFIG SET appendonly yes`: on once the rewrite that creates the
+    /// file finishes.
+    WaitRewrite,
+}
+
+impl AofState {
+    /// INFO `aof_state`.
+    pub fn name(self) -> &'static str {
+        match self {
+            AofState::Off => "off",
+            AofState::On => "on",
+            AofState::WaitRewrite => "wait-rewrite",
+        }
+    }
+}
+
+/// AOF status as seen by INFO and dispatch.
+pub struct AofStatus {
+    pub state: AofState,
+    pub last_write_error: Option<String>,
+    pub rewrite_in_progress: bool,
+    pub rewrite_scheduled: bool,
+    pub last_rewrite_ok: bool,
+    pub last_rewrite_time_sec: i64,
+    pub rewrite_start: Option<u64>,
+    pub current_size: u64,
+    pub base_size: u64,
+}
+
+impl Default for AofStatus {
+    fn default() -> Self {
+        AofStatus {
+            state: AofState::Off,
+            last_write_error: None,
+            rewrite_in_progress: false,
+            rewrite_scheduled: false,
+            last_rewrite_ok: true,
+            last_rewrite_time_sec: -1,
+            rewrite_start: None,
+            current_size: 0,
+            base_size: 0,
+        }
+    }
+}
+
+/// The node's AOF machinery (the `aof_writer` field of `Node`).
+pub struct Aof {
+    writer: Writer,
+    /// Sequence number the next record gets (the first is 1).
+    next_seq: u64,
+    /// Next job-table slot to snapshot, while a background rewrite runs.
+    snapshot: Option<usize>,
+    /// Wakes the AOF task (chunked rewrite started).
+    kick: Arc<Notify>,
+    retry_rewrite_at: u64,
+}
+
+impl Aof {
+    /// Bytes handed to the writer but not yet written (INFO aof_buffer_length).
+    pub fn backlog(&self) -> u64 {
+        self.writer.published.backlog.load(Ordering::Relaxed)
+    }
+}
+
+fn aof_path(node: &Node) -> PathBuf {
+    // The process runs in `dir`, and appendfilename is a bare file name.
+    PathBuf::from(&node.config.appendfilename)
+}
+
+/// Records are produced while AOF is on or a rewrite needs to capture them.
+fn sync_engine_flag(node: &mut Node) {
+    node.engine.aof = node.aof.state != AofState::Off || node.aof.rewrite_in_progress;
+}
+
+/// Startup: load the AOF when `appendonly yes` or `aof-enqueue-jobs-once
+/// yes`, then start the writer (appending only when `appendonly yes`).
+/// Runs before clients are accepted; an error means "refuse to start".
+pub fn startup(node: &mut Node, now: u64) -> Result<(), String> {
+    let path = aof_path(node);
+    let enqueue = node.config.aof_enqueue_jobs_once;
+    let mut loaded_size = 0;
+    if node.config.appendonly || enqueue {
+        node.engine.aof = false;
+        let opts = loader::LoadOptions {
+            truncated_ok: node.config.aof_load_truncated,
+            enqueue,
+        };
+        let started = std::time::Instant::now();
+        let l = loader::load_file(&mut node.engine, &path, opts, now)?;
+        tracing::info!(
+            jobs = l.jobs,
+            records = l.records,
+            bytes = l.size,
+            "DB loaded from append only file: {:.3} seconds",
+            started.elapsed().as_secs_f64()
+        );
+        loaded_size = l.size;
+        // The "once" in aof-enqueue-jobs-once: a later restart must not
+        // re-queue (and so re-deliver) the same jobs again.
+        if enqueue && node.config.config_file.is_some() {
+            node.config.aof_enqueue_jobs_once = false;
+            match node.config.rewrite() {
+                Ok(()) => {
+                    tracing::info!("aof-enqueue-jobs-once switched to no in the config file.")
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "Could not rewrite the config file to reset aof-enqueue-jobs-once.")
+                }
+            }
+        }
+    }
+    let writer = Writer::start(path, node.config.appendfsync, node.config.appendonly)?;
+    node.aof.state = if node.config.appendonly {
+        AofState::On
+    } else {
+        AofState::Off
+    };
+    node.aof.base_size = loaded_size;
+    node.aof.current_size = writer.published.current_size.load(Ordering::Relaxed);
+    node.aof_writer = Some(Aof {
+        writer,
+        next_seq: 1,
+        snapshot: None,
+        kick: Arc::new(Notify::new()),
+        retry_rewrite_at: 0,
+    });
+    sync_engine_flag(node);
+    Ok(())
+}
+
+/// Hand records to the writer (called under the lock, in engine order).
+pub fn dispatch(node: &mut Node, recs: Vec<AofRecord>, now: u64) {
+    let Some(aof) = &mut node.aof_writer else {
+        return;
+    };
+    if !recs.is_empty() {
+        let first_seq = aof.next_seq;
+        aof.next_seq += recs.len() as u64;
+        aof.writer.send(Msg::Records { first_seq, recs });
+    }
+    let p = &aof.writer.published;
+    node.aof.current_size = p.current_size.load(Ordering::Relaxed);
+    if let Some((err, rewrite)) = p.take_report() {
+        node.aof.last_write_error = err;
+        if let Some(r) = rewrite {
+            rewrite_done(node, r, now);
+        }
+    }
+}
+
+/// The wait a connection must complete before writing the replies of the
+/// batch that is about to be drained (None when it produced no record).
+pub fn pending_sync(node: &Node) -> Option<SyncWait> {
+    let n = node.engine.out.aof.len() as u64;
+    if n == 0 {
+        return None;
+    }
+    let aof = node.aof_writer.as_ref()?;
+    Some(wait_for(node, aof, aof.next_seq + n - 1))
+}
+
+/// `always` waits for fsync; `everysec` and `no` wait until the records
+/// were handed to the kernel, so a reply never precedes its record and a
+/// process crash (kill -9) right after a reply loses nothing (WIRE 10.2).
+fn wait_for(node: &Node, aof: &Aof, seq: u64) -> SyncWait {
+    if node.config.appendfsync == AppendFsync::Always {
+        aof.writer.sync_wait(seq)
+    } else {
+        aof.writer.write_wait(seq)
+    }
+}
+
+/// A wait covering every record produced so far. Used for replies that
+/// were produced by another call (a blocked ADDJOB answered when
+/// replication completed) and for bus acknowledgements such as GOTJOB,
+/// which must not leave before the replica's record is written (durable
+/// with `always`).
+pub fn produced_sync(node: &Node) -> Option<SyncWait> {
+    if !node.engine.aof {
+        return None;
+    }
+    let aof = node.aof_writer.as_ref()?;
+    let last = aof.next_seq - 1 + node.engine.out.aof.len() as u64;
+    (last > 0).then(|| wait_for(node, aof, last))
+}
+
+/// Periodic work (the AOF task calls it every 100 ms, and back to back
+/// while a snapshot is in progress): pick up writer reports, produce the
+/// next snapshot chunk, start automatic rewrites. Returns true when more
+/// snapshot work is pending.
+pub fn cron(node: &mut Node, now: u64) -> bool {
+    dispatch(node, Vec::new(), now);
+    if snapshot_step(node) {
+        return true;
+    }
+    let a = &node.aof;
+    if a.rewrite_in_progress {
+        return false;
+    }
+    if a.rewrite_scheduled {
+        let due = node
+            .aof_writer
+            .as_ref()
+            .is_some_and(|w| now >= w.retry_rewrite_at);
+        if due {
+            node.aof.rewrite_scheduled = false;
+            if let Err(e) = start_rewrite(node, now) {
+                tracing::warn!(error = %e, "Could not start the scheduled AOF rewrite.");
+            }
+        }
+        return false;
+    }
+    let pct = node.config.auto_aof_rewrite_percentage;
+    if a.state == AofState::On && pct > 0 && a.current_size > node.config.auto_aof_rewrite_min_size
+    {
+        let base = a.base_size.max(1);
+        let growth = a.current_size.saturating_sub(base) * 100 / base;
+        if a.current_size > base && growth >= pct {
+            tracing::info!(growth_pct = growth, "Starting automatic rewriting of AOF.");
+            if let Err(e) = start_rewrite(node, now) {
+                tracing::warn!(error = %e, "Could not start the automatic AOF rewrite.");
+            }
+        }
+    }
+    false
+}
+
+/// One snapshot chunk: LOADJOB for every active/queued job in the next
+/// slots of the job table. Jobs created in slots already passed are
+/// covered by the records captured since the rewrite began. Returns true
+/// while slots remain.
+fn snapshot_step(node: &mut Node) -> bool {
+    let Some(aof) = &mut node.aof_writer else {
+        return false;
+    };
+    let Some(from) = aof.snapshot else {
+        return false;
+    };
+    let (chunk, next) = encode_chunk(&node.engine, from);
+    if !chunk.is_empty() {
+        aof.writer.send(Msg::RewriteChunk(chunk));
+    }
+    if next >= node.engine.store.slots() {
+        aof.snapshot = None;
+        aof.writer.send(Msg::RewriteFinish { done: None });
+        false
+    } else {
+        aof.snapshot = Some(next);
+        true
+    }
+}
+
+/// Encode the live jobs of slots `from..` up to the chunk budget; returns
+/// the bytes and the next slot to visit.
+fn encode_chunk(engine: &crate::engine::Engine, from: usize) -> (Vec<u8>, usize) {
+    let mut out = Vec::new();
+    let mut next = (from + CHUNK_SLOTS).min(engine.store.slots());
+    for (h, j) in engine.store.iter_from(from) {
+        let ext = engine.ext_of(h);
+        let h = h as usize;
+        if h >= next {
+            break;
+        }
+        if matches!(j.state, JobState::Active | JobState::Queued) {
+            let rec = record_of(j, ext, &engine.cluster, Flavor::Storage, 0);
+            reader::encode_loadjob(&rec.to_bytes(), &mut out);
+        }
+        if out.len() >= CHUNK_BYTES {
+            next = h + 1;
+            break;
+        }
+    }
+    (out, next)
+}
+
+/// Start a background rewrite (BGREWRITEAOF, automatic, appendonly yes).
+pub fn start_rewrite(node: &mut Node, now: u64) -> Result<(), String> {
+    if node.aof.rewrite_in_progress {
+        return Err("Background append only file rewriting already in progress".into());
+    }
+    let incremental_fsync = node.config.aof_rewrite_incremental_fsync;
+    let Some(aof) = &mut node.aof_writer else {
+        return Err("the AOF writer is not running".into());
+    };
+    // Records still pending from this batch arrive after RewriteBegin and
+    // land in the captured diff as well: harmless, replay is idempotent
+    // for them (duplicate LOADJOBs are ignored, DELJOB of a missing job too).
+    aof.writer.send(Msg::RewriteBegin { incremental_fsync });
+    aof.snapshot = Some(0);
+    aof.kick.notify_one();
+    node.aof.rewrite_in_progress = true;
+    node.aof.rewrite_scheduled = false;
+    node.aof.rewrite_start = Some(now);
+    sync_engine_flag(node);
+    tracing::info!("Background append only file rewriting started.");
+    Ok(())
+}
+
+/// A finished background rewrite, as reported by the writer.
+fn rewrite_done(node: &mut Node, r: writer::RewriteReport, now: u64) {
+    node.aof.rewrite_in_progress = false;
+    if let Some(s) = node.aof.rewrite_start.take() {
+        node.aof.last_rewrite_time_sec = (now.saturating_sub(s) / 1000) as i64;
+    }
+    match r.result {
+        Ok(size) => {
+            node.aof.last_rewrite_ok = true;
+            if r.adopted {
+                node.aof.base_size = size;
+                node.aof.current_size = size;
+                if node.aof.state == AofState::WaitRewrite {
+                    node.aof.state = AofState::On;
+                    tracing::info!("AOF rewrite completed: the append only file is now on.");
+                }
+            }
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "Background AOF rewrite terminated with error.");
+            node.aof.last_rewrite_ok = false;
+            if node.aof.state == AofState::WaitRewrite {
+                node.aof.rewrite_scheduled = true;
+                if let Some(a) = &mut node.aof_writer {
+                    a.retry_rewrite_at = now + REWRITE_RETRY_MS;
+                }
+            }
+        }
+    }
+    sync_engine_flag(node);
+}
+
+/// Send this batch's pending records now, so a synchronous operation that
+/// follows sees them in the file first.
+pub fn dispatch_pending(node: &mut Node, now: u64) {
+    let recs = std::mem::take(&mut node.engine.out.aof);
+    dispatch(node, recs, now);
+}
+
+/// Synchronous full rewrite (SHUTDOWN REWRITE-AOF), even with AOF off.
+/// Runs entirely under the lock: nothing can change while it runs, so the
+/// snapshot alone is the complete state.
+pub fn rewrite_now(node: &mut Node, now: u64) -> Result<(), String> {
+    let started = Instant::now();
+    dispatch_pending(node, now);
+    let incremental_fsync = node.config.aof_rewrite_incremental_fsync;
+    let Some(aof) = &mut node.aof_writer else {
+        return Err("the AOF writer is not running".into());
+    };
+    if aof.snapshot.take().is_some() || node.aof.rewrite_in_progress {
+        aof.writer.send(Msg::RewriteAbort);
+        node.aof.rewrite_in_progress = false;
+        node.aof.rewrite_start = None;
+    }
+    aof.writer.send(Msg::RewriteBegin { incremental_fsync });
+    let mut from = 0;
+    while from < node.engine.store.slots() {
+        let (chunk, next) = encode_chunk(&node.engine, from);
+        if !chunk.is_empty() {
+            aof.writer.send(Msg::RewriteChunk(chunk));
+        }
+        from = next;
+    }
+    let result = aof
+        .writer
+        .request(|d| Msg::RewriteFinish { done: Some(d) }, SYNC_TIMEOUT);
+    node.aof.last_rewrite_time_sec = started.elapsed().as_secs() as i64;
+    match result {
+        Ok(size) => {
+            node.aof.last_rewrite_ok = true;
+            if node.aof.state != AofState::Off {
+                node.aof.base_size = size;
+                node.aof.current_size = size;
+                node.aof.state = AofState::On;
+            }
+            tracing::info!(bytes = size, "Synchronous AOF rewrite completed.");
+            sync_engine_flag(node);
+            Ok(())
+        }
+        Err(e) => {
+            node.aof.last_rewrite_ok = false;
+            sync_engine_flag(node);
+            Err(e)
+        }
+    }
+}
+
+/// DEBUG LOADAOF: flush the AOF, drop every job, load the file again.
+pub fn debug_reload(node: &mut Node, now: u64) -> Result<(), String> {
+    dispatch_pending(node, now);
+    if node.aof.state != AofState::Off {
+        if let Some(aof) = &node.aof_writer {
+            aof.writer.request(Msg::Sync, SYNC_TIMEOUT)?;
+        }
+    }
+    // Neither the flush nor the replay may append to the file we read.
+    node.engine.aof = false;
+    node.engine.flushall(now);
+    let opts = loader::LoadOptions {
+        truncated_ok: node.config.aof_load_truncated,
+        enqueue: node.config.aof_enqueue_jobs_once,
+    };
+    let path = aof_path(node);
+    let r = loader::load_file(&mut node.engine, &path, opts, now);
+    node.engine.out.aof.clear();
+    sync_engine_flag(node);
+    r.map(|_| ())
+}
+
+/// CONFIG SET appendonly: `yes` starts a rewrite whose result becomes the
+/// live file (state wait-rewrite until then); `no` stops appending now.
+pub fn set_appendonly(node: &mut Node, now: u64) -> Result<(), WireError> {
+    let on = node.config.appendonly;
+    if on && node.aof.state == AofState::Off {
+        let Some(aof) = &node.aof_writer else {
+            return Err(WireError::AofCantTurnOn);
+        };
+        aof.writer.send(Msg::Enable);
+        node.aof.state = AofState::WaitRewrite;
+        // A rewrite already running captures everything since it began, so
+        // its result can become the live file as well.
+        if !node.aof.rewrite_in_progress {
+            if let Err(e) = start_rewrite(node, now) {
+                tracing::warn!(error = %e, "Could not start the AOF rewrite for appendonly yes.");
+                return Err(WireError::AofCantTurnOn);
+            }
+        }
+    } else if !on && node.aof.state != AofState::Off {
+        dispatch_pending(node, now);
+        if let Some(aof) = &node.aof_writer {
+            aof.writer.send(Msg::Disable);
+        }
+        node.aof.state = AofState::Off;
+        node.aof.last_write_error = None;
+    }
+    sync_engine_flag(node);
+    Ok(())
+}
+
+/// CONFIG SET appendfsync.
+pub fn set_fsync_policy(node: &mut Node) {
+    if let Some(aof) = &node.aof_writer {
+        aof.writer.send(Msg::SetPolicy(node.config.appendfsync));
+    }
+}
+
+/// The notifier that wakes the AOF task when a chunked rewrite starts.
+pub fn kick(node: &Node) -> Option<Arc<Notify>> {
+    node.aof_writer.as_ref().map(|a| a.kick.clone())
+}
+
+/// Shutdown: hand over what is pending and give the writer to the caller,
+/// which stops it outside the lock.
+pub fn take_writer(node: &mut Node, now: u64) -> Option<Writer> {
+    dispatch_pending(node, now);
+    node.engine.aof = false;
+    node.aof_writer.take().map(|a| a.writer)
+}

@@ -1,0 +1,42 @@
+//! The AOF task and the AOF's part of a graceful shutdown: the async side
+//! of `node::persistence`, which does the work under the lock.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::Shared;
+use crate::node::persistence;
+
+/// Runs `persistence::cron` every 100 ms, and without pause while a
+/// snapshot is being taken (yielding between chunks so clients interleave).
+pub async fn run_task(shared: Arc<Shared>) {
+    let Some(kick) = shared.with(|node, _| persistence::kick(node)) else {
+        return;
+    };
+    let mut shutdown = shared.shutdown_rx();
+    loop {
+        let more = shared.with(persistence::cron);
+        if more {
+            tokio::task::yield_now().await;
+            continue;
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_millis(100)) => {}
+            _ = kick.notified() => {}
+            _ = shutdown.changed() => return,
+        }
+    }
+}
+
+/// Graceful shutdown: hand over what is pending, then flush, fsync and stop
+/// the writer outside the lock (on a blocking thread, bounded).
+pub async fn shutdown(shared: &Shared) {
+    let writer = shared.with(persistence::take_writer);
+    let Some(writer) = writer else { return };
+    let stop = tokio::task::spawn_blocking(move || writer.stop(Duration::from_secs(30)));
+    match stop.await {
+        Ok(Ok(_)) => tracing::info!("AOF flushed and fsynced."),
+        Ok(Err(e)) => tracing::warn!(error = %e, "Error flushing the AOF on shutdown."),
+        Err(e) => tracing::warn!(error = %e, "AOF shutdown task failed."),
+    }
+}
