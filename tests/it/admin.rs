@@ -789,6 +789,7 @@ fn debug_restart_reexecutes_on_the_same_port() {
     let s = Server::start(ServerOpts::with_config("loglevel notice\n"));
     let mut c = s.client();
     let id = c.cmd(&["CLUSTER", "MYID"]).text();
+    let old_run = info_value(&c.cmd(&["INFO", "server"]).text(), "run_id").expect("run_id");
     assert_eq!(
         c.cmd(&["CONFIG", "SET", "maxmemory", "2gb"]),
         Reply::Status("OK".into())
@@ -796,14 +797,29 @@ fn debug_restart_reexecutes_on_the_same_port() {
     c.send(&["DEBUG", "RESTART"]);
     c.expect_closed();
     let port = s.port();
+    // The old process keeps accepting until its shutdown completes (same
+    // pid after exec): only a new run_id proves the restarted process.
     let back = wait_until(WAIT, POLL, || {
         let Ok(mut t) = std::net::TcpStream::connect(("127.0.0.1", port)) else {
             return false;
         };
         use std::io::{Read, Write};
         let _ = t.set_read_timeout(Some(Duration::from_secs(2)));
-        let mut buf = [0u8; 7];
-        t.write_all(b"PING\r\n").is_ok() && t.read_exact(&mut buf).is_ok() && &buf == b"+PONG\r\n"
+        if t.write_all(b"INFO server\r\n").is_err() {
+            return false;
+        }
+        let mut text = Vec::new();
+        let mut buf = [0u8; 4096];
+        while !String::from_utf8_lossy(&text).contains("\r\nrun_id:")
+            || !text.ends_with(b"\r\n\r\n")
+        {
+            match t.read(&mut buf) {
+                Ok(n) if n > 0 => text.extend_from_slice(&buf[..n]),
+                _ => return false,
+            }
+        }
+        let text = String::from_utf8_lossy(&text);
+        info_value(&text, "run_id").is_some_and(|r| r != old_run)
     });
     assert!(back, "node did not come back after DEBUG RESTART");
     let mut c2 = s.client();
