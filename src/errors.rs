@@ -22,6 +22,8 @@ pub enum WireError {
     /// The command's table name.
     WrongArity(&'static str),
     NoAuth,
+    /// The AOF is still being loaded.
+    Loading,
     Oom,
     /// The AOF writer's error text.
     Misconf(String),
@@ -147,6 +149,7 @@ impl WireError {
                 return format!("ERR wrong number of arguments for '{cmd}' command").into()
             }
             NoAuth => "NOAUTH Authentication required.",
+            Loading => "LOADING Disque is loading the dataset in memory",
             Oom => "OOM command not allowed when used memory > 'maxmemory'.",
             Misconf(e) => return format!("MISCONF Errors writing to the AOF file: {e}").into(),
             MaxClients => "ERR max number of clients reached",

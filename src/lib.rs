@@ -14,9 +14,11 @@
 //! - `config`: directives, config files, CONFIG GET/SET/REWRITE.
 //! - `cluster`: bus message framing; `job_codec`: serialized jobs.
 //! - `aof`: persistence. `memory`: counting allocator. `sys`: OS queries.
+//! - `cgroup`: the container memory limit behind a default `maxmemory`.
 //! - `logging`: tracing setup with a level CONFIG SET can change.
 
 pub mod aof;
+pub mod cgroup;
 pub mod clock;
 pub mod cluster;
 pub mod commands;

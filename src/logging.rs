@@ -1,7 +1,11 @@
 //! Logging setup: `tracing` events to `logfile` (or stdout) filtered by
-//! `loglevel`, which CONFIG SET can change while the node runs.
+//! `loglevel`, which CONFIG SET can change while the node runs. The log
+//! file is reopened on SIGHUP (`reopen`), so logrotate can move it away.
 
+use std::io::Write;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::{Mutex, MutexGuard};
 
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
@@ -51,19 +55,69 @@ pub fn init(cfg: &Config) -> Result<(), String> {
             )
             .init();
     } else {
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&cfg.logfile)
-            .map_err(|e| format!("Can't open the log file {}: {e}", cfg.logfile))?;
+        // Absolute: `dir` is the cwd now, but the path must not depend on it.
+        let path = std::env::current_dir()
+            .map(|d| d.join(&cfg.logfile))
+            .unwrap_or_else(|_| PathBuf::from(&cfg.logfile));
+        let file =
+            open(&path).map_err(|e| format!("Can't open the log file {}: {e}", cfg.logfile))?;
+        *log_file() = Some(LogFile { path, file });
         tracing_subscriber::registry()
             .with(
                 layer
                     .with_ansi(false)
-                    .with_writer(std::sync::Mutex::new(file))
+                    .with_writer(|| FileWriter)
                     .with_filter(filter),
             )
             .init();
     }
     Ok(())
+}
+
+struct LogFile {
+    path: PathBuf,
+    file: std::fs::File,
+}
+
+static LOG_FILE: Mutex<Option<LogFile>> = Mutex::new(None);
+
+fn log_file() -> MutexGuard<'static, Option<LogFile>> {
+    LOG_FILE.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn open(path: &std::path::Path) -> std::io::Result<std::fs::File> {
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+}
+
+/// Reopen the log file at its configured path (SIGHUP). Without a log
+/// file (stdout) there is nothing to do. On failure the old file is kept.
+pub fn reopen() -> std::io::Result<()> {
+    let mut g = log_file();
+    let Some(lf) = g.as_mut() else {
+        return Ok(());
+    };
+    lf.file = open(&lf.path)?;
+    Ok(())
+}
+
+/// One event's writer: writes go to whichever file is current.
+struct FileWriter;
+
+impl Write for FileWriter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        match log_file().as_mut() {
+            Some(lf) => lf.file.write(buf),
+            None => Ok(buf.len()),
+        }
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        match log_file().as_mut() {
+            Some(lf) => lf.file.flush(),
+            None => Ok(()),
+        }
+    }
 }

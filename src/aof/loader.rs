@@ -3,7 +3,7 @@
 //! `enqueue`, `update_awake`, `delete_job`).
 
 use std::fs::{File, OpenOptions};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use super::reader::{AofReader, ReadError, Record};
 use crate::engine::codec::Flavor;
@@ -39,62 +39,109 @@ pub fn load_file(
     opts: LoadOptions,
     now: u64,
 ) -> Result<Loaded, String> {
-    let name = path.display();
-    let file = match File::open(path) {
-        Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Loaded::default()),
-        Err(e) => {
-            return Err(format!(
-                "Fatal error: can't open the append log file {name} for reading: {}",
-                crate::config::strerror(&e)
-            ))
-        }
+    let Some(mut load) = FileLoad::open(path, opts)? else {
+        return Ok(Loaded::default());
     };
-    let mut reader = AofReader::new(file);
-    let mut loaded = Loaded::default();
-    loop {
-        match reader.next_record() {
-            Ok(Some((offset, rec))) => {
-                apply(engine, rec, opts, now).map_err(|why| bad_format(path, offset, &why))?;
-                loaded.records += 1;
-            }
-            Ok(None) => break,
-            Err(ReadError::Truncated { offset }) if opts.truncated_ok => {
-                tracing::warn!(
-                    "!!! Warning: short read while loading the AOF file {name}: the last \
-                     record starting at offset {offset} is truncated. Truncating the AOF \
-                     at offset {offset} (aof-load-truncated is enabled)."
-                );
-                OpenOptions::new()
-                    .write(true)
-                    .open(path)
-                    .and_then(|f| f.set_len(offset).and_then(|()| f.sync_all()))
-                    .map_err(|e| {
-                        format!(
-                            "Error truncating the AOF file {name} at offset {offset}: {}",
-                            crate::config::strerror(&e)
-                        )
-                    })?;
-                loaded.truncated_at = Some(offset);
-                break;
-            }
-            Err(ReadError::Truncated { offset }) => {
+    while !load.step(engine, now, usize::MAX)? {}
+    Ok(load.finish(engine))
+}
+
+/// A load in progress, applied in steps so the shell can release the
+/// node's lock between them and answer `-LOADING` meanwhile.
+pub struct FileLoad {
+    reader: AofReader<File>,
+    path: PathBuf,
+    opts: LoadOptions,
+    loaded: Loaded,
+    /// File size when the load started (INFO loading_total_bytes).
+    pub total_bytes: u64,
+}
+
+impl FileLoad {
+    /// Open `path`; `None` when it does not exist (an empty AOF).
+    pub fn open(path: &Path, opts: LoadOptions) -> Result<Option<FileLoad>, String> {
+        let file = match File::open(path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => {
                 return Err(format!(
-                    "Unexpected end of file reading the append only file {name}: the record \
-                     at offset {offset} is truncated and aof-load-truncated is no. Set \
-                     aof-load-truncated yes to load it anyway, or run \
-                     disque-server --check-aof --fix {name}"
+                    "Fatal error: can't open the append log file {} for reading: {}",
+                    path.display(),
+                    crate::config::strerror(&e)
                 ))
             }
-            Err(ReadError::Corrupt { offset, why }) => return Err(bad_format(path, offset, &why)),
-            Err(ReadError::Io(e)) => {
-                return Err(format!("Error reading the append only file {name}: {e}"))
+        };
+        let total_bytes = file.metadata().map(|m| m.len()).unwrap_or(0);
+        Ok(Some(FileLoad {
+            reader: AofReader::new(file),
+            path: path.to_path_buf(),
+            opts,
+            loaded: Loaded::default(),
+            total_bytes,
+        }))
+    }
+
+    /// Bytes consumed so far (INFO loading_loaded_bytes).
+    pub fn offset(&self) -> u64 {
+        self.reader.offset()
+    }
+
+    /// Apply up to `max` records; true when the file is done.
+    pub fn step(&mut self, engine: &mut Engine, now: u64, max: usize) -> Result<bool, String> {
+        let path = self.path.as_path();
+        let name = path.display();
+        let opts = self.opts;
+        for _ in 0..max {
+            match self.reader.next_record() {
+                Ok(Some((offset, rec))) => {
+                    apply(engine, rec, opts, now).map_err(|why| bad_format(path, offset, &why))?;
+                    self.loaded.records += 1;
+                }
+                Ok(None) => return Ok(true),
+                Err(ReadError::Truncated { offset }) if opts.truncated_ok => {
+                    tracing::warn!(
+                        "!!! Warning: short read while loading the AOF file {name}: the last \
+                         record starting at offset {offset} is truncated. Truncating the AOF \
+                         at offset {offset} (aof-load-truncated is enabled)."
+                    );
+                    OpenOptions::new()
+                        .write(true)
+                        .open(path)
+                        .and_then(|f| f.set_len(offset).and_then(|()| f.sync_all()))
+                        .map_err(|e| {
+                            format!(
+                                "Error truncating the AOF file {name} at offset {offset}: {}",
+                                crate::config::strerror(&e)
+                            )
+                        })?;
+                    self.loaded.truncated_at = Some(offset);
+                    return Ok(true);
+                }
+                Err(ReadError::Truncated { offset }) => {
+                    return Err(format!(
+                        "Unexpected end of file reading the append only file {name}: the record \
+                         at offset {offset} is truncated and aof-load-truncated is no. Set \
+                         aof-load-truncated yes to load it anyway, or run \
+                         disque-server --check-aof --fix {name}"
+                    ))
+                }
+                Err(ReadError::Corrupt { offset, why }) => {
+                    return Err(bad_format(path, offset, &why))
+                }
+                Err(ReadError::Io(e)) => {
+                    return Err(format!("Error reading the append only file {name}: {e}"))
+                }
             }
         }
+        Ok(false)
     }
-    loaded.size = reader.offset();
-    loaded.jobs = engine.store.len();
-    Ok(loaded)
+
+    /// What was loaded (after the last `step` returned true).
+    pub fn finish(mut self, engine: &Engine) -> Loaded {
+        self.loaded.size = self.reader.offset();
+        self.loaded.jobs = engine.store.len();
+        self.loaded
+    }
 }
 
 fn bad_format(path: &Path, offset: u64, why: &str) -> String {

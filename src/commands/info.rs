@@ -114,7 +114,7 @@ fn section(node: &Node, name: &str, now: u64, out: &mut String) {
         "queues" => line("# Queues\r\nregistered_queues", &node.engine.queues.len()),
         "persistence" => {
             let a = &node.aof;
-            line("# Persistence\r\nloading", &0);
+            line("# Persistence\r\nloading", &u8::from(a.loading.is_some()));
             line(
                 "aof_enabled",
                 &u8::from(a.state != crate::node::persistence::AofState::Off),
@@ -148,6 +148,25 @@ fn section(node: &Node, name: &str, now: u64, out: &mut String) {
                 line("aof_rewrite_buffer_length", &0);
                 line("aof_pending_bio_fsync", &0);
                 line("aof_delayed_fsync", &0);
+            }
+            if let Some(l) = &a.loading {
+                let perc = if l.total_bytes == 0 {
+                    100.0
+                } else {
+                    l.loaded_bytes as f64 * 100.0 / l.total_bytes as f64
+                };
+                let elapsed = (now / 1000).saturating_sub(l.start_time);
+                let eta = if l.loaded_bytes == 0 {
+                    1
+                } else {
+                    (l.total_bytes.saturating_sub(l.loaded_bytes) as f64 * elapsed as f64
+                        / l.loaded_bytes as f64) as u64
+                };
+                line("loading_start_time", &l.start_time);
+                line("loading_total_bytes", &l.total_bytes);
+                line("loading_loaded_bytes", &l.loaded_bytes);
+                line("loading_loaded_perc", &format!("{perc:.2}"));
+                line("loading_eta_seconds", &eta);
             }
         }
         "stats" => {

@@ -385,6 +385,11 @@ pub fn dispatch(node: &mut Node, client: &mut ClientState, args: &[Bytes], now: 
     {
         return err(WireError::NoAuth);
     }
+    // PING stays answered too (a liveness probe); readiness is INFO's
+    // loading:0 (docs/COMPATIBILITY.md).
+    if node.aof.loading.is_some() && spec.flags & F_LOADING == 0 && spec.name != "ping" {
+        return err(WireError::Loading);
+    }
     if node.engine.memory.maxmemory != 0 {
         let ok = node.engine.free_memory_if_needed(now);
         if !ok && spec.flags & F_DENYOOM != 0 {

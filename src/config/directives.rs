@@ -98,6 +98,7 @@ pub(crate) fn apply_directive(cfg: &mut Config, name: &str, args: &[String]) -> 
             cfg.maxmemory = parse_memory(v)
                 .filter(|&n| n > 0)
                 .ok_or("You need to specify a memory limit greater than zero")?;
+            cfg.maxmemory_set = true;
         }
         "maxmemory-policy" => {
             cfg.maxmemory_policy = MaxmemoryPolicy::parse(v).ok_or("Invalid maxmemory policy")?;

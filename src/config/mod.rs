@@ -214,6 +214,9 @@ pub struct Config {
     pub maxclients: u64,
     /// Memory limit in bytes, always > 0.
     pub maxmemory: u64,
+    /// `maxmemory` was given; otherwise it may be derived from the cgroup
+    /// memory limit at startup (`cgroup::size_maxmemory`).
+    pub maxmemory_set: bool,
     pub maxmemory_policy: MaxmemoryPolicy,
     /// Accepted for compatibility, unused.
     pub maxmemory_samples: u64,
@@ -322,6 +325,7 @@ impl Default for Config {
             databases: d::DATABASES,
             maxclients: d::MAXCLIENTS,
             maxmemory: d::MAXMEMORY,
+            maxmemory_set: false,
             maxmemory_policy: MaxmemoryPolicy::Acks,
             maxmemory_samples: d::MAXMEMORY_SAMPLES,
             activerehashing: true,

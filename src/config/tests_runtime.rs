@@ -454,6 +454,8 @@ fn rewrite_round_trips_many_settings() {
     d.config_file = c.config_file.clone();
     d.dir = c.dir.clone();
     d.rewrite().unwrap();
+    // The file keeps its maxmemory line, so it is explicit when read back.
+    d.maxmemory_set = true;
     let Startup::Run(again) = from_args(&args(&["node.conf"])).unwrap() else {
         panic!("expected Run");
     };

@@ -65,6 +65,17 @@ pub struct AofStatus {
     pub rewrite_start: Option<u64>,
     pub current_size: u64,
     pub base_size: u64,
+    /// Set while the AOF is being loaded: commands get `-LOADING`.
+    pub loading: Option<LoadingStatus>,
+}
+
+/// INFO's loading_* fields.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct LoadingStatus {
+    /// Unix seconds.
+    pub start_time: u64,
+    pub total_bytes: u64,
+    pub loaded_bytes: u64,
 }
 
 impl Default for AofStatus {
@@ -79,6 +90,7 @@ impl Default for AofStatus {
             rewrite_start: None,
             current_size: 0,
             base_size: 0,
+            loading: None,
         }
     }
 }
@@ -114,19 +126,47 @@ fn sync_engine_flag(node: &mut Node) {
 
 /// Startup: load the AOF when `appendonly yes` or `aof-enqueue-jobs-once
 /// yes`, then start the writer (appending only when `appendonly yes`).
-/// Runs before clients are accepted; an error means "refuse to start".
+/// An error means "refuse to start". The server does the same in steps
+/// (`begin_load`, `FileLoad::step`, `finish_load`) to answer `-LOADING`
+/// while it loads.
 pub fn startup(node: &mut Node, now: u64) -> Result<(), String> {
+    let started = std::time::Instant::now();
+    let loaded = match begin_load(node)? {
+        Some(mut load) => {
+            while !load.step(&mut node.engine, now, usize::MAX)? {}
+            Some(load.finish(&node.engine))
+        }
+        None => None,
+    };
+    finish_load(node, loaded, started)
+}
+
+/// Open the AOF to load, if this configuration loads one (None: nothing
+/// to load). Replaying must not append, so the engine's AOF flag is off.
+pub fn begin_load(node: &mut Node) -> Result<Option<loader::FileLoad>, String> {
+    if !(node.config.appendonly || node.config.aof_enqueue_jobs_once) {
+        return Ok(None);
+    }
+    node.engine.aof = false;
+    let opts = loader::LoadOptions {
+        truncated_ok: node.config.aof_load_truncated,
+        enqueue: node.config.aof_enqueue_jobs_once,
+    };
+    loader::FileLoad::open(&aof_path(node), opts)
+}
+
+/// After loading (`loaded` is None when nothing was read): log, reset
+/// aof-enqueue-jobs-once, start the writer.
+pub fn finish_load(
+    node: &mut Node,
+    loaded: Option<loader::Loaded>,
+    started: std::time::Instant,
+) -> Result<(), String> {
     let path = aof_path(node);
     let enqueue = node.config.aof_enqueue_jobs_once;
     let mut loaded_size = 0;
     if node.config.appendonly || enqueue {
-        node.engine.aof = false;
-        let opts = loader::LoadOptions {
-            truncated_ok: node.config.aof_load_truncated,
-            enqueue,
-        };
-        let started = std::time::Instant::now();
-        let l = loader::load_file(&mut node.engine, &path, opts, now)?;
+        let l = loaded.unwrap_or_default();
         tracing::info!(
             jobs = l.jobs,
             records = l.records,

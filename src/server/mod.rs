@@ -7,8 +7,10 @@ pub mod access;
 pub mod bus;
 pub mod connection;
 pub mod listener;
+pub mod loading;
 pub mod nodes_conf;
 pub mod persistence;
+pub mod signals;
 pub mod ticker;
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -182,6 +184,8 @@ impl Shared {
 /// Start a node with this configuration and serve until shutdown.
 pub async fn run(config: crate::config::Config) -> Result<Exit, String> {
     warn_unsupported(&config);
+    let mut config = config;
+    crate::cgroup::size_maxmemory(&mut config);
     let now = unix_ms();
     let (nodes_conf, loaded) = nodes_conf::NodesConf::open(&config.cluster_config_file, now)?;
     let bound = listener::bind(&config.bind, config.port, config.tcp_backlog)
@@ -210,7 +214,6 @@ pub async fn run(config: crate::config::Config) -> Result<Exit, String> {
     engine.memory.maxmemory = config.maxmemory;
     engine.memory.policy = crate::node::memory_policy(&config);
     engine.memory.used = crate::memory::allocated;
-    let mut config = config;
     // With `port 0` the node picked a port: report and rewrite the real one.
     config.port = port;
     let unix_path = config.unixsocket.clone();
@@ -218,15 +221,16 @@ pub async fn run(config: crate::config::Config) -> Result<Exit, String> {
     let names = crate::commands::name_table(&config.rename_commands);
     let mut node = Node::new(engine, config, names, crate::commands::COMMANDS.len(), now);
     node.tcp_port = port;
-    // Load the AOF (after nodes.conf, so nodes_delivered resolves) before
-    // any client can connect; a bad file refuses to start.
-    crate::node::persistence::startup(&mut node, unix_ms())?;
     let (shared, connect_rx) = Shared::new(node);
     if let Ok(mut g) = shared.nodes_conf.lock() {
         *g = Some(nodes_conf);
     }
     ticker::save_nodes_conf(&shared).await;
+    signals::spawn_hangup_handler();
 
+    // Clients are accepted while the AOF loads (after nodes.conf, so
+    // nodes_delivered resolves) and get -LOADING meanwhile; the bus and the
+    // timer start once the dataset is in memory. A bad file refuses to start.
     for l in bound.clients {
         tokio::spawn(listener::accept_loop(shared.clone(), l));
     }
@@ -236,6 +240,12 @@ pub async fn run(config: crate::config::Config) -> Result<Exit, String> {
         tracing::info!(path = %path, "Listening on the Unix socket.");
         tokio::spawn(listener::accept_unix_loop(shared.clone(), l, path));
     }
+    println!(
+        "disque-server loading port={port} bus={} pid={}",
+        port + listener::BUS_PORT_OFFSET,
+        std::process::id()
+    );
+    loading::load(&shared).await?;
     for l in bound.bus {
         tokio::spawn(bus::accept_loop(shared.clone(), l));
     }

@@ -13,6 +13,7 @@ mod bench_tool;
 mod client_lib;
 mod cluster;
 mod config;
+mod deploy;
 mod extensions;
 mod getjob;
 mod jobs;

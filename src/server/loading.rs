@@ -1,0 +1,63 @@
+//! Loading the AOF while clients are already accepted: records are applied
+//! in batches, each under one short lock acquisition, so that connections
+//! get `-LOADING` (and INFO says `loading:1`) instead of a silent wait
+//! until the dataset is in memory. The bus and the timer start after it.
+
+use std::time::{Duration, Instant};
+
+use super::Shared;
+use crate::node::persistence::{begin_load, finish_load, LoadingStatus};
+
+/// Records applied per lock acquisition.
+const BATCH: usize = 1024;
+
+/// Test hook (docs/COMPATIBILITY.md): wait this many ms after opening the
+/// AOF before replaying it, so tests can observe the loading state.
+const DELAY_ENV: &str = "DISQUE_DEBUG_LOADING_DELAY_MS";
+
+/// Load the AOF (if the configuration has one), then start its writer.
+/// An error means the node must not start.
+pub async fn load(shared: &Shared) -> Result<(), String> {
+    let started = Instant::now();
+    let begun = shared.with(|node, now| {
+        let load = begin_load(node)?;
+        if let Some(l) = &load {
+            node.aof.loading = Some(LoadingStatus {
+                start_time: now / 1000,
+                total_bytes: l.total_bytes,
+                loaded_bytes: 0,
+            });
+        }
+        Ok::<_, String>(load)
+    })?;
+    let loaded = match begun {
+        None => None,
+        Some(mut load) => {
+            if let Some(ms) = std::env::var(DELAY_ENV)
+                .ok()
+                .and_then(|v| v.parse::<u64>().ok())
+            {
+                tokio::time::sleep(Duration::from_millis(ms)).await;
+            }
+            loop {
+                let done = shared.with(|node, now| {
+                    let r = load.step(&mut node.engine, now, BATCH);
+                    if let Some(s) = &mut node.aof.loading {
+                        s.loaded_bytes = load.offset();
+                    }
+                    r
+                })?;
+                if done {
+                    break;
+                }
+                // Let waiting connections take the lock between batches.
+                tokio::task::yield_now().await;
+            }
+            Some(shared.with(|node, _| load.finish(&node.engine)))
+        }
+    };
+    shared.with(|node, _| {
+        node.aof.loading = None;
+        finish_load(node, loaded, started)
+    })
+}

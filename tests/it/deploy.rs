@@ -1,0 +1,204 @@
+//! Container and service lifecycle (docs/DEPLOY.md): `-LOADING` while the
+//! AOF loads, SIGHUP reopening the log file, `maxmemory` from the cgroup
+//! limit, `cluster-join` by name with retries, announced addresses, and
+//! the SIGTERM drain.
+//!
+//! Some tests need environment variables or the line printed before the
+//! ready line, which the shared harness does not offer: `Proc` starts the
+//! binary for those.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+
+use crate::harness::{wait_until, Client, Reply, ReplyExt, Server, ServerOpts, SERVER_BIN};
+use crate::util::{addjob, POLL, WAIT};
+
+/// A server process started with extra environment variables; its output
+/// lines are collected so tests can wait for one.
+struct Proc {
+    child: Child,
+    lines: Arc<Mutex<Vec<String>>>,
+}
+
+impl Proc {
+    fn start(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Proc {
+        let mut cmd = Command::new(SERVER_BIN);
+        cmd.args(["--port", "0", "--dir"])
+            .arg(dir)
+            .args(args)
+            .current_dir(dir)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let mut child = cmd.spawn().expect("spawn disque-server");
+        let lines = Arc::new(Mutex::new(Vec::new()));
+        for r in [
+            child
+                .stdout
+                .take()
+                .map(|s| Box::new(s) as Box<dyn std::io::Read + Send>),
+            child
+                .stderr
+                .take()
+                .map(|s| Box::new(s) as Box<dyn std::io::Read + Send>),
+        ]
+        .into_iter()
+        .flatten()
+        {
+            let lines = lines.clone();
+            std::thread::spawn(move || {
+                for l in BufReader::new(r).lines().map_while(Result::ok) {
+                    lines.lock().unwrap_or_else(|e| e.into_inner()).push(l);
+                }
+            });
+        }
+        Proc { child, lines }
+    }
+
+    /// The first output line starting with `prefix` (waits up to WAIT).
+    fn line(&self, prefix: &str) -> String {
+        let mut found = None;
+        let ok = wait_until(WAIT, POLL, || {
+            found = self
+                .lines
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .iter()
+                .find(|l| l.starts_with(prefix))
+                .cloned();
+            found.is_some()
+        });
+        assert!(
+            ok,
+            "no line starting with {prefix:?}; output:\n{}",
+            self.output()
+        );
+        found.unwrap_or_default()
+    }
+
+    fn port(&self, prefix: &str) -> u16 {
+        let line = self.line(prefix);
+        line.split_whitespace()
+            .find_map(|w| w.strip_prefix("port="))
+            .and_then(|p| p.parse().ok())
+            .unwrap_or_else(|| panic!("no port in {line}"))
+    }
+
+    fn output(&self) -> String {
+        self.lines
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .join("\n")
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        if std::thread::panicking() {
+            eprintln!("---- server output ----\n{}\n----", self.output());
+        }
+    }
+}
+
+fn temp_dir(tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!(
+        "disque-deploy-{tag}-{}-{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0)
+    ));
+    std::fs::create_dir_all(&d).expect("temp dir");
+    d
+}
+
+#[test]
+fn loading_answers_loading_until_the_aof_is_in_memory() {
+    let dir = temp_dir("loading");
+    let mut s = Server::start(ServerOpts {
+        dir: Some(dir.clone()),
+        ..ServerOpts::with_args(&["--appendonly", "yes"])
+    });
+    let mut c = s.client();
+    for i in 0..50 {
+        addjob(&mut c, "q", &format!("job{i}"), &[]);
+    }
+    s.sigterm();
+    assert!(s.wait_exit(WAIT).is_some_and(|st| st.success()));
+    drop(s);
+
+    let p = Proc::start(
+        &dir,
+        &["--appendonly", "yes"],
+        &[("DISQUE_DEBUG_LOADING_DELAY_MS", "1500")],
+    );
+    let mut c = Client::connect(p.port("disque-server loading "));
+    assert_eq!(c.cmd(&["PING"]), Reply::Status("PONG".into()));
+    assert_eq!(c.info_field("loading"), "1");
+    assert!(c.info_int("loading_total_bytes") > 0);
+    let loading = Reply::Error("LOADING Disque is loading the dataset in memory".into());
+    assert_eq!(c.cmd(&["QLEN", "q"]), loading);
+    assert_eq!(c.cmd(&["GETJOB", "FROM", "q"]), loading);
+    assert_eq!(c.cmd(&["ADDJOB", "q", "x", "0"]), loading);
+    assert_eq!(c.cmd(&["CLUSTER", "INFO"]), loading);
+    // Then it finishes by itself and everything is there.
+    assert!(wait_until(WAIT, POLL, || c.info_field("loading") == "0"));
+    // Loaded jobs come back active, not queued (WIRE 10.4).
+    assert_eq!(c.info_int("registered_jobs"), 50);
+    p.line("disque-server ready ");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn sighup_reopens_the_log_file_and_keeps_running() {
+    let mut s = Server::start(ServerOpts::with_args(&["--logfile", "disque.log"]));
+    let log = s.dir().join("disque.log");
+    let rotated = s.dir().join("disque.log.1");
+    assert!(wait_until(WAIT, POLL, || std::fs::read_to_string(&log)
+        .is_ok_and(|t| t.contains("Ready to accept connections"))));
+    std::fs::rename(&log, &rotated).expect("rotate");
+    let pid = i32::try_from(s.pid()).expect("pid fits");
+    // SAFETY: kill(2) on the child we started and still own.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGHUP) }, 0);
+    assert!(
+        wait_until(WAIT, POLL, || std::fs::read_to_string(&log)
+            .is_ok_and(|t| t.contains("log file reopened"))),
+        "no new log file after SIGHUP"
+    );
+    assert!(s.is_running(), "SIGHUP killed the node");
+    let mut c = s.client();
+    assert_eq!(c.cmd(&["PING"]), Reply::Status("PONG".into()));
+    let old = std::fs::read_to_string(&rotated).expect("rotated log");
+    assert!(old.contains("Ready to accept connections"));
+    assert!(!old.contains("log file reopened"));
+}
+
+#[test]
+fn maxmemory_defaults_to_80_percent_of_the_cgroup_limit() {
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/cgroup");
+    let root = fixtures.join("v2-container");
+    let root = root.to_str().expect("utf-8 path");
+    for (args, want) in [
+        (&[][..], "214748320"),
+        (&["--maxmemory", "100mb"][..], "104857600"),
+    ] {
+        let dir = temp_dir("cgroup");
+        let p = Proc::start(&dir, args, &[("DISQUE_CGROUP_ROOT", root)]);
+        let mut c = Client::connect(p.port("disque-server ready "));
+        let r = c.cmd(&["CONFIG", "GET", "maxmemory"]);
+        assert_eq!(r.array()[1].text(), want, "{args:?}");
+        if args.is_empty() {
+            assert!(p.output().contains("cgroup memory limit"), "{}", p.output());
+        }
+        drop(p);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
