@@ -139,7 +139,7 @@ impl FileLoad {
     /// What was loaded (after the last `step` returned true).
     pub fn finish(mut self, engine: &Engine) -> Loaded {
         self.loaded.size = self.reader.offset();
-        self.loaded.jobs = engine.store.len();
+        self.loaded.jobs = engine.store().len();
         self.loaded
     }
 }
@@ -221,7 +221,7 @@ mod tests {
         j.ctime = u64::from(n);
         j.queue = Some(crate::job::QueueName::from(&b"q"[..]));
         j.body = Some(crate::job::Body::from(&[b'x'; 10][..]));
-        record_of(&j, None, &e.cluster, Flavor::Storage, 0).to_bytes()
+        record_of(&j, None, e.cluster(), Flavor::Storage, 0).to_bytes()
     }
 
     fn file_of(recs: &[AofRecord]) -> Vec<u8> {

@@ -77,8 +77,6 @@ pub const GOSSIP_ENTRY_LEN: usize = 98;
 /// Room for the textual IP in a gossip entry (longest IPv6 text + NUL).
 pub const GOSSIP_IP_LEN: usize = 46;
 
-/// Sender node flag that receivers copy (WIRE 8.1 bit7).
-pub const NODE_FLAG_LEAVING: u16 = 0x80;
 /// Do not reply (REPLJOB without GOTJOB).
 pub const MFLAG_NOREPLY: u8 = 0x01;
 /// QUEUED: increment the nack counter.
@@ -114,8 +112,8 @@ pub struct Header {
     pub sender: [u8; 40],
     /// Sender's client port (bus port = port + 10000).
     pub port: u16,
-    /// Sender's node flags; only [`NODE_FLAG_LEAVING`] is meaningful to
-    /// receivers.
+    /// Sender's node flags (the engine's node-table flags, which are the
+    /// wire values); only LEAVING (0x80) is meaningful to receivers.
     pub flags: u16,
     /// `MFLAG_*` bits.
     pub mflags: u8,
@@ -764,7 +762,7 @@ mod tests {
         Header {
             sender: *b"0123456789abcdef0123456789abcdef01234567",
             port: 7711,
-            flags: NODE_FLAG_LEAVING,
+            flags: 0x80,
             mflags,
         }
     }

@@ -4,7 +4,6 @@
 use bytes::Bytes;
 
 use super::{eq_ic, err, syntax_error, Ctx, Outcome};
-use crate::engine::cluster::FLAG_LEAVING;
 use crate::errors::WireError;
 use crate::resp::Reply;
 
@@ -13,21 +12,15 @@ pub fn cluster(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
     let now = ctx.now;
     let n = args.len();
     if eq_ic(sub, "nodes") && n == 2 {
-        return Reply::Bulk(Bytes::from(ctx.node.engine.cluster.nodes_text(true))).into();
+        return Reply::Bulk(Bytes::from(ctx.node.engine.cluster().nodes_text(true))).into();
     }
     if eq_ic(sub, "myid") && n == 2 {
-        return Reply::bulk(ctx.node.engine.cluster.my_id()).into();
+        return Reply::bulk(ctx.node.engine.cluster().my_id()).into();
     }
     if eq_ic(sub, "info") && n == 2 {
-        let c = &mut ctx.node.engine.cluster;
-        c.refresh_reachable();
+        let (known, reachable, size, sent, received) = ctx.node.engine.cluster_info();
         let text = format!(
-            "cluster_state:ok\r\ncluster_known_nodes:{}\r\ncluster_reachable_nodes:{}\r\ncluster_size:{}\r\ncluster_stats_messages_sent:{}\r\ncluster_stats_messages_received:{}\r\n",
-            c.known(),
-            c.reachable.len(),
-            c.size(),
-            c.stats_sent,
-            c.stats_received
+            "cluster_state:ok\r\ncluster_known_nodes:{known}\r\ncluster_reachable_nodes:{reachable}\r\ncluster_size:{size}\r\ncluster_stats_messages_sent:{sent}\r\ncluster_stats_messages_received:{received}\r\n",
         );
         return Reply::Bulk(Bytes::from(text)).into();
     }
@@ -53,7 +46,7 @@ pub fn cluster(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
         if id.len() != 40 {
             return err(WireError::InvalidNodeId);
         }
-        let c = &ctx.node.engine.cluster;
+        let c = ctx.node.engine.cluster();
         if id.as_ref() == c.my_id().as_slice() {
             return err(WireError::ForgetMyself);
         }
@@ -76,7 +69,7 @@ pub fn cluster(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
         return Reply::ok().into();
     }
     if eq_ic(sub, "leaving") && n == 2 {
-        let yes = ctx.node.engine.cluster.leaving();
+        let yes = ctx.node.engine.cluster().leaving();
         return Reply::Status(if yes { "yes" } else { "no" }.into()).into();
     }
     if eq_ic(sub, "leaving") && n == 3 {
@@ -87,17 +80,11 @@ pub fn cluster(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
         } else {
             return err(WireError::LeavingArg);
         };
-        let me = ctx.node.engine.cluster.myself_mut();
-        if on {
-            me.flags |= FLAG_LEAVING;
-        } else {
-            me.flags &= !FLAG_LEAVING;
-        }
-        ctx.node.engine.cluster.dirty = true;
+        ctx.node.engine.set_leaving(on);
         return Reply::ok().into();
     }
     if eq_ic(sub, "saveconfig") && n == 2 {
-        ctx.node.engine.cluster.dirty = true;
+        ctx.node.engine.request_nodes_save();
         return Reply::ok().into();
     }
     err(WireError::ClusterUsage)

@@ -68,8 +68,8 @@ pub fn hello(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
 
 fn disque_hello(ctx: &mut Ctx) -> Outcome {
     let engine = &ctx.node.engine;
-    let mut out = vec![Reply::Integer(1), Reply::bulk(engine.cluster.my_id())];
-    for (i, n) in engine.cluster.live() {
+    let mut out = vec![Reply::Integer(1), Reply::bulk(engine.cluster().my_id())];
+    for (i, n) in engine.cluster().live() {
         let mut prio = 1;
         if i != 0 && !n.link {
             prio = 5;

@@ -110,8 +110,8 @@ fn section(node: &Node, name: &str, now: u64, out: &mut String) {
             line("mem_fragmentation_ratio", &format!("{frag:.2}"));
             line("mem_allocator", &"libc");
         }
-        "jobs" => line("# Jobs\r\nregistered_jobs", &node.engine.store.len()),
-        "queues" => line("# Queues\r\nregistered_queues", &node.engine.queues.len()),
+        "jobs" => line("# Jobs\r\nregistered_jobs", &node.engine.store().len()),
+        "queues" => line("# Queues\r\nregistered_queues", &node.engine.queues().len()),
         "persistence" => {
             let a = &node.aof;
             line("# Persistence\r\nloading", &u8::from(a.loading.is_some()));

@@ -390,7 +390,7 @@ pub fn dispatch(node: &mut Node, client: &mut ClientState, args: &[Bytes], now: 
     if node.aof.loading.is_some() && spec.flags & F_LOADING == 0 && spec.name != "ping" {
         return err(WireError::Loading);
     }
-    if node.engine.memory.maxmemory != 0 {
+    if node.engine.maxmemory() != 0 {
         let ok = node.engine.free_memory_if_needed(now);
         if !ok && spec.flags & F_DENYOOM != 0 {
             return err(WireError::Oom);

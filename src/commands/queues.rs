@@ -45,7 +45,7 @@ pub fn qstat(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
         .fed
         .responders
         .keys()
-        .filter_map(|&n| engine.cluster.get(n))
+        .filter_map(|&n| engine.cluster().get(n))
         .map(|n| Reply::bulk(n.id))
         .collect();
     let pairs = vec![

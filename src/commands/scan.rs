@@ -121,8 +121,8 @@ pub fn qscan(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
     };
     let engine = &ctx.node.engine;
     let now = ctx.now;
-    let (next, items) = walk(&opts, engine.queues.capacity_slots(), |slot| {
-        let q = engine.queues.get(slot as u32)?;
+    let (next, items) = walk(&opts, engine.queues().capacity_slots(), |slot| {
+        let q = engine.queues().get(slot as u32)?;
         let len = q.len() as i64;
         if minlen.is_some_and(|m| len < m) || maxlen.is_some_and(|m| len > m) {
             return None;
@@ -164,8 +164,8 @@ pub fn jscan(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
     };
     let engine = &ctx.node.engine;
     let now = ctx.now;
-    let (next, items) = walk(&opts, engine.store.slots(), |slot| {
-        let j = engine.store.get(slot as u32)?;
+    let (next, items) = walk(&opts, engine.store().slots(), |slot| {
+        let j = engine.store().get(slot as u32)?;
         if j.nodes_delivered.is_empty() {
             return None;
         }

@@ -21,7 +21,7 @@ pub fn show(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
 fn node_ids(engine: &Engine, nodes: impl Iterator<Item = u32>) -> Reply {
     Reply::Array(
         nodes
-            .filter_map(|n| engine.cluster.get(n))
+            .filter_map(|n| engine.cluster().get(n))
             .map(|n| Reply::bulk(n.id))
             .collect(),
     )
@@ -35,7 +35,7 @@ pub fn describe(engine: &Engine, h: JobHandle, now: u64) -> Reply {
     let dummy = j.is_dummy();
     let num = |v: u64| Reply::Integer(v.min(i64::MAX as u64) as i64);
     let ttl = i64::from(j.etime) - (now / 1000) as i64;
-    let confirmed = match engine.confirmed.get(&h) {
+    let confirmed = match engine.confirmed_of(h) {
         Some(c) => node_ids(engine, c.iter()),
         None => Reply::Array(Vec::new()),
     };

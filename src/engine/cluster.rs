@@ -12,7 +12,9 @@ pub const FLAG_HANDSHAKE: u16 = 8;
 pub const FLAG_NOADDR: u16 = 16;
 pub const FLAG_MEET: u16 = 32;
 pub const FLAG_DELETED: u16 = 64;
-pub const FLAG_LEAVING: u16 = 128;
+/// Also the sender flag on the bus (the header carries these bits as they
+/// are): the one LEAVING constant.
+pub const FLAG_LEAVING: u16 = 0x80;
 
 /// Flag names in CLUSTER NODES and nodes.conf, in Disque's order.
 const FLAG_NAMES: [(u16, &str); 6] = [

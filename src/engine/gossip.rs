@@ -9,7 +9,7 @@ use super::cluster::{
     FLAG_DELETED, FLAG_FAIL, FLAG_HANDSHAKE, FLAG_LEAVING, FLAG_MEET, FLAG_NOADDR, FLAG_PFAIL,
 };
 use super::Engine;
-use crate::cluster::message::{Body, GossipEntry, Header, Message, NODE_FLAG_LEAVING};
+use crate::cluster::message::{Body, GossipEntry, Header, Message};
 use crate::job::NodeIdx;
 
 /// Where a bus message arrived.
@@ -31,7 +31,7 @@ impl Engine {
             sender: me.id,
             port: me.port,
             flags: if me.has(FLAG_LEAVING) {
-                NODE_FLAG_LEAVING
+                FLAG_LEAVING
             } else {
                 0
             },
@@ -222,7 +222,7 @@ impl Engine {
             return;
         }
         if let Some(n) = self.cluster.nodes.get_mut(s as usize) {
-            let leaving = h.flags & NODE_FLAG_LEAVING != 0;
+            let leaving = h.flags & FLAG_LEAVING != 0;
             if leaving != n.has(FLAG_LEAVING) {
                 if leaving {
                     n.flags |= FLAG_LEAVING;

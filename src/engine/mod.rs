@@ -27,6 +27,7 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use tokio::sync::oneshot;
 
+use crate::errors::WireError;
 use crate::job::{Job, JobId, JobState, NodeIdx, NodeSet, F_BCAST_QUEUED, F_BCAST_WILLQUEUE};
 use crate::queue::{ClientId, Queue, PAUSE_OUT};
 use crate::resp::Reply;
@@ -121,31 +122,31 @@ pub struct AddWaiter {
 }
 
 pub struct Engine {
-    pub store: JobStore,
-    pub queues: Slab<Queue>,
-    pub queue_index: HashMap<Bytes, u32>,
-    pub cluster: Cluster,
-    pub waiters: HashMap<ClientId, GetWaiter>,
-    pub waiter_timeouts: BTreeSet<(u64, ClientId)>,
+    store: JobStore,
+    queues: Slab<Queue>,
+    queue_index: HashMap<Bytes, u32>,
+    cluster: Cluster,
+    waiters: HashMap<ClientId, GetWaiter>,
+    waiter_timeouts: BTreeSet<(u64, ClientId)>,
     /// Blocked ADDJOB clients by job (few at a time, so kept out of `Job`).
-    pub adders: HashMap<JobHandle, AddWaiter>,
+    adders: HashMap<JobHandle, AddWaiter>,
     /// nodes_confirmed (WIRE 2.1) of wait-repl and acked jobs; absent = none.
-    pub confirmed: HashMap<JobHandle, NodeSet>,
+    confirmed: HashMap<JobHandle, NodeSet>,
     /// Extension fields of the jobs flagged `F_EXT` (`crate::job_ext`).
-    pub ext: HashMap<JobHandle, crate::job_ext::JobExt>,
+    ext: HashMap<JobHandle, crate::job_ext::JobExt>,
     /// Jobs with a blocked ADDJOB client, by deadline (u64::MAX = none).
-    pub add_timeouts: BTreeSet<(u64, JobHandle)>,
-    pub add_waiting: usize,
+    add_timeouts: BTreeSet<(u64, JobHandle)>,
+    add_waiting: usize,
     /// Queues that gained jobs while clients were blocked on them.
-    pub ready: Vec<Bytes>,
-    pub rng: SmallRng,
-    pub last_ctime: u64,
-    pub out: Effects,
-    pub memory: MemoryConfig,
+    ready: Vec<Bytes>,
+    rng: SmallRng,
+    last_ctime: u64,
+    out: Effects,
+    memory: MemoryConfig,
     /// When set, LOADJOB/DELJOB records are produced.
-    pub aof: bool,
-    pub last_need_jobs_cron: u64,
-    pub last_queue_evict: u64,
+    aof: bool,
+    last_need_jobs_cron: u64,
+    last_queue_evict: u64,
 }
 
 /// `rand() % 500 - 250`: desynchronises timers across nodes.
@@ -180,6 +181,156 @@ impl Engine {
             last_need_jobs_cron: 0,
             last_queue_evict: 0,
         }
+    }
+
+    // ----- what the shell and the commands may see and change -----
+
+    /// The job table (read-only: jobs change through engine calls).
+    pub fn store(&self) -> &JobStore {
+        &self.store
+    }
+
+    /// Every queue, by handle (SCAN cursors are handles).
+    pub fn queues(&self) -> &Slab<Queue> {
+        &self.queues
+    }
+
+    /// The node table.
+    pub fn cluster(&self) -> &Cluster {
+        &self.cluster
+    }
+
+    /// nodes_confirmed of a wait-repl or acked job (SHOW).
+    pub fn confirmed_of(&self, h: JobHandle) -> Option<&NodeSet> {
+        self.confirmed.get(&h)
+    }
+
+    /// Startup: the node table loaded from nodes.conf (index 0 is this
+    /// node), and the port bound now.
+    pub fn restore_nodes(&mut self, nodes: Vec<cluster::NodeInfo>) {
+        self.cluster.nodes = nodes;
+    }
+
+    /// Startup / CONFIG SET: the address this node was bound to and the
+    /// failure-detection timeout.
+    pub fn set_port(&mut self, port: u16) {
+        self.cluster.myself_mut().port = port;
+        self.cluster.refresh_reachable();
+    }
+
+    pub fn set_node_timeout(&mut self, ms: u64) {
+        self.cluster.node_timeout = ms;
+    }
+
+    /// maxmemory (0 = no limit) and what to do when it is reached, and the
+    /// process's allocated-bytes counter.
+    pub fn set_memory_limit(&mut self, maxmemory: u64, policy: memory::Policy) {
+        self.memory.maxmemory = maxmemory;
+        self.memory.policy = policy;
+    }
+
+    pub fn set_memory_counter(&mut self, used: fn() -> usize) {
+        self.memory.used = used;
+    }
+
+    pub fn maxmemory(&self) -> u64 {
+        self.memory.maxmemory
+    }
+
+    /// CLUSTER LEAVING yes|no: flips this node's LEAVING flag, which the
+    /// next PING/PONG carries to every peer, and saves nodes.conf.
+    pub fn set_leaving(&mut self, on: bool) {
+        let me = self.cluster.myself_mut();
+        if on {
+            me.flags |= cluster::FLAG_LEAVING;
+        } else {
+            me.flags &= !cluster::FLAG_LEAVING;
+        }
+        self.cluster.dirty = true;
+    }
+
+    /// CLUSTER SAVECONFIG: save nodes.conf at the next opportunity.
+    pub fn request_nodes_save(&mut self) {
+        self.cluster.dirty = true;
+    }
+
+    /// The nodes.conf text, if the table changed since the last call.
+    pub fn take_nodes_conf(&mut self) -> Option<String> {
+        if !self.cluster.dirty {
+            return None;
+        }
+        self.cluster.dirty = false;
+        Some(self.cluster.nodes_text(false))
+    }
+
+    /// CLUSTER INFO: (known, reachable, size, messages sent, received).
+    pub fn cluster_info(&mut self) -> (usize, usize, usize, u64, u64) {
+        let c = &mut self.cluster;
+        c.refresh_reachable();
+        (
+            c.known(),
+            c.reachable.len(),
+            c.size(),
+            c.stats_sent,
+            c.stats_received,
+        )
+    }
+
+    /// Whether LOADJOB/DELJOB records are produced (AOF on, or a rewrite
+    /// capturing them).
+    pub fn set_aof_records(&mut self, on: bool) {
+        self.aof = on;
+    }
+
+    pub fn aof_records(&self) -> bool {
+        self.aof
+    }
+
+    /// AOF records produced since the effects were last taken.
+    pub fn pending_aof_records(&self) -> usize {
+        self.out.aof.len()
+    }
+
+    /// Take the AOF records produced so far (a synchronous operation must
+    /// see them in the file first).
+    pub fn take_aof_records(&mut self) -> Vec<AofRecord> {
+        std::mem::take(&mut self.out.aof)
+    }
+
+    /// Take every effect produced so far (after `take_messages`).
+    pub fn take_effects(&mut self) -> Effects {
+        std::mem::take(&mut self.out)
+    }
+
+    /// WORKING: postpone the next delivery by a retry period and tell the
+    /// other holders. Returns the retry period in seconds.
+    pub fn working(&mut self, id: &JobId, now: u64) -> Result<u32, WireError> {
+        let Some(h) = self.lookup(id) else {
+            return Err(WireError::NoJob);
+        };
+        let Some(j) = self.job(h) else {
+            return Err(WireError::NoJob);
+        };
+        let ctime_ms = j.ctime / 1_000_000;
+        let life = (i128::from(j.etime) * 1000) - i128::from(ctime_ms);
+        let elapsed = i128::from(now) - i128::from(ctime_ms);
+        if life > 0 && elapsed > life / 2 {
+            return Err(WireError::TooLate);
+        }
+        self.dequeue(h);
+        let jitter = rand250(&mut self.rng);
+        let Some(j) = self.store.get_mut(h) else {
+            return Err(WireError::NoJob);
+        };
+        j.flags |= F_BCAST_WILLQUEUE;
+        if j.retry != 0 && j.qtime != 0 {
+            j.qtime = add_ms(now + u64::from(j.retry) * 1000, jitter);
+        }
+        let retry = j.retry;
+        self.apply_backoff(h, now);
+        self.update_awake(h, now);
+        self.send_to_delivered(h, BusOut::Working { job: *id, delay: 0 });
+        Ok(retry)
     }
 
     /// Creation time for a new job: unix ms * 1e6, strictly increasing.

@@ -241,18 +241,19 @@ impl Node {
     /// Push a CONFIG SET change into the running node.
     pub fn apply_config(&mut self, name: &str, now: u64) -> Result<(), crate::errors::WireError> {
         match name {
-            "maxmemory" => {
-                self.engine.memory.maxmemory = self.config.maxmemory;
-                self.engine.free_memory_if_needed(now);
-            }
-            "maxmemory-policy" => {
-                self.engine.memory.policy = memory_policy(&self.config);
+            "maxmemory" | "maxmemory-policy" => {
+                let policy = memory_policy(&self.config);
+                self.engine.set_memory_limit(self.config.maxmemory, policy);
+                if name == "maxmemory" {
+                    self.engine.free_memory_if_needed(now);
+                }
             }
             "appendonly" => persistence::set_appendonly(self, now)?,
             "appendfsync" => persistence::set_fsync_policy(self),
             "loglevel" => crate::logging::set_level(self.config.loglevel),
             "cluster-node-timeout" => {
-                self.engine.cluster.node_timeout = self.config.cluster_node_timeout;
+                self.engine
+                    .set_node_timeout(self.config.cluster_node_timeout);
             }
             _ => {}
         }

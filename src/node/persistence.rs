@@ -121,7 +121,8 @@ fn aof_path(node: &Node) -> PathBuf {
 
 /// Records are produced while AOF is on or a rewrite needs to capture them.
 fn sync_engine_flag(node: &mut Node) {
-    node.engine.aof = node.aof.state != AofState::Off || node.aof.rewrite_in_progress;
+    node.engine
+        .set_aof_records(node.aof.state != AofState::Off || node.aof.rewrite_in_progress);
 }
 
 /// Startup: load the AOF when `appendonly yes` or `aof-enqueue-jobs-once
@@ -147,7 +148,7 @@ pub fn begin_load(node: &mut Node) -> Result<Option<loader::FileLoad>, String> {
     if !(node.config.appendonly || node.config.aof_enqueue_jobs_once) {
         return Ok(None);
     }
-    node.engine.aof = false;
+    node.engine.set_aof_records(false);
     let opts = loader::LoadOptions {
         truncated_ok: node.config.aof_load_truncated,
         enqueue: node.config.aof_enqueue_jobs_once,
@@ -231,7 +232,7 @@ pub fn dispatch(node: &mut Node, recs: Vec<AofRecord>, now: u64) {
 /// The wait a connection must complete before writing the replies of the
 /// batch that is about to be drained (None when it produced no record).
 pub fn pending_sync(node: &Node) -> Option<SyncWait> {
-    let n = node.engine.out.aof.len() as u64;
+    let n = node.engine.pending_aof_records() as u64;
     if n == 0 {
         return None;
     }
@@ -256,11 +257,11 @@ fn wait_for(node: &Node, aof: &Aof, seq: u64) -> SyncWait {
 /// which must not leave before the replica's record is written (durable
 /// with `always`).
 pub fn produced_sync(node: &Node) -> Option<SyncWait> {
-    if !node.engine.aof {
+    if !node.engine.aof_records() {
         return None;
     }
     let aof = node.aof_writer.as_ref()?;
-    let last = aof.next_seq - 1 + node.engine.out.aof.len() as u64;
+    let last = aof.next_seq - 1 + node.engine.pending_aof_records() as u64;
     (last > 0).then(|| wait_for(node, aof, last))
 }
 
@@ -320,7 +321,7 @@ fn snapshot_step(node: &mut Node) -> bool {
     if !chunk.is_empty() {
         aof.writer.send(Msg::RewriteChunk(chunk));
     }
-    if next >= node.engine.store.slots() {
+    if next >= node.engine.store().slots() {
         aof.snapshot = None;
         aof.writer.send(Msg::RewriteFinish { done: None });
         false
@@ -334,15 +335,15 @@ fn snapshot_step(node: &mut Node) -> bool {
 /// the bytes and the next slot to visit.
 fn encode_chunk(engine: &crate::engine::Engine, from: usize) -> (Vec<u8>, usize) {
     let mut out = Vec::new();
-    let mut next = (from + CHUNK_SLOTS).min(engine.store.slots());
-    for (h, j) in engine.store.iter_from(from) {
+    let mut next = (from + CHUNK_SLOTS).min(engine.store().slots());
+    for (h, j) in engine.store().iter_from(from) {
         let ext = engine.ext_of(h);
         let h = h as usize;
         if h >= next {
             break;
         }
         if matches!(j.state, JobState::Active | JobState::Queued) {
-            let rec = record_of(j, ext, &engine.cluster, Flavor::Storage, 0);
+            let rec = record_of(j, ext, engine.cluster(), Flavor::Storage, 0);
             reader::encode_loadjob(&rec.to_bytes(), &mut out);
         }
         if out.len() >= CHUNK_BYTES {
@@ -411,7 +412,7 @@ fn rewrite_done(node: &mut Node, r: writer::RewriteReport, now: u64) {
 /// Send this batch's pending records now, so a synchronous operation that
 /// follows sees them in the file first.
 pub fn dispatch_pending(node: &mut Node, now: u64) {
-    let recs = std::mem::take(&mut node.engine.out.aof);
+    let recs = node.engine.take_aof_records();
     dispatch(node, recs, now);
 }
 
@@ -432,7 +433,7 @@ pub fn rewrite_now(node: &mut Node, now: u64) -> Result<(), String> {
     }
     aof.writer.send(Msg::RewriteBegin { incremental_fsync });
     let mut from = 0;
-    while from < node.engine.store.slots() {
+    while from < node.engine.store().slots() {
         let (chunk, next) = encode_chunk(&node.engine, from);
         if !chunk.is_empty() {
             aof.writer.send(Msg::RewriteChunk(chunk));
@@ -472,7 +473,7 @@ pub fn debug_reload(node: &mut Node, now: u64) -> Result<(), String> {
         }
     }
     // Neither the flush nor the replay may append to the file we read.
-    node.engine.aof = false;
+    node.engine.set_aof_records(false);
     node.engine.flushall(now);
     let opts = loader::LoadOptions {
         truncated_ok: node.config.aof_load_truncated,
@@ -480,7 +481,7 @@ pub fn debug_reload(node: &mut Node, now: u64) -> Result<(), String> {
     };
     let path = aof_path(node);
     let r = loader::load_file(&mut node.engine, &path, opts, now);
-    node.engine.out.aof.clear();
+    node.engine.take_aof_records();
     sync_engine_flag(node);
     r.map(|_| ())
 }
@@ -531,6 +532,6 @@ pub fn kick(node: &Node) -> Option<Arc<Notify>> {
 /// which stops it outside the lock.
 pub fn take_writer(node: &mut Node, now: u64) -> Option<Writer> {
     dispatch_pending(node, now);
-    node.engine.aof = false;
+    node.engine.set_aof_records(false);
     node.aof_writer.take().map(|a| a.writer)
 }

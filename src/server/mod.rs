@@ -55,6 +55,17 @@ pub struct Shared {
     restart_after_ms: AtomicU64,
 }
 
+/// A panic while the node lock was held left the engine's state possibly
+/// half-updated (a job dequeued but not delivered, an index out of step
+/// with the table): serving on from it could lose or duplicate jobs, so
+/// stop here, loudly. Replicas and the AOF recover the jobs on restart.
+#[cold]
+fn poisoned() -> ! {
+    tracing::error!("A command panicked while holding the node lock: the node state may be half-updated. Aborting.");
+    eprintln!("disque-server: a command panicked while holding the node lock; the node state may be half-updated. Aborting.");
+    std::process::abort()
+}
+
 impl Shared {
     pub fn new(
         node: Node,
@@ -106,13 +117,11 @@ impl Shared {
         for _ in 0..SPIN_TRIES {
             match self.node.try_lock() {
                 Ok(g) => return g,
-                Err(std::sync::TryLockError::Poisoned(e)) => return e.into_inner(),
+                Err(std::sync::TryLockError::Poisoned(_)) => poisoned(),
                 Err(std::sync::TryLockError::WouldBlock) => std::hint::spin_loop(),
             }
         }
-        // A panic while holding the lock is a bug; keep serving with the
-        // state as it is rather than poisoning every later command.
-        self.node.lock().unwrap_or_else(|e| e.into_inner())
+        self.node.lock().unwrap_or_else(|_| poisoned())
     }
 
     /// Run `f` on the node with the current time, then hand off effects.
@@ -157,7 +166,7 @@ impl Shared {
                 }
             });
         }
-        let mut effects = std::mem::take(&mut node.engine.out);
+        let mut effects = node.engine.take_effects();
         for idx in effects.disconnect.drain(..) {
             self.bus.disconnect(idx);
         }
@@ -196,7 +205,7 @@ pub async fn run(config: crate::config::Config) -> Result<Exit, String> {
             // `parse` guarantees index 0 is the myself line.
             let me = l.nodes[0].id;
             let mut e = crate::engine::Engine::new(me, port, rand::random(), now);
-            e.cluster.nodes = l.nodes;
+            e.restore_nodes(l.nodes);
             tracing::info!(node_id = %String::from_utf8_lossy(&me), "Node configuration loaded.");
             e
         }
@@ -208,12 +217,10 @@ pub async fn run(config: crate::config::Config) -> Result<Exit, String> {
     };
     // The persisted LEAVING flag and address come with the myself line;
     // the port is always the one bound now.
-    engine.cluster.myself_mut().port = port;
-    engine.cluster.node_timeout = config.cluster_node_timeout;
-    engine.cluster.refresh_reachable();
-    engine.memory.maxmemory = config.maxmemory;
-    engine.memory.policy = crate::node::memory_policy(&config);
-    engine.memory.used = crate::memory::allocated;
+    engine.set_node_timeout(config.cluster_node_timeout);
+    engine.set_port(port);
+    engine.set_memory_counter(crate::memory::allocated);
+    engine.set_memory_limit(config.maxmemory, crate::node::memory_policy(&config));
     // With `port 0` the node picked a port: report and rewrite the real one.
     config.port = port;
     let unix_path = config.unixsocket.clone();

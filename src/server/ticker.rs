@@ -54,13 +54,7 @@ fn sample_stats(node: &mut crate::node::Node, now: u64) {
 /// Persist the node table if it changed: the text is taken under the
 /// engine lock, the write and its two fsyncs run on a blocking thread.
 pub async fn save_nodes_conf(shared: &Arc<Shared>) {
-    let text = shared.with(|node, _| {
-        if !node.engine.cluster.dirty {
-            return None;
-        }
-        node.engine.cluster.dirty = false;
-        Some(node.engine.cluster.nodes_text(false))
-    });
+    let text = shared.with(|node, _| node.engine.take_nodes_conf());
     let Some(text) = text else { return };
     let shared = shared.clone();
     let save = tokio::task::spawn_blocking(move || {
