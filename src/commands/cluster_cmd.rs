@@ -30,12 +30,16 @@ pub fn cluster(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
         let Some(port) = super::parse_i64(&args[3]) else {
             return err(WireError::InvalidPort(port_s));
         };
-        let Ok(addr) = ip.parse::<std::net::IpAddr>() else {
-            return err(WireError::InvalidAddress(format!("{ip}:{port_s}")));
-        };
         if !(1..=55535).contains(&port) {
             return err(WireError::InvalidAddress(format!("{ip}:{port_s}")));
         }
+        let Ok(addr) = ip.parse::<std::net::IpAddr>() else {
+            // A host name (our extension): the shell resolves it first.
+            return match crate::config::deploy::parse_host_port(&format!("{ip}:{port}")) {
+                Some((host, port)) if !host.contains(':') => Outcome::MeetHost { host, port },
+                _ => err(WireError::InvalidAddress(format!("{ip}:{port_s}"))),
+            };
+        };
         ctx.node
             .engine
             .cluster_meet(addr.to_string(), port as u16, now);

@@ -275,6 +275,12 @@ pub enum Outcome {
     },
     /// Switch the connection to MONITOR mode after replying +OK.
     Monitor,
+    /// CLUSTER MEET with a host name: the shell resolves it, meets the
+    /// address and replies.
+    MeetHost {
+        host: String,
+        port: u16,
+    },
 }
 
 impl From<Reply> for Outcome {

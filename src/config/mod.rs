@@ -7,6 +7,7 @@
 //! (starting the AOF, running eviction, re-arming the watchdog, ...).
 
 mod args;
+pub mod deploy;
 mod directives;
 mod glob;
 mod parse;
@@ -261,6 +262,8 @@ pub struct Config {
     pub protected_mode: bool,
     /// `tls-*` directives (our extension; see `security`).
     pub tls: security::TlsConfig,
+    /// Deployment extensions: cluster-join, announce addresses, drain.
+    pub deploy: deploy::DeployConfig,
 }
 
 /// Default values, shared by `Default` and by CONFIG REWRITE (which only
@@ -352,6 +355,7 @@ impl Default for Config {
             watchdog_period: 0,
             protected_mode: true,
             tls: security::TlsConfig::default(),
+            deploy: deploy::DeployConfig::default(),
         }
     }
 }

@@ -282,7 +282,10 @@ impl Config {
         );
         st.yes_no("aof-load-truncated", c.aof_load_truncated, true);
         st.yes_no("aof-enqueue-jobs-once", c.aof_enqueue_jobs_once, false);
-        for (option, line, force) in super::security::rewrite_lines(c) {
+        for (option, line, force) in super::security::rewrite_lines(c)
+            .into_iter()
+            .chain(super::deploy::rewrite_lines(c))
+        {
             st.rewrite_line(option, line, force);
         }
         st.remove_orphans();

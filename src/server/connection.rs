@@ -299,6 +299,12 @@ fn run_batch(
                     step = Step::Shutdown;
                     break;
                 }
+                Outcome::MeetHost { host, port } => {
+                    let (tx, rx) = tokio::sync::oneshot::channel();
+                    let _ = shared.meet_tx.send((host, port, tx));
+                    step = Step::Blocked(rx, suppress);
+                    break;
+                }
                 Outcome::Monitor => {
                     encode(&Reply::ok(), client.proto, wbuf);
                     step = Step::Monitor;

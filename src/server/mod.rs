@@ -6,6 +6,7 @@
 pub mod access;
 pub mod bus;
 pub mod connection;
+pub mod join;
 pub mod listener;
 pub mod loading;
 pub mod nodes_conf;
@@ -46,6 +47,9 @@ pub struct Shared {
     pub idle_timeout: AtomicU64,
     pub bus: Arc<bus::Bus>,
     connect_tx: tokio::sync::mpsc::UnboundedSender<bus::ConnectRequest>,
+    /// CLUSTER MEET <host>: resolved by `join::meet_resolver`.
+    pub meet_tx: tokio::sync::mpsc::UnboundedSender<join::MeetRequest>,
+    meet_rx: Mutex<Option<tokio::sync::mpsc::UnboundedReceiver<join::MeetRequest>>>,
     node_timeout: AtomicU64,
     /// `cluster-secret`: bus connections must authenticate when set.
     pub bus_secret: Option<Vec<u8>>,
@@ -78,6 +82,7 @@ impl Shared {
         let bus_secret = node.config.cluster_secret.clone().map(String::into_bytes);
         let (shutdown_tx, _) = watch::channel(false);
         let (connect_tx, connect_rx) = tokio::sync::mpsc::unbounded_channel();
+        let (meet_tx, meet_rx) = tokio::sync::mpsc::unbounded_channel();
         let shared = Arc::new(Shared {
             node: Mutex::new(node),
             tick_notify: Notify::new(),
@@ -87,6 +92,8 @@ impl Shared {
             idle_timeout: AtomicU64::new(idle),
             bus: Arc::new(bus::Bus::default()),
             connect_tx,
+            meet_tx,
+            meet_rx: Mutex::new(Some(meet_rx)),
             node_timeout: AtomicU64::new(node_timeout),
             nodes_conf: Mutex::new(None),
             restart_after_ms: AtomicU64::new(u64::MAX),
@@ -257,6 +264,13 @@ pub async fn run(config: crate::config::Config) -> Result<Exit, String> {
         tokio::spawn(bus::accept_loop(shared.clone(), l));
     }
     tokio::spawn(bus::connector(shared.clone(), connect_rx));
+    if let Some(rx) = shared.meet_rx.lock().ok().and_then(|mut g| g.take()) {
+        tokio::spawn(join::meet_resolver(shared.clone(), rx));
+    }
+    let seeds = shared.with(|node, _| node.config.deploy.join.clone());
+    if !seeds.is_empty() {
+        tokio::spawn(join::join(shared.clone(), seeds));
+    }
     let ticker = tokio::spawn(ticker::run(shared.clone()));
     tokio::spawn(persistence::run_task(shared.clone()));
 

@@ -202,3 +202,82 @@ fn maxmemory_defaults_to_80_percent_of_the_cgroup_limit() {
         let _ = std::fs::remove_dir_all(&dir);
     }
 }
+
+fn cluster_field(c: &mut Client, field: &str) -> i64 {
+    let info = c.cmd(&["CLUSTER", "INFO"]).text();
+    crate::harness::info_value(&info, field)
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(-1)
+}
+
+/// A client port whose bus port is free too, for a node that must be
+/// named before it starts (the seed of `cluster-join`).
+fn free_port_pair() -> u16 {
+    for _ in 0..100 {
+        let Ok(l) = std::net::TcpListener::bind("0.0.0.0:0") else {
+            continue;
+        };
+        let Ok(addr) = l.local_addr() else { continue };
+        let p = addr.port();
+        if p <= 55535 && std::net::TcpListener::bind(("0.0.0.0", p + 10000)).is_ok() {
+            return p;
+        }
+    }
+    panic!("no free port pair");
+}
+
+#[test]
+fn cluster_join_by_name_keeps_trying_until_the_seed_is_up() {
+    let seed_port = free_port_pair();
+    let seed_addr = format!("localhost:{seed_port}");
+    let a = Server::start(ServerOpts::with_args(&["--cluster-join", &seed_addr]));
+    let mut ca = a.client();
+    // Nobody to meet yet: the joiner stays alone and keeps trying.
+    assert_eq!(cluster_field(&mut ca, "cluster_reachable_nodes"), 0);
+    let b = Server::start(ServerOpts {
+        port: Some(seed_port),
+        ..ServerOpts::default()
+    });
+    let mut cb = b.client();
+    assert!(
+        wait_until(WAIT, POLL, || cluster_field(
+            &mut ca,
+            "cluster_reachable_nodes"
+        ) == 1
+            && cluster_field(&mut cb, "cluster_reachable_nodes") == 1),
+        "no join; joiner output:\n{}",
+        a.output()
+    );
+    assert!(wait_until(WAIT, POLL, || a
+        .output()
+        .contains("cluster-join: joined the cluster")));
+    // The seed is known by its resolved numeric address.
+    let nodes = ca.cmd(&["CLUSTER", "NODES"]).text();
+    assert!(nodes.contains(&format!("127.0.0.1:{seed_port}")), "{nodes}");
+}
+
+#[test]
+fn cluster_meet_resolves_host_names() {
+    let a = Server::start_default();
+    let b = Server::start_default();
+    let mut ca = a.client();
+    let port = b.port().to_string();
+    assert_eq!(
+        ca.cmd(&["CLUSTER", "MEET", "localhost", &port]),
+        Reply::Status("OK".into())
+    );
+    assert!(wait_until(WAIT, POLL, || cluster_field(
+        &mut ca,
+        "cluster_reachable_nodes"
+    ) == 1));
+    let bad = ca.cmd(&["CLUSTER", "MEET", "no-such-node.invalid", "7711"]);
+    assert_eq!(
+        bad,
+        Reply::Error("ERR Invalid node address specified: no-such-node.invalid:7711".into())
+    );
+    let bad = ca.cmd(&["CLUSTER", "MEET", "not/a/host", "7711"]);
+    assert_eq!(
+        bad,
+        Reply::Error("ERR Invalid node address specified: not/a/host:7711".into())
+    );
+}

@@ -1,0 +1,192 @@
+//! Deployment directives (our extensions, docs/DEPLOY.md): `cluster-join`,
+//! `cluster-announce-ip`, `cluster-announce-port`,
+//! `cluster-announce-bus-port` and `shutdown-drain-timeout`. Config file
+//! and command line only (not in CONFIG GET/SET); CONFIG REWRITE keeps
+//! them.
+
+use super::values::{parse_u64, repr};
+use super::Config;
+
+const NAMES: &[&str] = &[
+    "cluster-join",
+    "cluster-announce-ip",
+    "cluster-announce-port",
+    "cluster-announce-bus-port",
+    "shutdown-drain-timeout",
+];
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct DeployConfig {
+    /// Seeds to meet at start, (host, client port); names are resolved
+    /// through DNS on every attempt.
+    pub join: Vec<(String, u16)>,
+    /// Address other nodes should use for this one (NAT, port mapping).
+    pub announce_ip: Option<std::net::IpAddr>,
+    /// Client port to announce (0 = the bound port).
+    pub announce_port: u16,
+    /// Bus port to announce (0 = client port + 10000).
+    pub announce_bus_port: u16,
+    /// Seconds a SIGTERM waits for queued jobs to move away (0 = no drain).
+    pub shutdown_drain_timeout: u64,
+}
+
+/// `host:port` (`[v6]:port` for IPv6 literals).
+pub fn parse_host_port(s: &str) -> Option<(String, u16)> {
+    let (host, port) = s.rsplit_once(':')?;
+    let port: u16 = port.parse().ok().filter(|&p| p > 0)?;
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    let ok = !host.is_empty()
+        && host.len() <= 253
+        && host
+            .bytes()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'.' | b'-' | b'_' | b':'));
+    ok.then(|| (host.to_string(), port))
+}
+
+fn port(v: &str, what: &str) -> Result<u16, String> {
+    parse_u64(v)
+        .and_then(|p| u16::try_from(p).ok())
+        .ok_or_else(|| format!("Invalid {what}"))
+}
+
+/// Config-file directive; None when `name` is not one of ours.
+pub(crate) fn apply_directive(
+    cfg: &mut Config,
+    name: &str,
+    args: &[String],
+) -> Option<Result<(), String>> {
+    if !NAMES.contains(&name) {
+        return None;
+    }
+    Some(apply(&mut cfg.deploy, name, args))
+}
+
+fn apply(d: &mut DeployConfig, name: &str, args: &[String]) -> Result<(), String> {
+    if name == "cluster-join" {
+        // Several seeds per line; an empty list clears the setting.
+        let mut seeds = Vec::new();
+        for a in args.iter().flat_map(|a| a.split_whitespace()) {
+            seeds.push(
+                parse_host_port(a)
+                    .ok_or_else(|| format!("Invalid cluster-join seed '{a}': use host:port"))?,
+            );
+        }
+        d.join = seeds;
+        return Ok(());
+    }
+    let [v] = args else {
+        return Err("Bad directive or wrong number of arguments".into());
+    };
+    let v = v.as_str();
+    match name {
+        "cluster-announce-ip" => {
+            d.announce_ip = if v.is_empty() {
+                None
+            } else {
+                Some(
+                    v.parse()
+                        .map_err(|_| "Invalid cluster-announce-ip address")?,
+                )
+            }
+        }
+        "cluster-announce-port" => d.announce_port = port(v, "cluster-announce-port")?,
+        "cluster-announce-bus-port" => d.announce_bus_port = port(v, "cluster-announce-bus-port")?,
+        _ => {
+            d.shutdown_drain_timeout =
+                parse_u64(v).ok_or("Invalid shutdown-drain-timeout (seconds, 0 = off)")?
+        }
+    }
+    Ok(())
+}
+
+/// (option, line, differs from default) for CONFIG REWRITE.
+pub(crate) fn rewrite_lines(c: &Config) -> Vec<(&'static str, String, bool)> {
+    let d = &c.deploy;
+    let seeds: Vec<String> = d
+        .join
+        .iter()
+        .map(|(h, p)| {
+            if h.contains(':') {
+                format!("[{h}]:{p}")
+            } else {
+                format!("{h}:{p}")
+            }
+        })
+        .collect();
+    vec![
+        (
+            "cluster-join",
+            format!("cluster-join {}", seeds.join(" ")),
+            !seeds.is_empty(),
+        ),
+        (
+            "cluster-announce-ip",
+            format!(
+                "cluster-announce-ip {}",
+                repr(&d.announce_ip.map(|i| i.to_string()).unwrap_or_default())
+            ),
+            d.announce_ip.is_some(),
+        ),
+        (
+            "cluster-announce-port",
+            format!("cluster-announce-port {}", d.announce_port),
+            d.announce_port != 0,
+        ),
+        (
+            "cluster-announce-bus-port",
+            format!("cluster-announce-bus-port {}", d.announce_bus_port),
+            d.announce_bus_port != 0,
+        ),
+        (
+            "shutdown-drain-timeout",
+            format!("shutdown-drain-timeout {}", d.shutdown_drain_timeout),
+            d.shutdown_drain_timeout != 0,
+        ),
+    ]
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)] // tests may panic
+mod tests {
+    use super::*;
+
+    fn cfg(text: &str) -> Result<Config, String> {
+        super::super::parse_str(text, Config::default()).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn seeds() {
+        assert_eq!(
+            parse_host_port("disque-1:7711"),
+            Some(("disque-1".into(), 7711))
+        );
+        assert_eq!(parse_host_port("[::1]:7711"), Some(("::1".into(), 7711)));
+        assert_eq!(
+            parse_host_port("10.0.0.1:7711"),
+            Some(("10.0.0.1".into(), 7711))
+        );
+        for bad in [
+            "disque-1", ":7711", "h:0", "h:x", "h:70000", "a b:1", "h/x:1",
+        ] {
+            assert_eq!(parse_host_port(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn directives() {
+        let c = cfg("cluster-join a:7711 b.svc:7712\ncluster-announce-ip 10.1.2.3\ncluster-announce-port 30001\ncluster-announce-bus-port 30002\nshutdown-drain-timeout 20\n").unwrap();
+        let d = &c.deploy;
+        assert_eq!(d.join, vec![("a".into(), 7711), ("b.svc".into(), 7712)]);
+        assert_eq!(d.announce_ip, Some("10.1.2.3".parse().unwrap()));
+        assert_eq!((d.announce_port, d.announce_bus_port), (30001, 30002));
+        assert_eq!(d.shutdown_drain_timeout, 20);
+        assert!(cfg("cluster-join nope")
+            .unwrap_err()
+            .contains("Invalid cluster-join seed 'nope'"));
+        assert!(cfg("cluster-announce-ip host")
+            .unwrap_err()
+            .contains("cluster-announce-ip"));
+        assert!(cfg("cluster-announce-port 70000").is_err());
+        assert!(cfg("shutdown-drain-timeout -1").is_err());
+    }
+}
