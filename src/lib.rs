@@ -36,6 +36,7 @@ pub mod resp;
 pub mod server;
 pub mod slab;
 pub mod sys;
+pub mod tls;
 
 /// The version reported by INFO and HELLO.
 pub const VERSION: &str = "1.0-rc1";

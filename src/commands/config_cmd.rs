@@ -31,6 +31,9 @@ pub fn config(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
             return wrong();
         }
         let name = String::from_utf8_lossy(&args[2]).to_ascii_lowercase();
+        if crate::config::security::reloads_tls(&name) {
+            return set_tls(ctx, &name, &args[3]);
+        }
         return match ctx.node.config.set(&name, &args[3]) {
             Ok(canonical) => match ctx.node.apply_config(canonical, ctx.now) {
                 Ok(()) => Reply::ok().into(),
@@ -60,4 +63,26 @@ pub fn config(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
         };
     }
     super::err(WireError::ConfigUsage)
+}
+
+/// CONFIG SET of a tls-* parameter: re-read every certificate and key file
+/// (also when the value is unchanged: that is how rotated files are picked
+/// up) and swap the TLS configuration for new connections. If anything
+/// fails to load, the old value and configuration stay, as in Redis.
+fn set_tls(ctx: &mut Ctx, name: &str, value: &[u8]) -> Outcome {
+    let old = ctx.node.config.tls.clone();
+    if let Err(e) = ctx.node.config.set(name, value) {
+        return super::err(e.wire());
+    }
+    match ctx.node.tls.configure(&ctx.node.config.tls) {
+        Ok(()) => {
+            tracing::info!(parameter = name, "TLS configuration reloaded.");
+            Reply::ok().into()
+        }
+        Err(e) => {
+            tracing::warn!(parameter = name, error = %e, "TLS configuration not changed.");
+            ctx.node.config.tls = old;
+            super::err(crate::errors::WireError::TlsReload)
+        }
+    }
 }

@@ -94,6 +94,8 @@ pub struct Node {
     pub aof_writer: Option<persistence::Aof>,
     /// Commands wait until this unix-ms time (CLIENT PAUSE).
     pub clients_paused_until: u64,
+    /// TLS configurations in force (CONFIG SET of tls-* rebuilds them).
+    pub tls: std::sync::Arc<crate::tls::Tls>,
     /// Where engine effects go (AOF writer, bus); None drops them.
     pub effect_sink: Option<Box<dyn Fn(crate::engine::Effects) + Send>>,
 }
@@ -135,6 +137,7 @@ impl Node {
             aof: persistence::AofStatus::default(),
             clients_paused_until: 0,
             effect_sink: None,
+            tls: Default::default(),
             aof_writer: None,
         }
     }

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
 
@@ -96,7 +96,7 @@ async fn outbound(shared: Arc<Shared>, idx: NodeIdx, ip: String, port: u16) {
     } else {
         format!("{host}:{port}")
     };
-    let mut stream = match tokio::time::timeout(timeout, TcpStream::connect(&addr)).await {
+    let stream = match tokio::time::timeout(timeout, TcpStream::connect(&addr)).await {
         Ok(Ok(s)) => s,
         _ => {
             shared.with(|node, now| node.engine.on_link_down(idx, now));
@@ -104,6 +104,59 @@ async fn outbound(shared: Arc<Shared>, idx: NodeIdx, ip: String, port: u16) {
         }
     };
     let _ = stream.set_nodelay(true);
+    let ends = Ends::of(&stream);
+    let Some(bus_tls) = shared.tls.bus() else {
+        return outbound_link(shared, idx, stream, addr, timeout, ends).await;
+    };
+    // tls-cluster: the name is not checked (see crate::tls), the IP is
+    // only what rustls needs to start a session.
+    let ip = host
+        .parse::<std::net::IpAddr>()
+        .unwrap_or(std::net::IpAddr::from([127, 0, 0, 1]));
+    let name = rustls::pki_types::ServerName::IpAddress(ip.into());
+    match tokio::time::timeout(timeout, bus_tls.connector.connect(name, stream)).await {
+        Ok(Ok(tls)) => outbound_link(shared, idx, tls, addr, timeout, ends).await,
+        Ok(Err(e)) => {
+            tracing::warn!(peer = %addr, error = %e, "Bus TLS handshake with the peer failed.");
+            shared.with(|node, now| node.engine.on_link_down(idx, now));
+        }
+        Err(_) => {
+            tracing::warn!(peer = %addr, "Bus TLS handshake with the peer timed out.");
+            shared.with(|node, now| node.engine.on_link_down(idx, now));
+        }
+    }
+}
+
+/// Addresses of a bus connection, taken before TLS wraps the socket.
+#[derive(Clone)]
+struct Ends {
+    local_ip: String,
+    peer_ip: String,
+}
+
+impl Ends {
+    fn of(stream: &TcpStream) -> Ends {
+        let ip = |a: std::io::Result<std::net::SocketAddr>| {
+            a.map(|a| a.ip().to_canonical().to_string())
+                .unwrap_or_default()
+        };
+        Ends {
+            local_ip: ip(stream.local_addr()),
+            peer_ip: ip(stream.peer_addr()),
+        }
+    }
+}
+
+/// An established outbound connection (plain or TLS): authenticate, then
+/// serve the link until it drops.
+async fn outbound_link<S: BusStream>(
+    shared: Arc<Shared>,
+    idx: NodeIdx,
+    mut stream: S,
+    addr: String,
+    timeout: Duration,
+    ends: Ends,
+) {
     let mut rbuf = BytesMut::with_capacity(16 * 1024);
     if !authenticate(&shared, &mut stream, &mut rbuf, Role::Connector, timeout).await {
         tracing::warn!(peer = %addr, "Bus authentication with the peer failed (different cluster-secret?).");
@@ -112,7 +165,15 @@ async fn outbound(shared: Arc<Shared>, idx: NodeIdx, ip: String, port: u16) {
     }
     let (gen, frames) = shared.bus.register(idx);
     shared.with(|node, now| node.engine.on_link_up(idx, now));
-    let r = run_link(&shared, stream, rbuf, Some(frames), LinkKind::Outbound(idx)).await;
+    let r = run_link(
+        &shared,
+        stream,
+        rbuf,
+        Some(frames),
+        LinkKind::Outbound(idx),
+        ends,
+    )
+    .await;
     if let Err(e) = r {
         tracing::debug!(node = idx, error = %e, "Bus link closed.");
     }
@@ -130,27 +191,9 @@ pub async fn accept_loop(shared: Arc<Shared>, listener: TcpListener) {
             _ = shutdown.changed() => return,
         };
         match r {
-            Ok((mut stream, addr)) => {
+            Ok((stream, addr)) => {
                 let _ = stream.set_nodelay(true);
-                let shared = shared.clone();
-                tokio::spawn(async move {
-                    let mut rbuf = BytesMut::with_capacity(16 * 1024);
-                    if !authenticate(
-                        &shared,
-                        &mut stream,
-                        &mut rbuf,
-                        Role::Acceptor,
-                        AUTH_TIMEOUT,
-                    )
-                    .await
-                    {
-                        tracing::warn!(peer = %addr, "Rejected a bus connection that failed authentication.");
-                        return;
-                    }
-                    if let Err(e) = run_link(&shared, stream, rbuf, None, LinkKind::Inbound).await {
-                        tracing::debug!(peer = %addr, error = %e, "Inbound bus connection closed.");
-                    }
-                });
+                tokio::spawn(inbound(shared.clone(), stream, addr));
             }
             Err(e) => {
                 tracing::warn!(error = %e, "Bus accept failed.");
@@ -160,6 +203,53 @@ pub async fn accept_loop(shared: Arc<Shared>, listener: TcpListener) {
     }
 }
 
+/// One accepted bus connection: TLS first with `tls-cluster` (a peer
+/// without a certificate from the cluster CA is refused here and logged),
+/// then the `cluster-secret` handshake, then frames.
+async fn inbound(shared: Arc<Shared>, stream: TcpStream, addr: std::net::SocketAddr) {
+    let ends = Ends::of(&stream);
+    let Some(bus_tls) = shared.tls.bus() else {
+        return inbound_link(shared, stream, addr, ends).await;
+    };
+    match tokio::time::timeout(AUTH_TIMEOUT, bus_tls.acceptor.accept(stream)).await {
+        Ok(Ok(tls)) => inbound_link(shared, tls, addr, ends).await,
+        Ok(Err(e)) => {
+            tracing::warn!(peer = %addr, error = %e, "Refused a bus connection: TLS handshake failed.");
+        }
+        Err(_) => {
+            tracing::warn!(peer = %addr, "Refused a bus connection: TLS handshake timed out.");
+        }
+    }
+}
+
+async fn inbound_link<S: BusStream>(
+    shared: Arc<Shared>,
+    mut stream: S,
+    addr: std::net::SocketAddr,
+    ends: Ends,
+) {
+    let mut rbuf = BytesMut::with_capacity(16 * 1024);
+    if !authenticate(
+        &shared,
+        &mut stream,
+        &mut rbuf,
+        Role::Acceptor,
+        AUTH_TIMEOUT,
+    )
+    .await
+    {
+        tracing::warn!(peer = %addr, "Rejected a bus connection that failed authentication.");
+        return;
+    }
+    if let Err(e) = run_link(&shared, stream, rbuf, None, LinkKind::Inbound, ends).await {
+        tracing::debug!(peer = %addr, error = %e, "Inbound bus connection closed.");
+    }
+}
+
+/// A bus socket: TCP, or TLS over TCP with `tls-cluster`.
+trait BusStream: AsyncRead + AsyncWrite + Unpin + Send {}
+impl<T: AsyncRead + AsyncWrite + Unpin + Send> BusStream for T {}
+
 /// How long an unauthenticated inbound connection may take to prove itself.
 const AUTH_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -168,7 +258,7 @@ fn bad(what: &str) -> std::io::Error {
 }
 
 /// Read exactly one frame (bytes after it stay in `rbuf`).
-async fn read_frame(stream: &mut TcpStream, rbuf: &mut BytesMut) -> std::io::Result<Message> {
+async fn read_frame<S: BusStream>(stream: &mut S, rbuf: &mut BytesMut) -> std::io::Result<Message> {
     loop {
         match decode(rbuf) {
             Ok(Some(m)) => return Ok(m),
@@ -189,9 +279,9 @@ enum Role {
 
 /// Run the `cluster-secret` handshake for our side of the connection;
 /// true when there is no secret or the peer proved it knows it in time.
-async fn authenticate(
+async fn authenticate<S: BusStream>(
     shared: &Shared,
-    stream: &mut TcpStream,
+    stream: &mut S,
     rbuf: &mut BytesMut,
     role: Role,
     limit: Duration,
@@ -213,9 +303,9 @@ fn nonce() -> [u8; 16] {
 }
 
 /// Our side of the handshake on an outbound link (see `cluster::auth`).
-async fn auth_connector(
+async fn auth_connector<S: BusStream>(
     shared: &Shared,
-    stream: &mut TcpStream,
+    stream: &mut S,
     rbuf: &mut BytesMut,
     secret: &[u8],
 ) -> std::io::Result<()> {
@@ -228,6 +318,7 @@ async fn auth_connector(
     stream
         .write_all(&Message::new(header, Body::Auth { nonce: n_c, mac }).to_bytes())
         .await?;
+    stream.flush().await?;
     let Body::Auth { nonce: echoed, mac } = read_frame(stream, rbuf).await?.body else {
         return Err(bad("expected the acceptor's proof"));
     };
@@ -238,9 +329,9 @@ async fn auth_connector(
 }
 
 /// The acceptor's side: challenge, check the proof, prove ourselves.
-async fn auth_acceptor(
+async fn auth_acceptor<S: BusStream>(
     shared: &Shared,
-    stream: &mut TcpStream,
+    stream: &mut S,
     rbuf: &mut BytesMut,
     secret: &[u8],
 ) -> std::io::Result<()> {
@@ -249,6 +340,7 @@ async fn auth_acceptor(
     stream
         .write_all(&Message::new(header, Body::AuthChallenge { nonce: n_a }).to_bytes())
         .await?;
+    stream.flush().await?;
     let Body::Auth { nonce: n_c, mac } = read_frame(stream, rbuf).await?.body else {
         return Err(bad("expected an auth answer"));
     };
@@ -259,6 +351,7 @@ async fn auth_acceptor(
     stream
         .write_all(&Message::new(header, Body::Auth { nonce: n_a, mac }).to_bytes())
         .await?;
+    stream.flush().await?;
     Ok(())
 }
 
@@ -269,21 +362,15 @@ const WRITE_BATCH: usize = 256 * 1024;
 /// Everything decoded from one read is handled under one lock, and queued
 /// frames go out in one write: the per-frame lock and syscall dominated
 /// replication cost before.
-async fn run_link(
+async fn run_link<S: BusStream>(
     shared: &Shared,
-    mut stream: TcpStream,
+    mut stream: S,
     mut rbuf: BytesMut,
     mut frames: Option<mpsc::Receiver<Bytes>>,
     kind: LinkKind,
+    ends: Ends,
 ) -> std::io::Result<()> {
-    let local_ip = stream
-        .local_addr()
-        .map(|a| a.ip().to_canonical().to_string())
-        .unwrap_or_default();
-    let peer_ip = stream
-        .peer_addr()
-        .map(|a| a.ip().to_canonical().to_string())
-        .unwrap_or_default();
+    let Ends { local_ip, peer_ip } = ends;
     let mut wbuf = BytesMut::new();
     let mut shutdown = shared.shutdown_rx();
     let mut batch: Vec<Message> = Vec::new();
@@ -313,6 +400,7 @@ async fn run_link(
             });
             if !wbuf.is_empty() {
                 stream.write_all(&wbuf).await?;
+                stream.flush().await?;
                 wbuf.clear();
             }
         }
@@ -347,6 +435,7 @@ async fn run_link(
                         }
                     }
                     stream.write_all(&wbuf).await?;
+                    stream.flush().await?;
                     wbuf.clear();
                     if wbuf.capacity() > 4 * WRITE_BATCH {
                         wbuf = BytesMut::new();

@@ -218,6 +218,8 @@ async fn idle_sleep(secs: u64) {
 async fn flush<S: ClientStream>(stream: &mut S, wbuf: &mut BytesMut) -> std::io::Result<()> {
     if !wbuf.is_empty() {
         stream.write_all(wbuf).await?;
+        // TLS streams buffer records until flushed (a no-op for TCP).
+        stream.flush().await?;
         wbuf.clear();
         if wbuf.capacity() > 1024 * 1024 {
             // Do not keep a huge buffer around after one big reply.
@@ -399,7 +401,10 @@ async fn monitor<S: ClientStream>(
     loop {
         tokio::select! {
             m = rx.recv() => match m {
-                Some(line) => stream.write_all(&line).await?,
+                Some(line) => {
+                    stream.write_all(&line).await?;
+                    stream.flush().await?;
+                }
                 None => return Ok(()),
             },
             r = stream.read(&mut sink) => if r? == 0 { return Ok(()) },

@@ -157,6 +157,78 @@ pub(crate) enum Refusal {
     Protected,
 }
 
+/// Every client listener of the node.
+pub struct ClientListeners {
+    /// The port that owns the bus port (port + 10000): the plain port, or
+    /// the TLS port when plain text is disabled.
+    pub pair: Bound,
+    /// Whether `pair` serves plain text.
+    pub plain: bool,
+    /// A TLS port beside the plain one.
+    pub tls: Vec<TcpListener>,
+    /// The TLS port bound, if any.
+    pub tls_port: Option<u16>,
+}
+
+/// Bind what the configuration asks for: `port` (plain), `tls-port`, and
+/// the bus beside the first. TLS only (`tls-only yes`, or Redis's `port 0`
+/// with a fixed `tls-port`) puts the bus beside the TLS port, as Redis does.
+pub fn bind_clients(c: &crate::config::Config) -> Result<ClientListeners, String> {
+    let t = &c.tls;
+    if t.plain_disabled(c.port) {
+        let Some(tls_port) = t.port else {
+            return Err("tls-only yes needs a tls-port".into());
+        };
+        let pair = bind(&c.bind, tls_port, c.tcp_backlog)
+            .map_err(|e| format!("Could not bind TLS port {tls_port}: {e}"))?;
+        let tls_port = Some(pair.port);
+        return Ok(ClientListeners {
+            pair,
+            plain: false,
+            tls: Vec::new(),
+            tls_port,
+        });
+    }
+    let pair = bind(&c.bind, c.port, c.tcp_backlog)
+        .map_err(|e| format!("Could not bind port {}: {e}", c.port))?;
+    let (tls, tls_port) = match t.port {
+        Some(p) => {
+            let (l, actual) = bind_single(&c.bind, p, c.tcp_backlog)
+                .map_err(|e| format!("Could not bind TLS port {p}: {e}"))?;
+            (l, Some(actual))
+        }
+        None => (Vec::new(), None),
+    };
+    Ok(ClientListeners {
+        pair,
+        plain: true,
+        tls,
+        tls_port,
+    })
+}
+
+/// Bind one port on every bind address (0 = a free port, the same on all).
+fn bind_single(
+    bind: &[String],
+    port: u16,
+    backlog: u32,
+) -> std::io::Result<(Vec<TcpListener>, u16)> {
+    let mut ls = bind_all(bind, port, backlog)?;
+    let actual = ls[0].local_addr()?.port();
+    if port == 0 && ls.len() > 1 {
+        drop(ls);
+        ls = bind_all(bind, actual, backlog)?;
+    }
+    let ls = ls
+        .into_iter()
+        .map(|l| {
+            l.set_nonblocking(true)?;
+            TcpListener::from_std(l)
+        })
+        .collect::<std::io::Result<Vec<_>>>()?;
+    Ok((ls, actual))
+}
+
 /// maxclients and protected mode (`peer` is None for the Unix socket).
 pub(crate) fn admit(shared: &Shared, peer: Option<&SocketAddr>) -> Result<(), Refusal> {
     shared.with(|node, _| {
@@ -186,10 +258,15 @@ pub(crate) async fn reject<S: AsyncWrite + Unpin>(mut stream: S, why: Refusal, p
             WireError::ProtectedMode.line()
         }
     };
-    let _ = tokio::time::timeout(Duration::from_secs(5), stream.write_all(&text)).await;
+    let _ = tokio::time::timeout(Duration::from_secs(5), async {
+        stream.write_all(&text).await?;
+        stream.flush().await
+    })
+    .await;
 }
 
-pub async fn accept_loop(shared: Arc<Shared>, listener: TcpListener) {
+/// Accept clients; with `tls` every connection starts with a TLS handshake.
+pub async fn accept_loop(shared: Arc<Shared>, listener: TcpListener, tls: bool) {
     let mut backoff = 1;
     let mut shutdown = shared.shutdown_rx();
     loop {
@@ -209,11 +286,15 @@ pub async fn accept_loop(shared: Arc<Shared>, listener: TcpListener) {
                 continue;
             }
         };
+        let _ = stream.set_nodelay(true);
+        if tls {
+            tokio::spawn(tls_client(shared.clone(), stream, addr));
+            continue;
+        }
         if let Err(why) = admit(&shared, Some(&addr)) {
             tokio::spawn(reject(stream, why, addr.to_string()));
             continue;
         }
-        let _ = stream.set_nodelay(true);
         tokio::spawn(super::connection::handle(
             shared.clone(),
             stream,
@@ -263,4 +344,35 @@ pub async fn accept_unix_loop(
             format!("{path}:0"),
         ));
     }
+}
+
+/// How long a TLS client may take to complete its handshake.
+const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Handshake, then the same admission checks and connection code as plain
+/// text (a refusal is sent over TLS, so the client can read it). A failed
+/// handshake (plain text on the TLS port, a missing or untrusted client
+/// certificate) only closes this connection.
+async fn tls_client(shared: Arc<Shared>, stream: tokio::net::TcpStream, addr: SocketAddr) {
+    let Some(acceptor) = shared.tls.client_acceptor() else {
+        return;
+    };
+    let mut stream =
+        match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
+            Ok(Ok(s)) => s,
+            Ok(Err(e)) => {
+                tracing::warn!(peer = %addr, error = %e, "TLS handshake with a client failed.");
+                return;
+            }
+            Err(_) => {
+                tracing::warn!(peer = %addr, "TLS handshake with a client timed out.");
+                return;
+            }
+        };
+    if let Err(why) = admit(&shared, Some(&addr)) {
+        reject(&mut stream, why, addr.to_string()).await;
+        let _ = tokio::time::timeout(Duration::from_secs(1), stream.shutdown()).await;
+        return;
+    }
+    super::connection::handle(shared, stream, addr.to_string()).await;
 }

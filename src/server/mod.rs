@@ -53,6 +53,8 @@ pub struct Shared {
     node_timeout: AtomicU64,
     /// `cluster-secret`: bus connections must authenticate when set.
     pub bus_secret: Option<Vec<u8>>,
+    /// TLS in force for new client and bus connections (swapped by CONFIG SET).
+    pub tls: Arc<crate::tls::Tls>,
     /// nodes.conf, locked for the life of the process.
     pub nodes_conf: Mutex<Option<nodes_conf::NodesConf>>,
     /// Set by DEBUG RESTART (u64::MAX = no restart).
@@ -80,6 +82,7 @@ impl Shared {
         let idle = node.config.timeout;
         let node_timeout = node.config.cluster_node_timeout;
         let bus_secret = node.config.cluster_secret.clone().map(String::into_bytes);
+        let tls = node.tls.clone();
         let (shutdown_tx, _) = watch::channel(false);
         let (connect_tx, connect_rx) = tokio::sync::mpsc::unbounded_channel();
         let (meet_tx, meet_rx) = tokio::sync::mpsc::unbounded_channel();
@@ -98,6 +101,7 @@ impl Shared {
             nodes_conf: Mutex::new(None),
             restart_after_ms: AtomicU64::new(u64::MAX),
             bus_secret,
+            tls,
         });
         (shared, connect_rx)
     }
@@ -204,9 +208,14 @@ pub async fn run(config: crate::config::Config) -> Result<Exit, String> {
     crate::cgroup::size_maxmemory(&mut config);
     let now = unix_ms();
     let (nodes_conf, loaded) = nodes_conf::NodesConf::open(&config.cluster_config_file, now)?;
-    let bound = listener::bind(&config.bind, config.port, config.tcp_backlog)
-        .map_err(|e| format!("Could not bind port {}: {e}", config.port))?;
+    let tls = Arc::new(crate::tls::Tls::default());
+    tls.configure(&config.tls)
+        .map_err(|e| format!("TLS configuration: {e}"))?;
+    let listeners = listener::bind_clients(&config)?;
+    let bound = listeners.pair;
     let port = bound.port;
+    // DEBUG RESTART passes `--port` again; TLS only stays TLS only.
+    let plain_port = if listeners.plain { port } else { 0 };
     let mut engine = match loaded {
         Some(l) => {
             // `parse` guarantees index 0 is the myself line.
@@ -229,12 +238,16 @@ pub async fn run(config: crate::config::Config) -> Result<Exit, String> {
     engine.set_memory_counter(crate::memory::allocated);
     engine.set_memory_limit(config.maxmemory, crate::node::memory_policy(&config));
     // With `port 0` the node picked a port: report and rewrite the real one.
-    config.port = port;
+    config.port = plain_port;
+    if let Some(t) = listeners.tls_port {
+        config.tls.port = Some(t);
+    }
     let unix_path = config.unixsocket.clone();
     let unix_perm = config.unixsocketperm;
     let names = crate::commands::name_table(&config.rename_commands);
     let mut node = Node::new(engine, config, names, crate::commands::COMMANDS.len(), now);
     node.tcp_port = port;
+    node.tls = tls;
     let (shared, connect_rx) = Shared::new(node);
     if let Ok(mut g) = shared.nodes_conf.lock() {
         *g = Some(nodes_conf);
@@ -245,8 +258,12 @@ pub async fn run(config: crate::config::Config) -> Result<Exit, String> {
     // Clients are accepted while the AOF loads (after nodes.conf, so
     // nodes_delivered resolves) and get -LOADING meanwhile; the bus and the
     // timer start once the dataset is in memory. A bad file refuses to start.
+    let tls_on_pair = !listeners.plain;
     for l in bound.clients {
-        tokio::spawn(listener::accept_loop(shared.clone(), l));
+        tokio::spawn(listener::accept_loop(shared.clone(), l, tls_on_pair));
+    }
+    for l in listeners.tls {
+        tokio::spawn(listener::accept_loop(shared.clone(), l, true));
     }
     if let Some(path) = unix_path.clone().filter(|p| !p.is_empty()) {
         let l = listener::bind_unix(&path, unix_perm)
@@ -254,11 +271,16 @@ pub async fn run(config: crate::config::Config) -> Result<Exit, String> {
         tracing::info!(path = %path, "Listening on the Unix socket.");
         tokio::spawn(listener::accept_unix_loop(shared.clone(), l, path));
     }
-    println!(
-        "disque-server loading port={port} bus={} pid={}",
-        port + listener::BUS_PORT_OFFSET,
-        std::process::id()
+    // `tls=` only when a TLS port is open; `port=0` means TLS only.
+    let tls_field = listeners
+        .tls_port
+        .map(|t| format!(" tls={t}"))
+        .unwrap_or_default();
+    let ports = format!(
+        "port={plain_port} bus={}{tls_field}",
+        port + listener::BUS_PORT_OFFSET
     );
+    println!("disque-server loading {ports} pid={}", std::process::id());
     loading::load(&shared).await?;
     for l in bound.bus {
         tokio::spawn(bus::accept_loop(shared.clone(), l));
@@ -274,16 +296,15 @@ pub async fn run(config: crate::config::Config) -> Result<Exit, String> {
     let ticker = tokio::spawn(ticker::run(shared.clone()));
     tokio::spawn(persistence::run_task(shared.clone()));
 
+    let tls_port = listeners.tls_port.unwrap_or(0);
     tracing::info!(
-        port,
+        port = plain_port,
+        tls_port,
         bus_port = port + listener::BUS_PORT_OFFSET,
+        tls_cluster = shared.tls.bus().is_some(),
         "Ready to accept connections."
     );
-    println!(
-        "disque-server ready port={port} bus={} pid={}",
-        port + listener::BUS_PORT_OFFSET,
-        std::process::id()
-    );
+    println!("disque-server ready {ports} pid={}", std::process::id());
 
     wait_for_shutdown(&shared).await;
     tracing::info!("Shutting down.");
@@ -296,7 +317,7 @@ pub async fn run(config: crate::config::Config) -> Result<Exit, String> {
     }
     Ok(Exit {
         restart_after_ms: shared.restart_requested(),
-        port,
+        port: plain_port,
     })
 }
 
