@@ -2,7 +2,7 @@
 //! and meanings): `protected-mode` and the `tls-*` family. Parsing, CONFIG
 //! GET / SET and CONFIG REWRITE of these live here so the rest of the
 //! config module only needs one hook each. Building rustls configurations
-//! from these values is `crate::tls`.
+//! from these values is the `tls` module's job.
 
 use super::values::{parse_bool, parse_u64, yes_no};
 use super::Config;
