@@ -93,7 +93,7 @@ fn prefer_v4(ips: &[IpAddr]) -> IpAddr {
 /// True when some other node is a full member we can currently reach.
 fn joined(shared: &Shared) -> bool {
     shared.with(|node, _| {
-        node.engine.cluster.nodes.iter().skip(1).any(|n| {
+        node.engine.cluster().nodes.iter().skip(1).any(|n| {
             n.link && n.pong_received > 0 && !n.has(FLAG_HANDSHAKE | FLAG_PFAIL | FLAG_FAIL)
         })
     })
