@@ -184,6 +184,7 @@ pub fn apply(engine: &mut Engine, rec: Record, opts: LoadOptions, now: u64) -> R
             let Some(h) = engine.register_with(job, ext) else {
                 return Ok(());
             };
+            engine.dedup_learn_from_job(h, now);
             if requeue {
                 engine.enqueue(h, false, now);
             }
@@ -192,6 +193,11 @@ pub fn apply(engine: &mut Engine, rec: Record, opts: LoadOptions, now: u64) -> R
         Record::DelJob(id) => {
             if let Some(h) = engine.lookup(&id) {
                 engine.delete_job(h, now);
+            }
+        }
+        Record::Dedup(payload) => {
+            if !engine.dedup_load(&payload, now) {
+                return Err("DEDUP record is malformed".into());
             }
         }
     }

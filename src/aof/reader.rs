@@ -25,6 +25,16 @@ use crate::job_codec::{CodecError, JobRecord};
 pub enum Record {
     LoadJob(Bytes),
     DelJob(JobId),
+    /// Our extension: a DEDUP key (`engine::dedup::encode_aof` payload).
+    Dedup(Bytes),
+}
+
+/// Record kinds as parsed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Load,
+    Del,
+    Dedup,
 }
 
 /// Why reading stopped before the end of the file.
@@ -60,7 +70,7 @@ impl fmt::Display for ReadError {
 enum Parse {
     /// A complete record: its kind (true = LOADJOB), the argument's byte
     /// range and the bytes it occupies.
-    Done(bool, (usize, usize), usize),
+    Done(Kind, (usize, usize), usize),
     /// Everything present is consistent, but more bytes are needed.
     Incomplete,
     Corrupt(String),
@@ -138,7 +148,8 @@ fn parse(buf: &[u8]) -> Parse {
     let name = &buf[cs..ce];
     let is_load = name.eq_ignore_ascii_case(b"LOADJOB");
     let is_del = name.eq_ignore_ascii_case(b"DELJOB");
-    if !is_load && !is_del {
+    let is_dedup = name.eq_ignore_ascii_case(b"DEDUP");
+    if !is_load && !is_del && !is_dedup {
         return Parse::Corrupt(format!(
             "unknown command '{}'",
             String::from_utf8_lossy(&name[..name.len().min(32)])
@@ -150,9 +161,16 @@ fn parse(buf: &[u8]) -> Parse {
         Err(e) => return Parse::Corrupt(e),
     };
     let arg = &buf[as_..ae];
+    if is_dedup {
+        return if crate::engine::dedup::valid_aof(arg) {
+            Parse::Done(Kind::Dedup, (as_, ae), end)
+        } else {
+            Parse::Corrupt("DEDUP argument is not a dedup key record".into())
+        };
+    }
     if is_del {
         return match JobId::parse(arg) {
-            Some(_) => Parse::Done(false, (as_, ae), end),
+            Some(_) => Parse::Done(Kind::Del, (as_, ae), end),
             None => Parse::Corrupt("DELJOB argument is not a job ID".into()),
         };
     }
@@ -167,7 +185,7 @@ fn parse(buf: &[u8]) -> Parse {
             if crate::job::JobState::from_u8(arg[44] & 0x0f).is_none() {
                 return Parse::Corrupt("LOADJOB payload has an invalid job state".into());
             }
-            Parse::Done(true, (as_, ae), end)
+            Parse::Done(Kind::Load, (as_, ae), end)
         }
         Ok(_) => Parse::Corrupt("LOADJOB payload has trailing bytes".into()),
         Err(CodecError::Truncated) => {
@@ -185,7 +203,7 @@ fn partial_name_check(buf: &[u8]) -> Parse {
         let n = rest.len().min(full.len());
         rest[..n].eq_ignore_ascii_case(&full[..n])
     };
-    if prefix_of(b"$7\r\nLOADJOB") || prefix_of(b"$6\r\nDELJOB") {
+    if prefix_of(b"$7\r\nLOADJOB") || prefix_of(b"$6\r\nDELJOB") || prefix_of(b"$5\r\nDEDUP") {
         Parse::Incomplete
     } else {
         Parse::Corrupt("unknown command".into())
@@ -228,17 +246,19 @@ impl<R: Read> AofReader<R> {
         loop {
             if !self.buf.is_empty() {
                 match parse(&self.buf) {
-                    Parse::Done(is_load, (a, b), used) => {
+                    Parse::Done(kind, (a, b), used) => {
                         let at = self.offset;
                         self.offset += used as u64;
                         // Zero-copy: a LOADJOB blob is a slice of this record.
                         let raw = self.buf.split_to(used).freeze();
-                        let rec = if is_load {
-                            Record::LoadJob(raw.slice(a..b))
-                        } else {
-                            let mut id = [0u8; 40];
-                            id.copy_from_slice(&raw[a..b]);
-                            Record::DelJob(JobId(id))
+                        let rec = match kind {
+                            Kind::Load => Record::LoadJob(raw.slice(a..b)),
+                            Kind::Dedup => Record::Dedup(raw.slice(a..b)),
+                            Kind::Del => {
+                                let mut id = [0u8; 40];
+                                id.copy_from_slice(&raw[a..b]);
+                                Record::DelJob(JobId(id))
+                            }
                         };
                         return Ok(Some((at, rec)));
                     }
@@ -288,6 +308,13 @@ pub fn encode_record(rec: &crate::engine::AofRecord, out: &mut Vec<u8>) {
         crate::engine::AofRecord::DelJob(id) => {
             out.extend_from_slice(b"*2\r\n$6\r\nDELJOB\r\n$40\r\n");
             out.extend_from_slice(&id.0);
+            out.extend_from_slice(b"\r\n");
+        }
+        crate::engine::AofRecord::Dedup(payload) => {
+            out.extend_from_slice(b"*2\r\n$5\r\nDEDUP\r\n$");
+            out.extend_from_slice(payload.len().to_string().as_bytes());
+            out.extend_from_slice(b"\r\n");
+            out.extend_from_slice(payload);
             out.extend_from_slice(b"\r\n");
         }
     }

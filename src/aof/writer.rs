@@ -259,6 +259,7 @@ fn record_len(r: &AofRecord) -> usize {
     match r {
         AofRecord::LoadJob(b) => b.len() + 32,
         AofRecord::DelJob(_) => 63,
+        AofRecord::Dedup(b) => b.len() + 32,
     }
 }
 

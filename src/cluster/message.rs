@@ -40,6 +40,12 @@
 //! | PAUSE | 15 | u32 flags, u32 qlen, queue | 8 + qlen |
 //! | AUTHCHALLENGE | 16 | nonce[16] | 16 |
 //! | AUTH | 17 | nonce[16], mac[32] | 48 |
+//! | DEADLETTER | 18 | job ID[40], u32 epoch | 44 |
+//! | DEDUP | 19 | u32 window seconds, u32 len, entry | 8 + len |
+//! | QLENREQ | 20 | u32 request, u32 qlen, queue | 8 + qlen |
+//! | QLENREP | 21 | u32 request, u32 8, u64 queued jobs | 16 |
+//!
+//! Types 18..21 carry our extensions (docs/COMPATIBILITY.md).
 //!
 //! Gossip entry (98 bytes): node ID[40] @0, u32 ping_sent @40, u32
 //! pong_received @44, ip[46] NUL-padded @48, u16 port @94, u16 flags @96.
@@ -104,6 +110,11 @@ pub mod msg_type {
     pub const PAUSE: u16 = 15;
     pub const AUTH_CHALLENGE: u16 = 16;
     pub const AUTH: u16 = 17;
+    // Our extensions (docs/COMPATIBILITY.md).
+    pub const DEADLETTER: u16 = 18;
+    pub const DEDUP: u16 = 19;
+    pub const QLENREQ: u16 = 20;
+    pub const QLENREP: u16 = 21;
 }
 
 /// Common header fields (framing fields are implicit).
@@ -202,6 +213,27 @@ pub enum Body {
     Auth {
         nonce: [u8; 16],
         mac: [u8; 32],
+    },
+    /// aux = the job's dead-letter epoch (odd = dead, even = redriven).
+    DeadLetter {
+        job_id: [u8; 40],
+        aux: u32,
+    },
+    /// A DEDUP key registration: `window` = seconds left, `entry` =
+    /// `engine::dedup` encoding of queue, key and job ID.
+    Dedup {
+        window: u32,
+        entry: Bytes,
+    },
+    /// QLEN <queue> CLUSTER: how many jobs of `queue` are queued at the receiver?
+    QLenReq {
+        req: u32,
+        queue: Bytes,
+    },
+    /// Answer to [`Body::QLenReq`] `req`.
+    QLenRep {
+        req: u32,
+        len: u64,
     },
 }
 
@@ -314,6 +346,10 @@ impl Body {
             Body::Pause { .. } => PAUSE,
             Body::AuthChallenge { .. } => AUTH_CHALLENGE,
             Body::Auth { .. } => AUTH,
+            Body::DeadLetter { .. } => DEADLETTER,
+            Body::Dedup { .. } => DEDUP,
+            Body::QLenReq { .. } => QLENREQ,
+            Body::QLenRep { .. } => QLENREP,
         }
     }
 
@@ -331,7 +367,8 @@ impl Body {
             | Body::WillQueue { job_id, aux }
             | Body::GotAck { job_id, aux }
             | Body::DelJob { job_id, aux }
-            | Body::Working { job_id, aux } => Some((job_id, *aux)),
+            | Body::Working { job_id, aux }
+            | Body::DeadLetter { job_id, aux } => Some((job_id, *aux)),
             _ => None,
         }
     }
@@ -346,7 +383,11 @@ impl Body {
             }
             Body::Fail { .. } => 40,
             Body::ReplJob { job } => job.len(),
-            Body::NeedJobs { queue, .. } | Body::Pause { queue, .. } => 8 + queue.len(),
+            Body::NeedJobs { queue, .. }
+            | Body::Pause { queue, .. }
+            | Body::QLenReq { queue, .. }
+            | Body::Dedup { entry: queue, .. } => 8 + queue.len(),
+            Body::QLenRep { .. } => 16,
             Body::YourJobs { jobs } => 4 + jobs.iter().map(Bytes::len).sum::<usize>(),
             Body::AuthChallenge { .. } => 16,
             Body::Auth { .. } => 48,
@@ -377,7 +418,18 @@ impl Body {
             }
             Body::Fail { node } => out.put_slice(node),
             Body::ReplJob { job } => out.put_slice(job),
-            Body::NeedJobs { count: a, queue } | Body::Pause { flags: a, queue } => {
+            Body::QLenRep { req, len } => {
+                out.put_u32(*req);
+                out.put_u32(8);
+                out.put_u64(*len);
+            }
+            Body::NeedJobs { count: a, queue }
+            | Body::Pause { flags: a, queue }
+            | Body::QLenReq { req: a, queue }
+            | Body::Dedup {
+                window: a,
+                entry: queue,
+            } => {
                 out.put_u32(*a);
                 out.put_u32(wire_u32(queue.len()));
                 out.put_slice(queue);
@@ -420,6 +472,10 @@ pub fn type_name(t: u16) -> &'static str {
         PAUSE => "PAUSE",
         AUTH_CHALLENGE => "AUTHCHALLENGE",
         AUTH => "AUTH",
+        DEADLETTER => "DEADLETTER",
+        DEDUP => "DEDUP",
+        QLENREQ => "QLENREQ",
+        QLENREP => "QLENREP",
         _ => "UNKNOWN",
     }
 }
@@ -552,7 +608,7 @@ pub fn decode(buf: &mut BytesMut) -> Result<Option<Message>, BusError> {
         return Err(BusError::BadChecksum);
     }
     let ty = be_u16(frame, 6);
-    if ty > msg_type::AUTH {
+    if ty > msg_type::QLENREP {
         return Err(BusError::UnknownType(ty));
     }
     let mut sender = [0u8; 40];
@@ -641,12 +697,13 @@ fn parse_body_shape(ty: u16, p: &[u8]) -> Result<Shape, BusError> {
     match ty {
         PING | PONG | MEET => parse_gossip(p).map(Shape::Gossip),
         FAIL => exact(40, "FAIL payload must be 40 bytes"),
-        GOTJOB | ENQUEUE | QUEUED | SETACK | WILLQUEUE | GOTACK | DELJOB | WORKING => {
+        GOTJOB | ENQUEUE | QUEUED | SETACK | WILLQUEUE | GOTACK | DELJOB | WORKING | DEADLETTER => {
             exact(44, "job-id block must be 44 bytes")
         }
         AUTH_CHALLENGE => exact(16, "AUTHCHALLENGE payload must be 16 bytes"),
         AUTH => exact(48, "AUTH payload must be 48 bytes"),
-        NEEDJOBS | PAUSE => {
+        QLENREP => exact(16, "QLENREP payload must be 16 bytes"),
+        NEEDJOBS | PAUSE | QLENREQ | DEDUP => {
             let mut r = Reader { buf: p, pos: 0 };
             r.u32()?;
             let qlen = r.u32()? as usize;
@@ -720,10 +777,14 @@ impl Shape {
                     return Err(SHORT);
                 }
                 let queue = p.slice(8..);
-                if ty == NEEDJOBS {
-                    Body::NeedJobs { count: a, queue }
-                } else {
-                    Body::Pause { flags: a, queue }
+                match ty {
+                    NEEDJOBS => Body::NeedJobs { count: a, queue },
+                    QLENREQ => Body::QLenReq { req: a, queue },
+                    DEDUP => Body::Dedup {
+                        window: a,
+                        entry: queue,
+                    },
+                    _ => Body::Pause { flags: a, queue },
                 }
             }
             Shape::Fixed => match ty {
@@ -733,6 +794,16 @@ impl Shape {
                     nonce: r.arr()?,
                     mac: r.arr()?,
                 },
+                QLENREP => {
+                    let req = r.u32()?;
+                    let _len_field = r.u32()?;
+                    let hi = u64::from(r.u32()?);
+                    let lo = u64::from(r.u32()?);
+                    Body::QLenRep {
+                        req,
+                        len: (hi << 32) | lo,
+                    }
+                }
                 _ => {
                     let job_id = r.arr()?;
                     let aux = r.u32()?;
@@ -745,6 +816,7 @@ impl Shape {
                         GOTACK => Body::GotAck { job_id, aux },
                         DELJOB => Body::DelJob { job_id, aux },
                         WORKING => Body::Working { job_id, aux },
+                        DEADLETTER => Body::DeadLetter { job_id, aux },
                         _ => return Err(BusError::UnknownType(ty)),
                     }
                 }
@@ -844,6 +916,19 @@ mod tests {
                 nonce: [7; 16],
                 mac: [9; 32],
             },
+            Body::DeadLetter { job_id: id, aux: 3 },
+            Body::Dedup {
+                window: 300,
+                entry: Bytes::from_static(b"entry"),
+            },
+            Body::QLenReq {
+                req: 7,
+                queue: Bytes::from_static(b"q"),
+            },
+            Body::QLenRep {
+                req: 7,
+                len: (5 << 32) | 9,
+            },
         ];
         bodies
             .into_iter()
@@ -863,7 +948,7 @@ mod tests {
         let msgs = all_messages();
         let mut types: Vec<u16> = msgs.iter().map(|m| m.body.msg_type()).collect();
         types.dedup();
-        assert_eq!(types.len(), 18, "all types covered");
+        assert_eq!(types.len(), 22, "all types covered");
         for m in &msgs {
             let mut b = BytesMut::new();
             m.encode(&mut b);

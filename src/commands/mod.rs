@@ -18,8 +18,10 @@ pub mod jobs;
 pub mod nack;
 pub mod pause;
 pub mod queues;
+pub mod redrive;
 pub mod scan;
 pub mod show;
+pub mod waitjob;
 
 use std::time::Instant;
 
@@ -201,7 +203,8 @@ pub static COMMANDS: &[CommandSpec] = &[
     },
     CommandSpec {
         name: "qlen",
-        arity: 2,
+        // 2 in Disque; -2 admits our `QLEN <q> CLUSTER`.
+        arity: -2,
         flags: R | F_FAST,
         handler: queues::qlen,
     },
@@ -213,7 +216,8 @@ pub static COMMANDS: &[CommandSpec] = &[
     },
     CommandSpec {
         name: "qstat",
-        arity: 2,
+        // 2 in Disque; -2 admits our `QSTAT <q> CLUSTER`.
+        arity: -2,
         flags: R | F_FAST,
         handler: queues::qstat,
     },
@@ -258,6 +262,19 @@ pub static COMMANDS: &[CommandSpec] = &[
         arity: -3,
         flags: R | F_FAST,
         handler: pause::pause,
+    },
+    // Our extensions (docs/COMPATIBILITY.md), after Disque's 32 commands.
+    CommandSpec {
+        name: "waitjob",
+        arity: -2,
+        flags: R,
+        handler: waitjob::waitjob,
+    },
+    CommandSpec {
+        name: "redrive",
+        arity: -2,
+        flags: W | F_FAST,
+        handler: redrive::redrive,
     },
 ];
 
@@ -446,6 +463,7 @@ mod tests {
 
     #[test]
     fn table_has_32_commands() {
-        assert_eq!(COMMANDS.len(), 32);
+        // Disque's 32 plus WAITJOB and REDRIVE.
+        assert_eq!(COMMANDS.len(), 34);
     }
 }

@@ -1,14 +1,41 @@
-//! QLEN, QPEEK, QSTAT (WIRE 3.11).
+//! QLEN, QPEEK, QSTAT (WIRE 3.11), with our `CLUSTER` form of QLEN and
+//! QSTAT (engine::qlen_cluster).
 
 use bytes::Bytes;
 
-use super::{err, parse_i64, Ctx, Outcome};
+use super::{eq_ic, err, parse_i64, Ctx, Outcome};
+use crate::engine::qlen_cluster::CountOutcome;
 use crate::errors::WireError;
 use crate::queue::Queue;
 use crate::resp::Reply;
 
+/// Disque's arity (2) unless the third argument is our `CLUSTER`: any
+/// other shape gets Disque's wrong-arity error, byte for byte.
+fn cluster_form(args: &[Bytes], name: &'static str) -> Result<bool, Outcome> {
+    match args.len() {
+        2 => Ok(false),
+        3 if eq_ic(&args[2], "cluster") => Ok(true),
+        _ => Err(err(WireError::WrongArity(name))),
+    }
+}
+
+fn counted(o: CountOutcome) -> Outcome {
+    match o {
+        CountOutcome::Reply(r) => Outcome::Reply(r),
+        CountOutcome::Blocked(rx) => Outcome::Blocked(rx),
+    }
+}
+
 pub fn qlen(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
-    Reply::Integer(ctx.node.engine.queue_len(&args[1]) as i64).into()
+    match cluster_form(args, "qlen") {
+        Err(e) => e,
+        Ok(false) => Reply::Integer(ctx.node.engine.queue_len(&args[1]) as i64).into(),
+        Ok(true) => counted(
+            ctx.node
+                .engine
+                .count_cluster(args[1].clone(), None, ctx.now),
+        ),
+    }
 }
 
 pub fn qpeek(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
@@ -35,6 +62,10 @@ pub fn qpeek(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
 }
 
 pub fn qstat(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
+    let cluster = match cluster_form(args, "qstat") {
+        Ok(c) => c,
+        Err(e) => return e,
+    };
     let now = ctx.now;
     let engine = &ctx.node.engine;
     let Some(q) = engine.queue(&args[1]) else {
@@ -60,5 +91,12 @@ pub fn qstat(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
         ("jobs-out", Reply::Integer(q.jobs_out as i64)),
         ("pause", Reply::bulk_str(Queue::pause_name(q.paused))),
     ];
+    if cluster {
+        return counted(
+            ctx.node
+                .engine
+                .count_cluster(args[1].clone(), Some(pairs), now),
+        );
+    }
     Reply::map(pairs).into()
 }

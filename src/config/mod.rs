@@ -9,6 +9,7 @@
 mod args;
 pub mod deploy;
 mod directives;
+pub mod extensions;
 mod glob;
 mod parse;
 mod rewrite;
@@ -264,6 +265,8 @@ pub struct Config {
     pub tls: security::TlsConfig,
     /// Deployment extensions: cluster-join, announce addresses, drain.
     pub deploy: deploy::DeployConfig,
+    /// `dedup-window` seconds (our extension, `extensions`).
+    pub dedup_window: u64,
 }
 
 /// Default values, shared by `Default` and by CONFIG REWRITE (which only
@@ -356,6 +359,7 @@ impl Default for Config {
             protected_mode: true,
             tls: security::TlsConfig::default(),
             deploy: deploy::DeployConfig::default(),
+            dedup_window: extensions::DEFAULT_DEDUP_WINDOW,
         }
     }
 }

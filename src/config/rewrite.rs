@@ -288,6 +288,9 @@ impl Config {
         {
             st.rewrite_line(option, line, force);
         }
+        for (option, line, force) in super::extensions::rewrite_lines(c) {
+            st.rewrite_line(option, line, force);
+        }
         st.remove_orphans();
         st.content()
     }

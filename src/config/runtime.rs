@@ -63,7 +63,11 @@ impl Config {
             .iter()
             .filter(|name| glob_match(pattern, name.as_bytes(), false))
             .map(|name| (name.to_string(), security::get_value(self, name)));
-        ours.chain(ext).collect()
+        let semantics = super::extensions::GET_NAMES
+            .iter()
+            .filter(|name| glob_match(pattern, name.as_bytes(), false))
+            .map(|name| (name.to_string(), super::extensions::get_value(self, name)));
+        ours.chain(ext).chain(semantics).collect()
     }
 
     /// The CONFIG GET rendering of one parameter ("" for unknown names).
@@ -125,6 +129,19 @@ impl Config {
             };
             let v = std::str::from_utf8(value).map_err(|_| invalid())?;
             security::set_value(self, canon, v).map_err(|_| invalid())?;
+            return Ok(canon);
+        }
+        if let Some(canon) = super::extensions::SET_NAMES
+            .iter()
+            .copied()
+            .find(|p| *p == lname)
+        {
+            let invalid = || SetError::Invalid {
+                name: name.to_string(),
+                value: String::from_utf8_lossy(value).into_owned(),
+            };
+            let v = std::str::from_utf8(value).map_err(|_| invalid())?;
+            super::extensions::set_value(self, canon, v).map_err(|_| invalid())?;
             return Ok(canon);
         }
         let Some(canon) = SET_PARAMS.iter().copied().find(|p| *p == lname) else {

@@ -24,7 +24,12 @@ fn get_all_order_and_format() {
     let mut all = c.get(b"*");
     // Our extensions follow Disque's 35 parameters (docs/COMPATIBILITY.md).
     let ext: Vec<String> = all.drain(35..).map(|(n, _)| n).collect();
-    assert_eq!(ext, super::security::GET_NAMES);
+    let want: Vec<&str> = super::security::GET_NAMES
+        .iter()
+        .chain(super::extensions::GET_NAMES.iter())
+        .copied()
+        .collect();
+    assert_eq!(ext, want);
     let cwd = std::env::current_dir().unwrap();
     let expected: Vec<(&str, String)> = vec![
         ("requirepass", "".into()),

@@ -66,6 +66,14 @@ impl Engine {
         if req.delay >= ttl {
             return err(WireError::DelayOverTtl);
         }
+        // DEDUP: a known key answers with the first job's ID, adding nothing.
+        if let Some(key) = req.ext.as_ref().and_then(|x| x.dedup_key.as_ref()) {
+            if let Some(id) = self.dedup_lookup(&req.queue, key, now) {
+                return AddJobOutcome::Reply(Reply::Status(
+                    String::from_utf8_lossy(&id.0).into_owned(),
+                ));
+            }
+        }
         let retry = req.retry.unwrap_or_else(|| (ttl / 10).clamp(1, 300));
         let oom = self.memory_level() >= 1;
         let leaving = self.cluster.leaving();
@@ -171,6 +179,7 @@ impl Engine {
             if !extrepl {
                 self.aof_loadjob(h);
             }
+            self.dedup_commit(h, now);
             if needed > 0 {
                 self.add_replication_targets(h, needed as usize, true);
             }
@@ -287,6 +296,7 @@ impl Engine {
             .get(&h)
             .map(|c| c.iter().collect())
             .unwrap_or_default();
+        self.dedup_commit(h, now);
         if let Some(w) = self.adders.remove(&h) {
             self.finish_add_waiter(h, w, Reply::Status(idstr));
         }

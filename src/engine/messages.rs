@@ -73,7 +73,7 @@ impl Engine {
                         f,
                         Body::Queued {
                             job_id: job.0,
-                            aux: 0,
+                            aux: self.epoch_of(&job),
                         },
                     )
                 }
@@ -113,6 +113,16 @@ impl Engine {
                     },
                 ),
                 BusOut::NeedJobs { queue, count } => (0, Body::NeedJobs { count, queue }),
+                BusOut::DeadLetter { job, epoch } => (
+                    0,
+                    Body::DeadLetter {
+                        job_id: job.0,
+                        aux: epoch,
+                    },
+                ),
+                BusOut::Dedup { entry, window } => (0, Body::Dedup { window, entry }),
+                BusOut::QLenReq { queue, req } => (0, Body::QLenReq { req, queue }),
+                BusOut::QLenRep { req, len } => (0, Body::QLenRep { req, len }),
                 BusOut::Pause { queue, flags } => (
                     0,
                     Body::Pause {
@@ -156,7 +166,13 @@ impl Engine {
                 }
             }
             Body::Enqueue { job_id, aux } => self.on_enqueue_msg(&job_id, aux, now),
-            Body::Queued { job_id, .. } => self.on_queued(from, &job_id, false, mflags, 0, now),
+            Body::Queued { job_id, aux } if self.queued_epoch_ok(from, &job_id, aux, now) => {
+                self.on_queued(from, &job_id, false, mflags, 0, now)
+            }
+            Body::DeadLetter { job_id, aux } => self.on_deadletter(from, &job_id, aux, now),
+            Body::Dedup { window, entry } => self.on_dedup(&entry, window, now),
+            Body::QLenReq { req, queue } => self.on_qlen_req(from, req, &queue),
+            Body::QLenRep { req, len } => self.on_qlen_rep(from, req, len, now),
             Body::Working { job_id, aux } => self.on_queued(from, &job_id, true, 0, aux, now),
             Body::WillQueue { job_id, .. } => self.on_willqueue(from, &job_id),
             Body::SetAck { job_id, aux } => self.on_setack(from, &job_id, aux, now),
@@ -215,6 +231,7 @@ impl Engine {
                 job.nodes_delivered.insert(0);
                 job.nodes_delivered.insert(from);
                 if let Some(h) = self.register_with(job, ext) {
+                    self.dedup_learn_from_job(h, now);
                     self.update_awake(h, now);
                     self.aof_loadjob(h);
                 }

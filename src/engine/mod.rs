@@ -9,16 +9,20 @@ pub mod ack;
 pub mod addjob;
 pub mod cluster;
 pub mod codec;
+pub mod deadletter;
+pub mod dedup;
 pub mod ext;
 pub mod getjob;
 pub mod gossip;
 pub mod membership;
 pub mod memory;
 pub mod messages;
+pub mod qlen_cluster;
 pub mod scheduler;
 #[cfg(test)]
 mod sim;
 pub mod store;
+pub mod waitjob;
 
 use std::collections::{BTreeSet, HashMap};
 
@@ -76,6 +80,25 @@ pub enum BusOut {
         job: JobId,
         delay: u32,
     },
+    /// Our extension: the job's dead-letter epoch changed (engine::deadletter).
+    DeadLetter {
+        job: JobId,
+        epoch: u32,
+    },
+    /// Our extension: a DEDUP key registration (engine::dedup).
+    Dedup {
+        entry: Bytes,
+        window: u32,
+    },
+    /// Our extension: QLEN CLUSTER request / answer (engine::qlen_cluster).
+    QLenReq {
+        queue: Bytes,
+        req: u32,
+    },
+    QLenRep {
+        req: u32,
+        len: u64,
+    },
     NeedJobs {
         queue: Bytes,
         count: u32,
@@ -95,6 +118,8 @@ pub enum AofRecord {
     /// A storage-flavour serialized job (WIRE 7.3), written as `LOADJOB <blob>`.
     LoadJob(Bytes),
     DelJob(JobId),
+    /// Our extension: a DEDUP key (`engine::dedup::encode_aof` payload).
+    Dedup(Bytes),
 }
 
 /// Effects accumulated by engine calls, drained by the shell.
@@ -134,6 +159,13 @@ pub struct Engine {
     confirmed: HashMap<JobHandle, NodeSet>,
     /// Extension fields of the jobs flagged `F_EXT` (`crate::job_ext`).
     ext: HashMap<JobHandle, crate::job_ext::JobExt>,
+    /// Clients blocked in WAITJOB.
+    waitjobs: waitjob::JobWaiters,
+    /// DEDUP keys and `dedup-window` (seconds).
+    dedup: dedup::DedupTable,
+    dedup_window: u64,
+    /// QLEN/QSTAT CLUSTER counts waiting for peers.
+    counts: qlen_cluster::ClusterCounts,
     /// Jobs with a blocked ADDJOB client, by deadline (u64::MAX = none).
     add_timeouts: BTreeSet<(u64, JobHandle)>,
     add_waiting: usize,
@@ -170,6 +202,10 @@ impl Engine {
             adders: HashMap::new(),
             confirmed: HashMap::new(),
             ext: HashMap::new(),
+            waitjobs: waitjob::JobWaiters::default(),
+            dedup: dedup::DedupTable::default(),
+            dedup_window: dedup::DEFAULT_WINDOW,
+            counts: qlen_cluster::ClusterCounts::default(),
             add_timeouts: BTreeSet::new(),
             add_waiting: 0,
             ready: Vec::new(),
@@ -491,6 +527,9 @@ impl Engine {
 
     /// Local enqueue procedure (WIRE 9.1). Returns true if the job got queued.
     pub fn enqueue(&mut self, h: JobHandle, nack: bool, now: u64) -> bool {
+        if self.deadletter_due(h, nack) {
+            return self.dead_letter(h, now);
+        }
         let jitter = rand250(&mut self.rng);
         let Some(j) = self.store.get_mut(h) else {
             return false;
@@ -601,6 +640,7 @@ impl Engine {
         let Some(job) = self.remove_record(h) else {
             return;
         };
+        self.job_finished(&job.id, "deleted");
         match job.state {
             JobState::Active | JobState::Queued => self.aof_deljob(job.id),
             JobState::WaitRepl => {
@@ -629,6 +669,7 @@ impl Engine {
         self.store.clear();
         self.confirmed.clear();
         self.ext.clear();
+        self.dedup = dedup::DedupTable::default();
         let ids: Vec<ClientId> = self.waiters.keys().copied().collect();
         for id in ids {
             if let Some(w) = self.remove_waiter(id) {
@@ -656,6 +697,7 @@ impl Engine {
         if live {
             self.aof_deljob(id);
         }
+        self.job_finished(&id, "acked");
         self.update_awake(h, now);
     }
 
@@ -664,6 +706,8 @@ impl Engine {
         let mut t = self.store.next_awake();
         for cand in [
             self.waiter_timeouts.first().map(|x| x.0),
+            self.waitjobs.next_deadline(),
+            self.counts.next_deadline(),
             self.add_timeouts
                 .first()
                 .map(|x| x.0)
@@ -679,12 +723,13 @@ impl Engine {
 
     /// Number of clients blocked in GETJOB or ADDJOB.
     pub fn blocked_clients(&self) -> usize {
-        self.waiters.len() + self.add_waiting
+        self.waiters.len() + self.add_waiting + self.waitjobs.len()
     }
 
     /// Drop all bookkeeping for a client that disconnected.
     pub fn client_gone(&mut self, client: ClientId, now: u64) {
         self.remove_waiter(client);
+        self.forget_job_waiter(client);
         // An ADDJOB client that left: delete its pending job (WIRE 3.1).
         let pending: Vec<JobHandle> = self
             .add_timeouts

@@ -24,9 +24,12 @@ impl Engine {
         }
         self.expire_add_waiters(now);
         self.expire_waiters(now);
+        self.expire_job_waiters(now);
+        self.expire_counts(now);
         if now.saturating_sub(self.last_need_jobs_cron) >= 100 {
             self.last_need_jobs_cron = now;
             self.cluster_cron(now);
+            self.dedup_purge(now);
             self.waiters_cron(now);
             self.replication_cron(now);
         }
@@ -41,6 +44,8 @@ impl Engine {
         let now_s = now / 1000;
         let Some(j) = self.store.get(h) else { return };
         if u64::from(j.etime) <= now_s {
+            let id = j.id;
+            self.job_finished(&id, "expired");
             self.delete_job(h, now);
             return;
         }

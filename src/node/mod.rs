@@ -258,6 +258,7 @@ impl Node {
                 self.engine
                     .set_node_timeout(self.config.cluster_node_timeout);
             }
+            "dedup-window" => self.engine.set_dedup_window(self.config.dedup_window),
             _ => {}
         }
         Ok(())

@@ -331,6 +331,15 @@ fn snapshot_step(node: &mut Node) -> bool {
     }
 }
 
+/// Every live DEDUP key as AOF records.
+fn encode_dedup_keys(engine: &crate::engine::Engine) -> Vec<u8> {
+    let mut out = Vec::new();
+    for payload in engine.dedup_snapshot() {
+        reader::encode_record(&crate::engine::AofRecord::Dedup(payload), &mut out);
+    }
+    out
+}
+
 /// Encode the live jobs of slots `from..` up to the chunk budget; returns
 /// the bytes and the next slot to visit.
 fn encode_chunk(engine: &crate::engine::Engine, from: usize) -> (Vec<u8>, usize) {
@@ -367,6 +376,11 @@ pub fn start_rewrite(node: &mut Node, now: u64) -> Result<(), String> {
     // land in the captured diff as well: harmless, replay is idempotent
     // for them (duplicate LOADJOBs are ignored, DELJOB of a missing job too).
     aof.writer.send(Msg::RewriteBegin { incremental_fsync });
+    // DEDUP keys outlive their jobs, so the snapshot carries them too.
+    let keys = encode_dedup_keys(&node.engine);
+    if !keys.is_empty() {
+        aof.writer.send(Msg::RewriteChunk(keys));
+    }
     aof.snapshot = Some(0);
     aof.kick.notify_one();
     node.aof.rewrite_in_progress = true;
@@ -432,6 +446,11 @@ pub fn rewrite_now(node: &mut Node, now: u64) -> Result<(), String> {
         node.aof.rewrite_start = None;
     }
     aof.writer.send(Msg::RewriteBegin { incremental_fsync });
+    // DEDUP keys outlive their jobs, so the snapshot carries them too.
+    let keys = encode_dedup_keys(&node.engine);
+    if !keys.is_empty() {
+        aof.writer.send(Msg::RewriteChunk(keys));
+    }
     let mut from = 0;
     while from < node.engine.store().slots() {
         let (chunk, next) = encode_chunk(&node.engine, from);

@@ -237,6 +237,7 @@ pub async fn run(config: crate::config::Config) -> Result<Exit, String> {
     engine.set_port(port);
     engine.set_memory_counter(crate::memory::allocated);
     engine.set_memory_limit(config.maxmemory, crate::node::memory_policy(&config));
+    engine.set_dedup_window(config.dedup_window);
     // With `port 0` the node picked a port: report and rewrite the real one.
     config.port = plain_port;
     if let Some(t) = listeners.tls_port {

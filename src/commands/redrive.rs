@@ -1,0 +1,42 @@
+//! REDRIVE (our extension, docs/COMPATIBILITY.md): move dead-lettered jobs
+//! back to the queue they died in, delivery counters reset.
+//!
+//! * `REDRIVE <id> [<id> ...]`: the listed jobs this node holds and knows
+//!   as dead; IDs are validated first, as for ACKJOB.
+//! * `REDRIVE FROM <dead-queue> [COUNT <n>]`: up to n (default all) dead
+//!   jobs queued here in that queue, oldest first.
+//!
+//! Replies the number of jobs moved.
+
+use bytes::Bytes;
+
+use super::jobs::count_known;
+use super::{eq_ic, err, parse_i64, syntax_error, Ctx, Outcome};
+use crate::errors::WireError;
+use crate::resp::Reply;
+
+pub fn redrive(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
+    if !eq_ic(&args[1], "from") {
+        return count_known(ctx, args, |e, h, now| e.redrive(h, now));
+    }
+    let Some(queue) = args.get(2) else {
+        return syntax_error();
+    };
+    let count = match args.len() {
+        3 => usize::MAX,
+        5 if eq_ic(&args[3], "count") => match parse_i64(&args[4]) {
+            Some(n) if n > 0 => usize::try_from(n).unwrap_or(usize::MAX),
+            _ => return err(WireError::CountRange),
+        },
+        _ => return syntax_error(),
+    };
+    let now = ctx.now;
+    let engine = &mut ctx.node.engine;
+    let mut moved = 0;
+    for h in engine.dead_jobs_in(queue, count) {
+        if engine.redrive(h, now) {
+            moved += 1;
+        }
+    }
+    Reply::Integer(moved).into()
+}

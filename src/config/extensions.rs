@@ -1,0 +1,62 @@
+//! Directives of our job-semantics extensions (docs/COMPATIBILITY.md):
+//! `dedup-window`, the seconds an ADDJOB DEDUP key is remembered (default
+//! 300). Parsing, CONFIG GET / SET and CONFIG REWRITE live here so the rest
+//! of the config module needs one hook each, as for `security`.
+
+use super::values::parse_u64;
+use super::Config;
+
+/// Default `dedup-window` in seconds.
+pub const DEFAULT_DEDUP_WINDOW: u64 = 300;
+/// Largest `dedup-window`: 30 days (keys are kept in memory and the AOF).
+pub const MAX_DEDUP_WINDOW: u64 = 30 * 86400;
+
+/// CONFIG GET order, after Disque's parameters and the security ones.
+pub(crate) const GET_NAMES: [&str; 1] = ["dedup-window"];
+/// CONFIG SET accepts all of them.
+pub(crate) const SET_NAMES: [&str; 1] = ["dedup-window"];
+
+/// Config-file directive; None when `name` is not one of ours.
+pub(crate) fn apply_directive(
+    cfg: &mut Config,
+    name: &str,
+    args: &[String],
+) -> Option<Result<(), String>> {
+    if !GET_NAMES.contains(&name) {
+        return None;
+    }
+    if args.len() != 1 {
+        return Some(Err("Bad directive or wrong number of arguments".into()));
+    }
+    Some(set_value(cfg, name, &args[0]))
+}
+
+/// Validate and store one value (file, command line or CONFIG SET).
+pub(crate) fn set_value(cfg: &mut Config, name: &str, v: &str) -> Result<(), String> {
+    match name {
+        "dedup-window" => {
+            cfg.dedup_window = parse_u64(v)
+                .filter(|&n| (1..=MAX_DEDUP_WINDOW).contains(&n))
+                .ok_or("dedup-window must be between 1 and 2592000 seconds")?;
+        }
+        _ => return Err("Bad directive or wrong number of arguments".into()),
+    }
+    Ok(())
+}
+
+/// CONFIG GET value of one of our parameters.
+pub(crate) fn get_value(c: &Config, name: &str) -> String {
+    match name {
+        "dedup-window" => c.dedup_window.to_string(),
+        _ => String::new(),
+    }
+}
+
+/// (option, line, differs from default) for CONFIG REWRITE.
+pub(crate) fn rewrite_lines(c: &Config) -> Vec<(&'static str, String, bool)> {
+    vec![(
+        "dedup-window",
+        format!("dedup-window {}", c.dedup_window),
+        c.dedup_window != DEFAULT_DEDUP_WINDOW,
+    )]
+}
