@@ -73,8 +73,11 @@ fn config_get_star_lists_35_parameters_in_order() {
     // (docs/COMPATIBILITY.md).
     assert_eq!(names[..35], CONFIG_ORDER);
     assert_eq!(names[35], "protected-mode");
+    assert_eq!(names.last(), Some(&"dedup-window"));
     assert!(
-        names[36..].iter().all(|n| n.starts_with("tls-")),
+        names[36..names.len() - 1]
+            .iter()
+            .all(|n| n.starts_with("tls-")),
         "{names:?}"
     );
     let get = |k: &str| p.iter().find(|(n, _)| n == k).unwrap().1.clone();
