@@ -3,6 +3,8 @@
 //! partitions and crash/restart, checking Disque's delivery invariants.
 //! Run more seeds with `DISQUE_SIM_SEEDS=200 cargo test sim_`.
 
+mod extensions;
+
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use bytes::Bytes;
