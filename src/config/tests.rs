@@ -406,6 +406,9 @@ fn sample_config_parses_to_defaults() {
         }
         assert!(text.contains(&format!("{name} ")), "sample lacks {name}");
     }
+    for name in super::security::GET_NAMES {
+        assert!(text.contains(&format!("{name} ")), "sample lacks {name}");
+    }
     for name in [
         "include ",
         "rename-command ",
