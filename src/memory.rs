@@ -72,8 +72,8 @@ fn account(delta: isize) {
 
 fn flush(v: isize) {
     let now = ALLOCATED.fetch_add(v, Relaxed) + v;
-    if now > 0 && now as usize > PEAK.load(Relaxed) {
-        PEAK.store(now as usize, Relaxed);
+    if now > 0 {
+        PEAK.fetch_max(now as usize, Relaxed);
     }
 }
 

@@ -290,6 +290,11 @@ impl Engine {
         self.cluster.dirty = true;
     }
 
+    /// The node table changed since nodes.conf was last saved.
+    pub fn nodes_conf_dirty(&self) -> bool {
+        self.cluster.dirty
+    }
+
     /// The nodes.conf text, if the table changed since the last call.
     pub fn take_nodes_conf(&mut self) -> Option<String> {
         if !self.cluster.dirty {

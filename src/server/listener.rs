@@ -2,6 +2,7 @@
 //! accept loop with its maxclients check and accept-error backoff.
 
 use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -43,30 +44,27 @@ fn std_bind(addr: SocketAddr, backlog: u32) -> std::io::Result<std::net::TcpList
     sock.set_reuseaddr(true)?;
     if addr.is_ipv6() {
         // Let the IPv4 wildcard own IPv4 traffic.
-        let _ = set_v6only(&sock);
+        let _ = socket2::SockRef::from(&sock).set_only_v6(true);
     }
     sock.bind(addr)?;
     let l = sock.listen(backlog)?;
     l.into_std()
 }
 
-fn set_v6only(sock: &tokio::net::TcpSocket) -> std::io::Result<()> {
-    use std::os::fd::AsRawFd;
-    let one: libc::c_int = 1;
-    // SAFETY: valid fd owned by `sock`; option value points to a c_int.
-    let r = unsafe {
-        libc::setsockopt(
-            sock.as_raw_fd(),
-            libc::IPPROTO_IPV6,
-            libc::IPV6_V6ONLY,
-            &one as *const _ as *const libc::c_void,
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    if r != 0 {
-        return Err(std::io::Error::last_os_error());
+/// `tcp-keepalive <secs>` on an accepted client socket, as Redis sets it:
+/// first probe after `secs` idle, then every `secs / 3`, 3 probes. 0 = off.
+fn set_keepalive(stream: &tokio::net::TcpStream, secs: u64) {
+    if secs == 0 {
+        return;
     }
-    Ok(())
+    let idle = Duration::from_secs(secs);
+    let ka = socket2::TcpKeepalive::new()
+        .with_time(idle)
+        .with_interval(Duration::from_secs((secs / 3).max(1)))
+        .with_retries(3);
+    if let Err(e) = socket2::SockRef::from(stream).set_tcp_keepalive(&ka) {
+        tracing::debug!(error = %e, "Could not set TCP keepalive on a client socket.");
+    }
 }
 
 fn bind_all(
@@ -287,6 +285,7 @@ pub async fn accept_loop(shared: Arc<Shared>, listener: TcpListener, tls: bool) 
             }
         };
         let _ = stream.set_nodelay(true);
+        set_keepalive(&stream, shared.tcp_keepalive.load(Ordering::Relaxed));
         if tls {
             tokio::spawn(tls_client(shared.clone(), stream, addr));
             continue;

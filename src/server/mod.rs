@@ -38,6 +38,8 @@ pub struct Shared {
     node: Mutex<Node>,
     /// Wakes the ticker when an earlier deadline appears.
     pub tick_notify: Notify,
+    /// Wakes the nodes.conf saver when the node table changed.
+    pub save_notify: Notify,
     /// The ticker's next planned wake-up (unix ms).
     pub next_tick: AtomicU64,
     pub next_client_id: AtomicU64,
@@ -45,6 +47,8 @@ pub struct Shared {
     pub shutdown_tx: watch::Sender<bool>,
     /// Idle client timeout in seconds (CONFIG SET timeout), 0 = none.
     pub idle_timeout: AtomicU64,
+    /// `tcp-keepalive` seconds for new client sockets, 0 = off.
+    pub tcp_keepalive: AtomicU64,
     pub bus: Arc<bus::Bus>,
     connect_tx: tokio::sync::mpsc::UnboundedSender<bus::ConnectRequest>,
     /// CLUSTER MEET <host>: resolved by `join::meet_resolver`.
@@ -80,6 +84,7 @@ impl Shared {
         tokio::sync::mpsc::UnboundedReceiver<bus::ConnectRequest>,
     ) {
         let idle = node.config.timeout;
+        let keepalive = node.config.tcp_keepalive;
         let node_timeout = node.config.cluster_node_timeout;
         let bus_secret = node.config.cluster_secret.clone().map(String::into_bytes);
         let tls = node.tls.clone();
@@ -89,10 +94,12 @@ impl Shared {
         let shared = Arc::new(Shared {
             node: Mutex::new(node),
             tick_notify: Notify::new(),
+            save_notify: Notify::new(),
             next_tick: AtomicU64::new(0),
             next_client_id: AtomicU64::new(1),
             shutdown_tx,
             idle_timeout: AtomicU64::new(idle),
+            tcp_keepalive: AtomicU64::new(keepalive),
             bus: Arc::new(bus::Bus::default()),
             connect_tx,
             meet_tx,
@@ -146,6 +153,12 @@ impl Shared {
                 self.tick_notify.notify_one();
             }
         }
+        // Persist a changed node table right away, as Disque does before
+        // its event loop sleeps again (a node killed just after learning
+        // its peers must find them in nodes.conf on restart).
+        if node.engine.nodes_conf_dirty() {
+            self.save_notify.notify_one();
+        }
         out
     }
 
@@ -188,6 +201,8 @@ impl Shared {
         // Settings the shell reads without the lock.
         self.idle_timeout
             .store(node.config.timeout, Ordering::Relaxed);
+        self.tcp_keepalive
+            .store(node.config.tcp_keepalive, Ordering::Relaxed);
         self.node_timeout
             .store(node.config.cluster_node_timeout, Ordering::Relaxed);
     }
@@ -216,6 +231,7 @@ pub async fn run(config: crate::config::Config) -> Result<Exit, String> {
     let port = bound.port;
     // DEBUG RESTART passes `--port` again; TLS only stays TLS only.
     let plain_port = if listeners.plain { port } else { 0 };
+    let pidfile = write_pidfile(&config);
     let mut engine = match loaded {
         Some(l) => {
             // `parse` guarantees index 0 is the myself line.
@@ -295,6 +311,7 @@ pub async fn run(config: crate::config::Config) -> Result<Exit, String> {
         tokio::spawn(join::join(shared.clone(), seeds));
     }
     let ticker = tokio::spawn(ticker::run(shared.clone()));
+    tokio::spawn(ticker::nodes_conf_saver(shared.clone()));
     tokio::spawn(persistence::run_task(shared.clone()));
 
     let tls_port = listeners.tls_port.unwrap_or(0);
@@ -316,22 +333,58 @@ pub async fn run(config: crate::config::Config) -> Result<Exit, String> {
     if let Some(path) = unix_path.filter(|p| !p.is_empty()) {
         let _ = std::fs::remove_file(path);
     }
+    if let Some(path) = pidfile {
+        let _ = std::fs::remove_file(path);
+    }
     Ok(Exit {
         restart_after_ms: shared.restart_requested(),
         port: plain_port,
     })
 }
 
+/// `pidfile`: written when set to something other than the default path
+/// (or with `daemonize yes`, as Redis does), relative to `dir`, removed on
+/// a clean shutdown. A failure is logged, not fatal (as in Redis).
+fn write_pidfile(c: &crate::config::Config) -> Option<String> {
+    let wanted = c.daemonize || c.pidfile != crate::config::defaults::PIDFILE;
+    if !wanted || c.pidfile.is_empty() {
+        return None;
+    }
+    match std::fs::write(&c.pidfile, format!("{}\n", std::process::id())) {
+        Ok(()) => Some(c.pidfile.clone()),
+        Err(e) => {
+            tracing::warn!(path = %c.pidfile, error = %e, "Could not write the pidfile.");
+            None
+        }
+    }
+}
+
 /// Directives accepted for compatibility that this server does not act on:
-/// say so instead of ignoring them silently (docs/COMPATIBILITY.md).
+/// say so at startup when one is set to anything but its default, instead
+/// of ignoring it silently (docs/COMPATIBILITY.md).
 fn warn_unsupported(c: &crate::config::Config) {
+    use crate::config::defaults as d;
     if c.daemonize {
         tracing::warn!(
-            "daemonize yes is not supported: running in the foreground (use a service manager)."
+            "daemonize yes is accepted for compatibility and ignored: running in the foreground (use a service manager)."
         );
     }
-    if c.syslog_enabled {
-        tracing::warn!("syslog-enabled is not supported: logging to the logfile or stdout.");
+    if c.syslog_enabled
+        || c.syslog_ident != d::SYSLOG_IDENT
+        || c.syslog_facility != crate::config::SyslogFacility::Local0
+    {
+        tracing::warn!(
+            "syslog-enabled / syslog-ident / syslog-facility are accepted for compatibility and ignored: logging to the logfile or stdout."
+        );
+    }
+    if !c.activerehashing {
+        tracing::warn!("activerehashing is accepted for compatibility and ignored (there is no incremental rehashing to turn off).");
+    }
+    if c.latency_monitor_threshold != d::LATENCY_MONITOR_THRESHOLD {
+        tracing::warn!("latency-monitor-threshold is accepted for compatibility and ignored: LATENCY reports no samples.");
+    }
+    if c.no_appendfsync_on_rewrite {
+        tracing::warn!("no-appendfsync-on-rewrite is accepted for compatibility and ignored: the AOF is fsynced per appendfsync during rewrites too (they run on the writer thread).");
     }
 }
 

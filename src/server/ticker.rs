@@ -1,7 +1,8 @@
 //! The timer task: calls `Engine::tick` at the configured `hz`, and sooner
 //! when the engine's next deadline is nearer (a GETJOB TIMEOUT of 10 ms
 //! fires after ~10 ms, not after the next 100 ms tick). Also samples the
-//! instantaneous stats.
+//! instantaneous stats. And the nodes.conf saver, woken when the node
+//! table changes, whose writes and fsyncs run on a blocking thread.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -24,7 +25,6 @@ pub async fn run(shared: Arc<Shared>) {
             (next, period)
         });
         shared.next_tick.store(next, Ordering::Relaxed);
-        save_nodes_conf(&shared).await;
         let wait = next.saturating_sub(unix_ms()).min(period);
         tokio::select! {
             _ = tokio::time::sleep(Duration::from_millis(wait)) => {}
@@ -48,6 +48,18 @@ fn sample_stats(node: &mut crate::node::Node, now: u64) {
         s.ops_sample_count = s.total_commands;
         s.in_sample = s.net_input;
         s.out_sample = s.net_output;
+    }
+}
+
+/// Saves nodes.conf whenever `Shared::with` finds the table changed
+/// (notifications coalesce while a save is running).
+pub async fn nodes_conf_saver(shared: Arc<Shared>) {
+    let mut shutdown = shared.shutdown_rx();
+    loop {
+        tokio::select! {
+            _ = shared.save_notify.notified() => save_nodes_conf(&shared).await,
+            _ = shutdown.changed() => return,
+        }
     }
 }
 

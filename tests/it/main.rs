@@ -12,6 +12,7 @@ mod auth;
 mod bench_tool;
 mod client_lib;
 mod cluster;
+mod compat;
 mod config;
 mod deploy;
 mod extensions;
