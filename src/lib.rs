@@ -35,6 +35,7 @@ pub mod queue;
 pub mod resp;
 pub mod server;
 pub mod slab;
+pub mod strings;
 pub mod sys;
 pub mod tls;
 

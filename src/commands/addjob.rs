@@ -2,7 +2,7 @@
 
 use bytes::Bytes;
 
-use super::{eq_ic, err, parse_i64, syntax_error, Ctx, Outcome};
+use super::{eq_ic, err, string2ll, syntax_error, Ctx, Outcome};
 use crate::engine::addjob::{AddJobOutcome, AddJobRequest};
 use crate::errors::WireError;
 use crate::job_ext::JobExt;
@@ -34,7 +34,7 @@ pub fn addjob(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
         let Some(value) = value.filter(|_| needs_value) else {
             return syntax_error();
         };
-        let n = parse_i64(value);
+        let n = string2ll(value);
         if let Some(r) = ext_option(&mut req, opt, value, n) {
             match r {
                 Ok(()) => {
@@ -72,7 +72,7 @@ pub fn addjob(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
         }
         i += 2;
     }
-    match parse_i64(&args[3]) {
+    match string2ll(&args[3]) {
         None => return err(WireError::TimeoutNotInteger),
         Some(t) if t < 0 => return err(WireError::TimeoutNegative),
         Some(t) => req.timeout = t as u64,

@@ -3,7 +3,7 @@
 
 use bytes::Bytes;
 
-use super::{eq_ic, err, parse_i64, syntax_error, Ctx, Outcome, COMMANDS, FLAG_NAMES};
+use super::{eq_ic, err, string2ll, syntax_error, Ctx, Outcome, COMMANDS, FLAG_NAMES};
 use crate::errors::WireError;
 use crate::resp::Reply;
 
@@ -57,7 +57,7 @@ pub fn slowlog(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
     if eq_ic(sub, "get") && args.len() <= 3 {
         let n = match args.get(2) {
             None => 10,
-            Some(v) => match parse_i64(v) {
+            Some(v) => match string2ll(v) {
                 Some(n) => n,
                 None => return err(WireError::NotInteger),
             },

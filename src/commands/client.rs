@@ -2,7 +2,7 @@
 
 use bytes::Bytes;
 
-use super::{eq_ic, err, parse_i64, syntax_error, Ctx, Outcome};
+use super::{eq_ic, err, string2ll, syntax_error, Ctx, Outcome};
 use crate::errors::WireError;
 use crate::node::ReplyMode;
 use crate::resp::Reply;
@@ -87,7 +87,7 @@ pub fn client(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
         return Reply::ok().into();
     }
     if eq_ic(sub, "pause") && args.len() == 3 {
-        return match parse_i64(&args[2]) {
+        return match string2ll(&args[2]) {
             None => err(WireError::TimeoutNotInteger),
             Some(t) if t < 0 => err(WireError::TimeoutNegative),
             Some(t) => {
@@ -122,7 +122,7 @@ pub fn client(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
                 return syntax_error();
             };
             if eq_ic(&args[i], "id") {
-                match parse_i64(v) {
+                match string2ll(v) {
                     Some(n) => id_filter = Some(n as u64),
                     None => return syntax_error(),
                 }

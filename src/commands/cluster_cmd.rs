@@ -27,7 +27,7 @@ pub fn cluster(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
     if eq_ic(sub, "meet") && n == 4 {
         let ip = String::from_utf8_lossy(&args[2]).into_owned();
         let port_s = String::from_utf8_lossy(&args[3]).into_owned();
-        let Some(port) = super::parse_i64(&args[3]) else {
+        let Some(port) = super::string2ll(&args[3]) else {
             return err(WireError::InvalidPort(port_s));
         };
         if !(1..=55535).contains(&port) {

@@ -54,7 +54,7 @@ pub fn debug(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
     if (eq_ic(sub, "restart") || eq_ic(sub, "crash-and-recover")) && n <= 3 {
         let delay_ms = match args.get(2) {
             None => 0,
-            Some(v) => match super::parse_i64(v) {
+            Some(v) => match super::string2ll(v) {
                 Some(ms) if ms >= 0 => ms as u64,
                 _ => return Reply::from(WireError::InvalidRestartDelay).into(),
             },

@@ -2,7 +2,7 @@
 
 use bytes::Bytes;
 
-use super::{eq_ic, err, parse_i64, syntax_error, Ctx, Outcome};
+use super::{eq_ic, err, string2ll, syntax_error, Ctx, Outcome};
 use crate::engine::getjob::{GetJobOutcome, GetJobRequest};
 use crate::errors::WireError;
 
@@ -26,7 +26,7 @@ pub fn getjob(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
             let Some(v) = args.get(i + 1) else {
                 return syntax_error();
             };
-            match parse_i64(v) {
+            match string2ll(v) {
                 None => return err(WireError::TimeoutNotInteger),
                 Some(t) if t < 0 => return err(WireError::TimeoutNegative),
                 Some(t) => req.timeout = t as u64,
@@ -36,7 +36,7 @@ pub fn getjob(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
             let Some(v) = args.get(i + 1) else {
                 return syntax_error();
             };
-            match parse_i64(v) {
+            match string2ll(v) {
                 Some(c) if c > 0 => req.count = c as u64,
                 _ => return err(WireError::CountRange),
             }

@@ -4,7 +4,7 @@
 
 use bytes::Bytes;
 
-use super::{eq_ic, err, parse_i64, Ctx, Outcome};
+use super::{eq_ic, err, string2ll, Ctx, Outcome};
 use crate::engine::cluster::{FLAG_FAIL, FLAG_LEAVING, FLAG_PFAIL};
 use crate::errors::WireError;
 use crate::resp::Reply;
@@ -16,7 +16,7 @@ pub fn hello(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
         }
         return disque_hello(ctx);
     }
-    let Some(proto) = parse_i64(&args[1]) else {
+    let Some(proto) = string2ll(&args[1]) else {
         return err(WireError::HelloProtoNotInteger);
     };
     let mut i = 2;

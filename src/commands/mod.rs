@@ -328,25 +328,8 @@ pub fn syntax_error() -> Outcome {
     err(WireError::Syntax)
 }
 
-/// Strict decimal integer like Redis string2ll: optional '-', no '+',
-/// no spaces, no leading zeros.
-pub fn parse_i64(b: &[u8]) -> Option<i64> {
-    if b.is_empty() || b.len() > 20 {
-        return None;
-    }
-    let s = std::str::from_utf8(b).ok()?;
-    let digits = s.strip_prefix('-').unwrap_or(s);
-    if digits.is_empty() || !digits.bytes().all(|c| c.is_ascii_digit()) {
-        return None;
-    }
-    if digits.len() > 1 && digits.starts_with('0') {
-        return None;
-    }
-    if s == "-0" {
-        return None;
-    }
-    s.parse().ok()
-}
+/// Strict decimal integer (Redis `string2ll`).
+pub use crate::strings::string2ll;
 
 /// Parse all IDs first; any bad one fails the whole command (WIRE 2.3).
 pub fn parse_ids(args: &[Bytes]) -> Result<Vec<JobId>, Outcome> {
@@ -440,26 +423,6 @@ pub fn dispatch(node: &mut Node, client: &mut ClientState, args: &[Bytes], now: 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn strict_integers() {
-        assert_eq!(parse_i64(b"0"), Some(0));
-        assert_eq!(parse_i64(b"-12"), Some(-12));
-        assert_eq!(parse_i64(b"9223372036854775807"), Some(i64::MAX));
-        for bad in [
-            &b""[..],
-            b"+1",
-            b" 1",
-            b"01",
-            b"1.5",
-            b"abc",
-            b"-",
-            b"-0",
-            b"99999999999999999999",
-        ] {
-            assert_eq!(parse_i64(bad), None, "{:?}", bad);
-        }
-    }
 
     #[test]
     fn table_has_32_commands() {

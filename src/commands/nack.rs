@@ -6,7 +6,7 @@
 use bytes::Bytes;
 
 use super::jobs::count_known;
-use super::{eq_ic, err, parse_i64, Ctx, Outcome};
+use super::{eq_ic, err, string2ll, Ctx, Outcome};
 use crate::errors::WireError;
 use crate::job::JobState;
 
@@ -17,7 +17,7 @@ pub fn nack(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
     let mut ids_end = args.len();
     let mut delay_ms = None;
     if args.len() >= 3 && eq_ic(&args[args.len() - 2], "delay") {
-        match parse_i64(&args[args.len() - 1]) {
+        match string2ll(&args[args.len() - 1]) {
             Some(s) if (0..=MAX_DELAY_S).contains(&s) => delay_ms = Some(s as u64 * 1000),
             _ => return err(WireError::NackDelayRange),
         }

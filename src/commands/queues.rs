@@ -3,7 +3,7 @@
 
 use bytes::Bytes;
 
-use super::{eq_ic, err, parse_i64, Ctx, Outcome};
+use super::{eq_ic, err, string2ll, Ctx, Outcome};
 use crate::engine::qlen_cluster::CountOutcome;
 use crate::errors::WireError;
 use crate::queue::Queue;
@@ -39,7 +39,7 @@ pub fn qlen(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
 }
 
 pub fn qpeek(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
-    let Some(count) = parse_i64(&args[2]) else {
+    let Some(count) = string2ll(&args[2]) else {
         return err(WireError::NotInteger);
     };
     let engine = &ctx.node.engine;

@@ -11,7 +11,7 @@
 use bytes::Bytes;
 
 use super::jobs::count_known;
-use super::{eq_ic, err, parse_i64, syntax_error, Ctx, Outcome};
+use super::{eq_ic, err, string2ll, syntax_error, Ctx, Outcome};
 use crate::errors::WireError;
 use crate::resp::Reply;
 
@@ -24,7 +24,7 @@ pub fn redrive(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
     };
     let count = match args.len() {
         3 => usize::MAX,
-        5 if eq_ic(&args[3], "count") => match parse_i64(&args[4]) {
+        5 if eq_ic(&args[3], "count") => match string2ll(&args[4]) {
             Some(n) if n > 0 => usize::try_from(n).unwrap_or(usize::MAX),
             _ => return err(WireError::CountRange),
         },

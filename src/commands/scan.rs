@@ -4,7 +4,7 @@
 
 use bytes::Bytes;
 
-use super::{eq_ic, err, parse_i64, syntax_error, Ctx, Outcome};
+use super::{eq_ic, err, string2ll, syntax_error, Ctx, Outcome};
 use crate::errors::WireError;
 use crate::job::JobState;
 use crate::resp::Reply;
@@ -32,7 +32,7 @@ fn parse_common(
         let a = &args[i];
         let next = args.get(i + 1);
         if eq_ic(a, "count") && next.is_some() {
-            match next.and_then(|v| parse_i64(v)) {
+            match next.and_then(|v| string2ll(v)) {
                 Some(c) if c > 0 => opts.count = c as usize,
                 Some(_) => return Err(syntax_error()),
                 None => return Err(err(WireError::NotInteger)),
@@ -65,7 +65,7 @@ fn parse_common(
 }
 
 fn int_opt(next: Option<&Bytes>) -> Result<i64, Outcome> {
-    next.and_then(|v| parse_i64(v))
+    next.and_then(|v| string2ll(v))
         .ok_or_else(|| err(WireError::NotInteger))
 }
 

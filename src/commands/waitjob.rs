@@ -4,7 +4,7 @@
 
 use bytes::Bytes;
 
-use super::{eq_ic, err, parse_i64, syntax_error, Ctx, Outcome};
+use super::{eq_ic, err, string2ll, syntax_error, Ctx, Outcome};
 use crate::engine::waitjob::WaitJobOutcome;
 use crate::errors::WireError;
 use crate::job::JobId;
@@ -16,7 +16,7 @@ pub fn waitjob(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
     let mut timeout = 0u64;
     match args.len() {
         2 => {}
-        4 if eq_ic(&args[2], "timeout") => match parse_i64(&args[3]) {
+        4 if eq_ic(&args[2], "timeout") => match string2ll(&args[3]) {
             None => return err(WireError::TimeoutNotInteger),
             Some(t) if t < 0 => return err(WireError::TimeoutNegative),
             Some(t) => timeout = t as u64,

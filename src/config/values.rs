@@ -1,130 +1,23 @@
 //! Value-level helpers shared by the parser, CONFIG SET and CONFIG REWRITE:
-//! Redis-compatible argument splitting and quoting, memory units, and
-//! strict integer / boolean parsing.
+//! memory units, booleans, and the config's view of the Redis-style
+//! string helpers in `crate::strings` (splitting, quoting, integers).
 
-/// Split a config line like Redis `sdssplitargs`.
-///
-/// Tokens are separated by whitespace. `"double quotes"` understand
-/// `\n \r \t \b \a \\ \" \xHH`; `'single quotes'` are literal except `\'`.
-/// Quotes may start in the middle of a token (`a"b c"` is one token), but a
-/// closing quote must be followed by whitespace or the end of the line.
-/// Returns `None` for unbalanced quotes or a misplaced closing quote.
-/// Bytes produced by `\xHH` that are not valid UTF-8 are replaced lossily.
+/// Split a config line like Redis `sdssplitargs` (`crate::strings`), as
+/// strings: bytes produced by `\xHH` that are not valid UTF-8 are replaced
+/// lossily. `None` for unbalanced quotes or a misplaced closing quote.
 pub fn split_args(line: &str) -> Option<Vec<String>> {
-    let p = line.as_bytes();
-    let mut i = 0;
-    let mut out = Vec::new();
-    loop {
-        while i < p.len() && is_space(p[i]) {
-            i += 1;
-        }
-        if i >= p.len() {
-            return Some(out);
-        }
-        let mut cur: Vec<u8> = Vec::new();
-        let (mut inq, mut insq) = (false, false);
-        loop {
-            let c = p.get(i).copied();
-            if inq {
-                match c {
-                    None => return None,
-                    Some(b'\\')
-                        if p.get(i + 1) == Some(&b'x')
-                            && hex_val(p.get(i + 2)).is_some()
-                            && hex_val(p.get(i + 3)).is_some() =>
-                    {
-                        let hi = hex_val(p.get(i + 2)).unwrap_or(0);
-                        let lo = hex_val(p.get(i + 3)).unwrap_or(0);
-                        cur.push(hi * 16 + lo);
-                        i += 3;
-                    }
-                    Some(b'\\') if i + 1 < p.len() => {
-                        i += 1;
-                        cur.push(match p[i] {
-                            b'n' => b'\n',
-                            b'r' => b'\r',
-                            b't' => b'\t',
-                            b'b' => 8,
-                            b'a' => 7,
-                            other => other,
-                        });
-                    }
-                    Some(b'"') => {
-                        if p.get(i + 1).is_some_and(|&n| !is_space(n)) {
-                            return None;
-                        }
-                        i += 1;
-                        break;
-                    }
-                    Some(other) => cur.push(other),
-                }
-            } else if insq {
-                match c {
-                    None => return None,
-                    Some(b'\\') if p.get(i + 1) == Some(&b'\'') => {
-                        i += 1;
-                        cur.push(b'\'');
-                    }
-                    Some(b'\'') => {
-                        if p.get(i + 1).is_some_and(|&n| !is_space(n)) {
-                            return None;
-                        }
-                        i += 1;
-                        break;
-                    }
-                    Some(other) => cur.push(other),
-                }
-            } else {
-                match c {
-                    None => break,
-                    Some(b) if is_space(b) => break,
-                    Some(b'"') => inq = true,
-                    Some(b'\'') => insq = true,
-                    Some(other) => cur.push(other),
-                }
-            }
-            i += 1;
-        }
-        out.push(String::from_utf8_lossy(&cur).into_owned());
-    }
-}
-
-/// C `isspace` on ASCII.
-fn is_space(b: u8) -> bool {
-    matches!(b, b' ' | b'\t' | b'\n' | b'\r' | 0x0b | 0x0c)
-}
-
-fn hex_val(b: Option<&u8>) -> Option<u8> {
-    match b? {
-        c @ b'0'..=b'9' => Some(c - b'0'),
-        c @ b'a'..=b'f' => Some(c - b'a' + 10),
-        c @ b'A'..=b'F' => Some(c - b'A' + 10),
-        _ => None,
-    }
+    let args = crate::strings::split_args(line.as_bytes())?;
+    Some(
+        args.into_iter()
+            .map(|a| String::from_utf8_lossy(&a).into_owned())
+            .collect(),
+    )
 }
 
 /// Quote a string the way Redis `sdscatrepr` does, so that `split_args`
 /// reads it back byte-for-byte: used for string options in CONFIG REWRITE.
 pub(crate) fn repr(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for &b in s.as_bytes() {
-        match b {
-            b'\\' => out.push_str("\\\\"),
-            b'"' => out.push_str("\\\""),
-            b'\n' => out.push_str("\\n"),
-            b'\r' => out.push_str("\\r"),
-            b'\t' => out.push_str("\\t"),
-            7 => out.push_str("\\a"),
-            8 => out.push_str("\\b"),
-            0x20..=0x7e => out.push(b as char),
-            // Non-printable and non-ASCII bytes are hex-escaped; split_args
-            // then reassembles the UTF-8 sequence byte by byte.
-            _ => out.push_str(&format!("\\x{b:02x}")),
-        }
-    }
-    out.push('"');
-    out
+    crate::strings::repr(s.as_bytes())
 }
 
 /// Parse a memory amount: a non-negative integer optionally followed by
@@ -168,20 +61,14 @@ pub fn format_memory(bytes: u64) -> String {
     }
 }
 
-/// Strict signed integer: optional '-', digits only. Stricter than the
-/// original's `atoi` (which turned garbage into 0) on purpose, so typos are
-/// reported instead of silently becoming 0.
+/// Strict signed integer (`crate::strings::digits_i64`).
 pub(crate) fn parse_i64(s: &str) -> Option<i64> {
-    let digits = s.strip_prefix('-').unwrap_or(s);
-    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    s.parse().ok()
+    crate::strings::digits_i64(s)
 }
 
 /// Strict non-negative integer.
 pub(crate) fn parse_u64(s: &str) -> Option<u64> {
-    parse_i64(s).and_then(|v| u64::try_from(v).ok())
+    crate::strings::digits_u64(s)
 }
 
 /// `yes` / `no`, case-insensitive.

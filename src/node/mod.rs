@@ -167,7 +167,7 @@ impl Node {
         );
         for a in args {
             line.push(' ');
-            line.push_str(&quote_arg(a));
+            line.push_str(&crate::strings::repr(a));
         }
         line.push_str("\r\n");
         let msg = Bytes::from(line);
@@ -218,26 +218,6 @@ impl Node {
             self.slowlog.pop_back();
         }
     }
-}
-
-/// Quote an argument like Redis sdscatrepr.
-pub fn quote_arg(a: &[u8]) -> String {
-    let mut s = String::from("\"");
-    for &c in a {
-        match c {
-            b'\\' => s.push_str("\\\\"),
-            b'"' => s.push_str("\\\""),
-            b'\n' => s.push_str("\\n"),
-            b'\r' => s.push_str("\\r"),
-            b'\t' => s.push_str("\\t"),
-            7 => s.push_str("\\a"),
-            8 => s.push_str("\\b"),
-            c if c.is_ascii_graphic() || c == b' ' => s.push(c as char),
-            c => s.push_str(&format!("\\x{c:02x}")),
-        }
-    }
-    s.push('"');
-    s
 }
 
 impl Node {
