@@ -15,6 +15,7 @@
 //! - `cluster`: bus message framing; `job_codec`: serialized jobs.
 //! - `aof`: persistence. `memory`: counting allocator. `sys`: OS queries.
 //! - `cgroup`: the container memory limit behind a default `maxmemory`.
+//! - `healthcheck`: `--healthcheck`, the probe for shell-less images.
 //! - `logging`: tracing setup with a level CONFIG SET can change.
 
 pub mod aof;
@@ -25,6 +26,7 @@ pub mod commands;
 pub mod config;
 pub mod engine;
 pub mod errors;
+pub mod healthcheck;
 pub mod job;
 pub mod job_codec;
 pub mod job_ext;

@@ -8,6 +8,9 @@ static ALLOC: disque::memory::Counting = disque::memory::Counting;
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().is_some_and(|a| a == "--healthcheck") {
+        std::process::exit(disque::healthcheck::main(&args[1..]));
+    }
     // Before the config is parsed: `dir` changes the working directory.
     let start_dir = std::env::current_dir().ok();
     let cfg = match config::from_args(&args) {
@@ -26,6 +29,7 @@ fn main() {
             println!("       ./disque-server -v or --version");
             println!("       ./disque-server -h or --help");
             println!("       ./disque-server --check-aof <file> [--fix]");
+            println!("       ./disque-server --healthcheck [--live] [host:port]");
             println!();
             println!("Examples:");
             println!("       ./disque-server (run the server with default conf)");

@@ -6,6 +6,7 @@
 pub mod access;
 pub mod bus;
 pub mod connection;
+pub mod drain;
 pub mod join;
 pub mod listener;
 pub mod loading;
@@ -324,7 +325,9 @@ pub async fn run(config: crate::config::Config) -> Result<Exit, String> {
     );
     println!("disque-server ready {ports} pid={}", std::process::id());
 
-    wait_for_shutdown(&shared).await;
+    if wait_for_shutdown(&shared).await {
+        drain::drain(&shared).await;
+    }
     tracing::info!("Shutting down.");
     shared.shutdown();
     let _ = tokio::time::timeout(std::time::Duration::from_secs(5), ticker).await;
@@ -388,7 +391,8 @@ fn warn_unsupported(c: &crate::config::Config) {
     }
 }
 
-async fn wait_for_shutdown(shared: &Shared) {
+/// True when the shutdown was asked by SIGTERM (which may drain first).
+async fn wait_for_shutdown(shared: &Shared) -> bool {
     let mut rx = shared.shutdown_rx();
     let term = async {
         match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
@@ -399,8 +403,14 @@ async fn wait_for_shutdown(shared: &Shared) {
         }
     };
     tokio::select! {
-        _ = tokio::signal::ctrl_c() => tracing::info!("Received SIGINT."),
-        _ = term => tracing::info!("Received SIGTERM."),
-        _ = rx.changed() => {}
+        _ = tokio::signal::ctrl_c() => {
+            tracing::info!("Received SIGINT.");
+            false
+        }
+        _ = term => {
+            tracing::info!("Received SIGTERM.");
+            true
+        }
+        _ = rx.changed() => false,
     }
 }

@@ -11,6 +11,7 @@ use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use crate::harness::{wait_until, Client, Reply, ReplyExt, Server, ServerOpts, SERVER_BIN};
 use crate::util::{addjob, POLL, WAIT};
@@ -280,4 +281,85 @@ fn cluster_meet_resolves_host_names() {
         bad,
         Reply::Error("ERR Invalid node address specified: not/a/host:7711".into())
     );
+}
+
+fn healthcheck(args: &[&str], env: &[(&str, &str)]) -> (bool, String) {
+    let mut cmd = Command::new(SERVER_BIN);
+    cmd.arg("--healthcheck").args(args);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().expect("run --healthcheck");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn healthcheck_is_ready_only_after_loading() {
+    let dir = temp_dir("health");
+    std::fs::write(dir.join("disque.aof"), b"").expect("aof");
+    let p = Proc::start(
+        &dir,
+        &["--appendonly", "yes", "--requirepass", "pw"],
+        &[("DISQUE_DEBUG_LOADING_DELAY_MS", "3000")],
+    );
+    let addr = format!("127.0.0.1:{}", p.port("disque-server loading "));
+    let pw = [("DISQUE_PASSWORD", "pw")];
+    let (ok, why) = healthcheck(&[&addr], &pw);
+    assert!(!ok && why.contains("loading"), "{why}");
+    assert!(
+        healthcheck(&["--live", &addr], &pw).0,
+        "alive while loading"
+    );
+    let (ok, why) = healthcheck(&[&addr], &[]);
+    assert!(!ok && why.contains("NOAUTH"), "{why}");
+    p.line("disque-server ready ");
+    assert!(healthcheck(&[&addr], &pw).0);
+    drop(p);
+    let (ok, why) = healthcheck(&[&addr], &pw);
+    assert!(!ok, "nobody listens any more: {why}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn sigterm_drains_queued_jobs_to_a_consumer_elsewhere() {
+    let mut a = Server::start(ServerOpts::with_args(&["--shutdown-drain-timeout", "20"]));
+    let b = Server::start_default();
+    let (mut ca, mut cb) = (a.client(), b.client());
+    ca.cmd(&["CLUSTER", "MEET", "127.0.0.1", &b.port().to_string()]);
+    assert!(wait_until(WAIT, POLL, || cluster_field(
+        &mut ca,
+        "cluster_reachable_nodes"
+    ) == 1
+        && cluster_field(&mut cb, "cluster_reachable_nodes") == 1));
+    let mut ids = Vec::new();
+    for i in 0..6 {
+        ids.push(addjob(&mut ca, "q", &format!("j{i}"), &["REPLICATE", "1"]));
+    }
+    a.sigterm();
+    // Consumers on B ask for the queue; A hands its jobs over, then exits.
+    let mut got = Vec::new();
+    let ok = wait_until(Duration::from_secs(20), POLL, || {
+        let r = cb.cmd(&["GETJOB", "TIMEOUT", "200", "COUNT", "10", "FROM", "q"]);
+        if let Reply::Array(jobs) = r {
+            for j in jobs {
+                let id = j.array()[1].text();
+                cb.cmd(&["ACKJOB", &id]);
+                got.push(id);
+            }
+        }
+        got.len() >= ids.len()
+    });
+    assert!(ok, "got {got:?}; A output:\n{}", a.output());
+    got.sort();
+    ids.sort();
+    assert_eq!(got, ids);
+    assert!(a.wait_exit(WAIT).is_some_and(|s| s.success()));
+    assert!(a.output().contains("Drained"), "{}", a.output());
+    // The drain's LEAVING flag is not persisted: A comes back a member.
+    let conf = std::fs::read_to_string(a.dir().join("nodes.conf")).expect("nodes.conf");
+    let me = conf.lines().find(|l| l.contains("myself")).unwrap_or("");
+    assert!(!me.contains("leaving"), "{conf}");
 }
