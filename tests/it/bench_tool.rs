@@ -1,5 +1,6 @@
 //! The load generator keeps working against the real server: each
-//! workload runs briefly and reports zero errors.
+//! workload runs briefly and reports zero errors, `--json` records the
+//! options and results, and `--version` answers.
 
 use std::process::Command;
 
@@ -7,16 +8,9 @@ use crate::harness::Server;
 
 const BENCH_BIN: &str = env!("CARGO_BIN_EXE_disque-benchmark");
 
-fn run(port: u16, args: &[&str]) -> Vec<String> {
+/// Runs the benchmark to completion and returns its stdout.
+fn bench(args: &[&str]) -> String {
     let out = Command::new(BENCH_BIN)
-        .args([
-            "-p",
-            &port.to_string(),
-            "--csv",
-            "-q",
-            "--timeout-ms",
-            "5000",
-        ])
         .args(args)
         .output()
         .expect("run disque-benchmark");
@@ -27,6 +21,14 @@ fn run(port: u16, args: &[&str]) -> Vec<String> {
         stdout,
         String::from_utf8_lossy(&out.stderr)
     );
+    stdout
+}
+
+fn run(port: u16, args: &[&str]) -> Vec<String> {
+    let port = port.to_string();
+    let mut all = vec!["-p", &port, "--csv", "-q", "--timeout-ms", "5000"];
+    all.extend_from_slice(args);
+    let stdout = bench(&all);
     let line = stdout.lines().last().unwrap_or_default().to_string();
     line.split(',').map(str::to_string).collect()
 }
@@ -49,4 +51,62 @@ fn benchmark_workloads_run_without_errors() {
         let ops: f64 = cols[5].parse().expect("ops/s");
         assert!(ops > 0.0, "{cols:?}");
     }
+}
+
+#[test]
+fn benchmark_json_records_options_and_scheduled_latency() {
+    let s = Server::start_default();
+    let port = s.port().to_string();
+    let out = bench(&[
+        "-p",
+        &port,
+        "--json",
+        "--timeout-ms",
+        "5000",
+        "-w",
+        "cycle",
+        "-c",
+        "4",
+        "-n",
+        "400",
+        "--rate",
+        "2000",
+        "--queue-prefix",
+        "jsonrun",
+    ]);
+    let v: serde_json::Value = serde_json::from_str(out.trim()).expect("one JSON object");
+    let opts = &v["options"];
+    assert_eq!(opts["workload"], "cycle");
+    assert_eq!(opts["rate"], 2000.0);
+    assert_eq!(opts["clients"], 4);
+    assert_eq!(opts["requests"], 400);
+    assert_eq!(opts["ack"], "ackjob");
+    assert_eq!(opts["queue_prefix"], "jsonrun");
+    assert_eq!(opts["hosts"][0], format!("127.0.0.1:{port}"));
+    let res = &v["results"];
+    assert_eq!(res["errors"], 0, "{v}");
+    assert_eq!(res["ops"], 400, "{v}");
+    assert_eq!(res["latency_from"], "scheduled_send");
+    assert_eq!(res["latency_kind"], "end_to_end");
+    assert_eq!(res["latency"]["count"], 400);
+    let p50 = res["latency"]["p50_us"].as_f64().expect("p50");
+    let max = res["latency"]["max_us"].as_f64().expect("max");
+    assert!(p50 > 0.0 && p50 <= max, "{v}");
+    assert_eq!(res["produce"]["ops"], 400);
+    assert_eq!(res["schedule"]["rate"], 2000.0);
+}
+
+#[test]
+fn benchmark_version_and_usage_errors() {
+    let v = bench(&["--version"]);
+    assert_eq!(
+        v.trim(),
+        format!("disque-benchmark {}", env!("CARGO_PKG_VERSION"))
+    );
+    let out = Command::new(BENCH_BIN)
+        .args(["-c", "0"])
+        .output()
+        .expect("run disque-benchmark");
+    assert_eq!(out.status.code(), Some(1), "bad usage exits 1");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--clients"));
 }

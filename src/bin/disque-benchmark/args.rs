@@ -1,13 +1,18 @@
-//! Hand-written command-line parsing and the `--help` text.
+//! Command-line options (clap derive) and their validation into a
+//! [`Config`], the resolved settings a run uses and `--json` records.
 
 use std::time::Duration;
 
+use clap::{ArgAction, Parser, ValueEnum};
+use serde::Serialize;
+
 /// Which server dialect to drive.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Serialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Target {
     /// Disque: ADDJOB / GETJOB / ACKJOB.
     Disque,
-    /// Redis baseline: LPUSH / RPOP / BRPOP on lists.
+    /// Redis list baseline: addjob=LPUSH, getjob=RPOP, cycle=LPUSH+BRPOP.
     Redis,
 }
 
@@ -22,15 +27,19 @@ impl Target {
 }
 
 /// What the clients do.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Serialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Workload {
-    /// Produce only.
+    /// ADDJOB q body 0 [REPLICATE n] [ASYNC]
+    #[value(name = "addjob")]
     AddJob,
-    /// Consume pre-filled jobs with non-blocking GETJOB.
+    /// Pre-fill, then GETJOB NOHANG FROM q (+ ACKJOB/FASTACK with --ack)
+    #[value(name = "getjob")]
     GetJob,
-    /// Producers and blocking consumers at the same time.
+    /// Producers ADDJOB, blocking consumers GETJOB TIMEOUT then ACKJOB;
+    /// end-to-end latency from a send timestamp embedded in the body
     Cycle,
-    /// Cycle with producers on host 0 and consumers on host 1.
+    /// Cycle with producers on host 1 and consumers on host 2
     Federated,
 }
 
@@ -52,7 +61,8 @@ impl Workload {
 }
 
 /// How consumed jobs are acknowledged (Disque only).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
 pub enum AckMode {
     /// Jobs are not acknowledged.
     None,
@@ -65,8 +75,197 @@ pub enum AckMode {
 /// Size of the timestamp + run-id stamp written at the start of cycle bodies.
 pub const STAMP_LEN: usize = 24;
 
-/// Everything the run needs, validated.
-#[derive(Clone, Debug)]
+const AFTER_HELP: &str = "\
+Latency: without --rate each operation is timed from the moment its command
+is sent (closed loop). With --rate the run follows a fixed schedule and each
+operation is timed from its scheduled send time, so a stall that delays later
+sends is counted in their latency (no coordinated omission).
+
+Output: --csv prints one line
+  target,workload,clients,pipeline,size,ops_per_sec,p50_us,p99_us,p999_us,max_us,ops,errors
+(cycle: latencies are end-to-end); --json prints one JSON object with every
+resolved option and the results.
+
+Exit status: 0 ok, 1 bad usage, 2 could not connect (or prefill failed),
+3 errors occurred with --strict.";
+
+/// disque-benchmark: load generator for Disque (and a Redis list baseline)
+#[derive(Debug, Parser)]
+#[command(
+    name = "disque-benchmark",
+    version,
+    disable_help_flag = true,
+    after_help = AFTER_HELP
+)]
+struct Cli {
+    /// Node to use; repeat or give a comma list for several nodes (default
+    /// 127.0.0.1). Clients are spread round-robin over the nodes
+    #[arg(
+        short = 'h',
+        long = "host",
+        value_name = "HOST[:PORT]",
+        help_heading = "Connection"
+    )]
+    hosts: Vec<String>,
+    /// Port for hosts given without one
+    #[arg(short, long, default_value_t = 7711, help_heading = "Connection")]
+    port: u16,
+    /// cycle: consumers use these nodes instead (repeatable, comma list)
+    #[arg(
+        long = "consume-host",
+        value_name = "HOST[:PORT]",
+        help_heading = "Connection"
+    )]
+    consume_hosts: Vec<String>,
+    /// Timeout of every network read/write
+    #[arg(long = "timeout-ms", value_name = "MS", default_value_t = 10_000,
+          value_parser = clap::value_parser!(u64).range(1..), help_heading = "Connection")]
+    timeout_ms: u64,
+    /// Open N extra idle connections first, kept open during the whole run
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 0,
+        help_heading = "Connection"
+    )]
+    idle_connections: usize,
+
+    /// What the clients do
+    #[arg(
+        short,
+        long,
+        value_enum,
+        default_value = "addjob",
+        help_heading = "Load"
+    )]
+    workload: Workload,
+    /// Server dialect; redis is a baseline driving lists
+    #[arg(long, value_enum, default_value = "disque", help_heading = "Load")]
+    target: Target,
+    /// Concurrent connections
+    #[arg(short, long, value_name = "N", default_value_t = 50,
+          value_parser = at_least_one, help_heading = "Load")]
+    clients: usize,
+    /// Total operations [default: 100000; unbounded when only -d is given]
+    #[arg(short = 'n', long, value_name = "N",
+          value_parser = clap::value_parser!(u64).range(1..), help_heading = "Load")]
+    requests: Option<u64>,
+    /// Stop after SECS seconds (whichever bound comes first)
+    #[arg(short, long, value_name = "SECS", value_parser = parse_duration, help_heading = "Load")]
+    duration: Option<Duration>,
+    /// Commands in flight per connection; for cycle consumers the GETJOB COUNT
+    #[arg(short = 'P', long, value_name = "N", default_value_t = 1,
+          value_parser = at_least_one, help_heading = "Load")]
+    pipeline: usize,
+    /// Job body size in bytes (cycle needs >= 24)
+    #[arg(
+        short,
+        long,
+        value_name = "BYTES",
+        default_value_t = 100,
+        help_heading = "Load"
+    )]
+    size: usize,
+    /// Distinct queues, used round-robin
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = at_least_one,
+          help_heading = "Load")]
+    queues: usize,
+    /// Queue names are NAME:0 .. NAME:N-1
+    #[arg(
+        long,
+        value_name = "NAME",
+        default_value = "dqbench",
+        help_heading = "Load"
+    )]
+    queue_prefix: String,
+    /// ADDJOB ... REPLICATE N
+    #[arg(long, value_name = "N", help_heading = "Load")]
+    replicate: Option<u32>,
+    /// ADDJOB ... ASYNC
+    #[arg(long = "async", help_heading = "Load")]
+    async_add: bool,
+    /// Fixed-rate (open loop) schedule: OPS operations per second in total
+    /// (addjob/getjob clients, cycle producers); latency is measured from
+    /// each operation's scheduled send time
+    #[arg(long, value_name = "OPS", value_parser = parse_rate, help_heading = "Load")]
+    rate: Option<f64>,
+    /// getjob: ACKJOB each consumed job (cycle: the default)
+    #[arg(long, overrides_with_all = ["fastack", "no_ack"], help_heading = "Load")]
+    ack: bool,
+    /// FASTACK instead of ACKJOB (getjob and cycle)
+    #[arg(long, overrides_with_all = ["ack", "no_ack"], help_heading = "Load")]
+    fastack: bool,
+    /// cycle: do not acknowledge consumed jobs
+    #[arg(long, overrides_with_all = ["ack", "fastack"], help_heading = "Load")]
+    no_ack: bool,
+    /// getjob: jobs inserted before the run [default: -n, or 100000 when -n
+    /// is unbounded]
+    #[arg(long, value_name = "N", help_heading = "Load")]
+    prefill: Option<u64>,
+    /// cycle: how many of the -c clients consume [default: half, at least 1;
+    /// producers at least 1]
+    #[arg(long, value_name = "N", value_parser = at_least_one, help_heading = "Load")]
+    consumers: Option<usize>,
+    /// cycle: GETJOB TIMEOUT / BRPOP timeout
+    #[arg(
+        long = "block-ms",
+        value_name = "MS",
+        default_value_t = 1000,
+        help_heading = "Load"
+    )]
+    block_ms: u64,
+    /// Tokio worker threads
+    #[arg(long, value_name = "N", default_value_t = 2, value_parser = at_least_one,
+          help_heading = "Load")]
+    threads: usize,
+
+    /// One CSV line (see below)
+    #[arg(long, help_heading = "Output")]
+    csv: bool,
+    /// Print the CSV header line first
+    #[arg(long, help_heading = "Output")]
+    csv_header: bool,
+    /// One JSON object: every resolved option and the results
+    #[arg(long, conflicts_with = "csv", help_heading = "Output")]
+    json: bool,
+    /// One summary line
+    #[arg(short, long, help_heading = "Output")]
+    quiet: bool,
+    /// Exit 3 if any error occurred
+    #[arg(long, help_heading = "Output")]
+    strict: bool,
+    /// Print help
+    #[arg(long, action = ArgAction::Help, help_heading = "Output")]
+    help: Option<bool>,
+}
+
+fn at_least_one(v: &str) -> Result<usize, String> {
+    match v.parse::<usize>() {
+        Ok(0) => Err("must be at least 1".into()),
+        Ok(n) => Ok(n),
+        Err(_) => Err(format!("'{v}' is not a valid number")),
+    }
+}
+
+fn parse_duration(v: &str) -> Result<Duration, String> {
+    match v.parse::<f64>() {
+        Ok(secs) if secs > 0.0 && secs < 1e9 => Ok(Duration::from_secs_f64(secs)),
+        Ok(_) => Err("duration must be positive".into()),
+        Err(_) => Err(format!("'{v}' is not a number of seconds")),
+    }
+}
+
+fn parse_rate(v: &str) -> Result<f64, String> {
+    match v.parse::<f64>() {
+        Ok(r) if r > 0.0 && r.is_finite() => Ok(r),
+        Ok(_) => Err("rate must be positive".into()),
+        Err(_) => Err(format!("'{v}' is not a number of ops/s")),
+    }
+}
+
+/// Everything the run needs, validated. Serialized as the `options` of
+/// `--json` output (durations in milliseconds).
+#[derive(Clone, Debug, Serialize)]
 pub struct Config {
     /// Nodes as "host:port" strings, in command-line order.
     pub hosts: Vec<String>,
@@ -75,14 +274,16 @@ pub struct Config {
     pub clients: usize,
     /// Upper bound on operations (`u64::MAX` when only a duration bounds the run).
     pub requests: u64,
+    #[serde(rename = "duration_ms", serialize_with = "opt_ms")]
     pub duration: Option<Duration>,
     pub pipeline: usize,
     pub size: usize,
     pub queues: usize,
     pub queue_prefix: String,
     pub replicate: Option<u32>,
+    #[serde(rename = "async")]
     pub async_add: bool,
-    /// Produce at most this many ops/s in total (addjob, cycle producers).
+    /// Fixed schedule of this many ops/s in total (addjob, getjob, cycle producers).
     pub rate: Option<f64>,
     pub idle_connections: usize,
     pub target: Target,
@@ -93,292 +294,114 @@ pub struct Config {
     /// Cycle consumer count (the rest of `clients` produce).
     pub consumers: usize,
     /// Server-side blocking timeout of cycle consumers.
+    #[serde(rename = "block_ms", serialize_with = "ms")]
     pub block: Duration,
     /// Per network read/write timeout.
+    #[serde(rename = "timeout_ms", serialize_with = "ms")]
     pub timeout: Duration,
     pub csv: bool,
     pub csv_header: bool,
+    pub json: bool,
     pub quiet: bool,
     pub strict: bool,
     pub threads: usize,
 }
 
-/// Result of parsing: run, or print help.
+fn ms<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_f64(d.as_secs_f64() * 1000.0)
+}
+
+fn opt_ms<S: serde::Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
+    match d {
+        Some(d) => ms(d, s),
+        None => s.serialize_none(),
+    }
+}
+
+/// Result of parsing: run, or print this text (help, version) and exit 0.
 #[derive(Debug)]
 pub enum Parsed {
     Run(Box<Config>),
-    Help,
-}
-
-/// The `--help` text.
-pub const HELP: &str = "\
-disque-benchmark: load generator for Disque (and a Redis list baseline)
-
-USAGE: disque-benchmark [OPTIONS]
-
-Connection:
-  -h, --host HOST[:PORT]   node to use; repeat or give a comma list for several
-                           nodes (default 127.0.0.1). Clients are spread
-                           round-robin over the nodes.
-  -p, --port PORT          port for hosts given without one (default 7711)
-      --consume-host H[:P] cycle: consumers use these nodes instead (repeatable)
-      --timeout-ms MS      timeout of every network read/write (default 10000)
-      --idle-connections N open N extra idle connections first, kept open
-                           during the whole run
-
-Load:
-  -w, --workload NAME      addjob | getjob | cycle | federated (default addjob)
-      --target NAME        disque | redis (default disque). redis is a baseline:
-                           addjob=LPUSH, getjob=RPOP, cycle=LPUSH+BRPOP
-  -c, --clients N          concurrent connections (default 50)
-  -n, --requests N         total operations (default 100000; unbounded when
-                           only -d is given)
-  -d, --duration SECS      stop after SECS seconds (whichever bound comes first)
-  -P, --pipeline N         commands in flight per connection (default 1); for
-                           cycle consumers it is the GETJOB COUNT
-  -s, --size BYTES         job body size (default 100; cycle needs >= 24)
-      --queues N           distinct queues, used round-robin (default 1)
-      --queue-prefix NAME  queue names are NAME:0 .. NAME:N-1 (default dqbench)
-      --replicate N        ADDJOB ... REPLICATE N
-      --async              ADDJOB ... ASYNC
-      --rate OPS           open-loop pacing: issue at most OPS operations per
-                           second in total (addjob/getjob clients, cycle
-                           producers); use it to measure cycle latency at a
-                           load the consumers sustain
-      --ack                getjob: ACKJOB each consumed job (cycle: default)
-      --fastack            FASTACK instead of ACKJOB (getjob and cycle)
-      --no-ack             cycle: do not acknowledge consumed jobs
-      --prefill N          getjob: jobs inserted before the run (default -n,
-                           or 100000 when -n is unbounded)
-      --consumers N        cycle: how many of the -c clients consume
-                           (default half, at least 1; producers at least 1)
-      --block-ms MS        cycle: GETJOB TIMEOUT / BRPOP timeout (default 1000)
-      --threads N          tokio worker threads (default 2)
-
-Workloads:
-  addjob     ADDJOB q body 0 [REPLICATE n] [ASYNC]
-  getjob     pre-fill, then GETJOB NOHANG FROM q (+ ACKJOB/FASTACK with --ack)
-  cycle      producers ADDJOB on --host, consumers GETJOB TIMEOUT on
-             --consume-host (or --host) then ACKJOB; reports end-to-end
-             latency from a send timestamp embedded in the body
-  federated  cycle with producers on host 1 and consumers on host 2
-
-Output:
-      --csv                one CSV line: target,workload,clients,pipeline,size,
-                           ops_per_sec,p50_us,p99_us,p999_us,max_us,ops,errors
-                           (cycle: latencies are end-to-end)
-      --csv-header         print the CSV header line first
-  -q, --quiet              one summary line
-      --strict             exit 3 if any error occurred
-      --help               this text
-
-Exit status: 0 ok, 1 bad usage, 2 could not connect (or prefill failed),
-3 errors occurred with --strict.
-";
-
-struct Raw {
-    hosts: Vec<String>,
-    consume_hosts: Vec<String>,
-    port: u16,
-    requests: Option<u64>,
-    prefill: Option<u64>,
-    consumers: Option<usize>,
-    ack: Option<AckMode>,
+    Print(String),
 }
 
 /// Parses the arguments (without the program name).
 pub fn parse<I: IntoIterator<Item = String>>(args: I) -> Result<Parsed, String> {
-    let mut cfg = Config {
-        hosts: Vec::new(),
-        consume_hosts: Vec::new(),
-        clients: 50,
-        requests: 100_000,
-        duration: None,
-        pipeline: 1,
-        size: 100,
-        queues: 1,
-        queue_prefix: "dqbench".to_string(),
-        replicate: None,
-        async_add: false,
-        rate: None,
-        idle_connections: 0,
-        target: Target::Disque,
-        workload: Workload::AddJob,
-        ack: AckMode::None,
-        prefill: 0,
-        consumers: 0,
-        block: Duration::from_millis(1000),
-        timeout: Duration::from_millis(10_000),
-        csv: false,
-        csv_header: false,
-        quiet: false,
-        strict: false,
-        threads: 2,
-    };
-    let mut raw = Raw {
-        hosts: Vec::new(),
-        consume_hosts: Vec::new(),
-        port: 7711,
-        requests: None,
-        prefill: None,
-        consumers: None,
-        ack: None,
-    };
-
-    let mut it = args.into_iter();
-    while let Some(arg) = it.next() {
-        // Accept "--flag=value" for long options.
-        let (flag, inline) = match arg.split_once('=') {
-            Some((f, v)) if f.starts_with("--") => (f.to_string(), Some(v.to_string())),
-            _ => (arg.clone(), None),
-        };
-        let mut value = |name: &str| -> Result<String, String> {
-            match inline.clone() {
-                Some(v) => Ok(v),
-                None => it.next().ok_or_else(|| format!("{name} needs a value")),
+    let argv = std::iter::once("disque-benchmark".to_string()).chain(args);
+    match Cli::try_parse_from(argv) {
+        Ok(cli) => finish(cli)
+            .map(|c| Parsed::Run(Box::new(c)))
+            .map_err(|e| format!("error: {e}\n\nFor more information, try '--help'.\n")),
+        Err(e) => match e.kind() {
+            clap::error::ErrorKind::DisplayHelp | clap::error::ErrorKind::DisplayVersion => {
+                Ok(Parsed::Print(e.render().to_string()))
             }
-        };
-        match flag.as_str() {
-            "--help" => return Ok(Parsed::Help),
-            "-h" | "--host" => {
-                raw.hosts.extend(split_list(&value(&flag)?));
-            }
-            "--consume-host" => raw.consume_hosts.extend(split_list(&value(&flag)?)),
-            "-p" | "--port" => raw.port = num(&flag, &value(&flag)?)?,
-            "-c" | "--clients" => cfg.clients = num(&flag, &value(&flag)?)?,
-            "-n" | "--requests" => raw.requests = Some(num(&flag, &value(&flag)?)?),
-            "-d" | "--duration" => {
-                let v = value(&flag)?;
-                let secs: f64 = v
-                    .parse()
-                    .map_err(|_| format!("{flag}: '{v}' is not a number of seconds"))?;
-                if !(secs > 0.0 && secs < 1e9) {
-                    return Err(format!("{flag}: duration must be positive"));
-                }
-                cfg.duration = Some(Duration::from_secs_f64(secs));
-            }
-            "-P" | "--pipeline" => cfg.pipeline = num(&flag, &value(&flag)?)?,
-            "-s" | "--size" => cfg.size = num(&flag, &value(&flag)?)?,
-            "--queues" => cfg.queues = num(&flag, &value(&flag)?)?,
-            "--queue-prefix" => cfg.queue_prefix = value(&flag)?,
-            "--replicate" => cfg.replicate = Some(num(&flag, &value(&flag)?)?),
-            "--async" => cfg.async_add = true,
-            "--rate" => {
-                let v = value(&flag)?;
-                let r: f64 = v
-                    .parse()
-                    .map_err(|_| format!("{flag}: '{v}' is not a number of ops/s"))?;
-                if !(r > 0.0 && r.is_finite()) {
-                    return Err(format!("{flag}: rate must be positive"));
-                }
-                cfg.rate = Some(r);
-            }
-            "--idle-connections" => cfg.idle_connections = num(&flag, &value(&flag)?)?,
-            "--target" => {
-                cfg.target = match value(&flag)?.as_str() {
-                    "disque" => Target::Disque,
-                    "redis" => Target::Redis,
-                    other => return Err(format!("unknown target '{other}' (disque|redis)")),
-                }
-            }
-            "-w" | "--workload" => {
-                cfg.workload = match value(&flag)?.as_str() {
-                    "addjob" => Workload::AddJob,
-                    "getjob" => Workload::GetJob,
-                    "cycle" => Workload::Cycle,
-                    "federated" => Workload::Federated,
-                    other => {
-                        return Err(format!(
-                            "unknown workload '{other}' (addjob|getjob|cycle|federated)"
-                        ));
-                    }
-                }
-            }
-            "--ack" => raw.ack = Some(AckMode::AckJob),
-            "--fastack" => raw.ack = Some(AckMode::FastAck),
-            "--no-ack" => raw.ack = Some(AckMode::None),
-            "--prefill" => raw.prefill = Some(num(&flag, &value(&flag)?)?),
-            "--consumers" => raw.consumers = Some(num(&flag, &value(&flag)?)?),
-            "--block-ms" => cfg.block = Duration::from_millis(num(&flag, &value(&flag)?)?),
-            "--timeout-ms" => cfg.timeout = Duration::from_millis(num(&flag, &value(&flag)?)?),
-            "--threads" => cfg.threads = num(&flag, &value(&flag)?)?,
-            "--csv" => cfg.csv = true,
-            "--csv-header" => cfg.csv_header = true,
-            "-q" | "--quiet" => cfg.quiet = true,
-            "--strict" => cfg.strict = true,
-            other => return Err(format!("unknown option '{other}'")),
-        }
-        if inline.is_some() && !flag_takes_value(&flag) {
-            return Err(format!("{flag} does not take a value"));
-        }
+            _ => Err(e.render().to_string()),
+        },
     }
-    finish(cfg, raw).map(|c| Parsed::Run(Box::new(c)))
 }
 
-fn flag_takes_value(flag: &str) -> bool {
-    !matches!(
-        flag,
-        "--help"
-            | "--async"
-            | "--ack"
-            | "--fastack"
-            | "--no-ack"
-            | "--csv"
-            | "--csv-header"
-            | "--quiet"
-            | "--strict"
-    )
-}
-
-fn finish(mut cfg: Config, raw: Raw) -> Result<Config, String> {
-    if raw.hosts.is_empty() {
-        cfg.hosts = vec![with_port("127.0.0.1", raw.port)?];
+fn finish(cli: Cli) -> Result<Config, String> {
+    let hosts: Vec<String> = if cli.hosts.is_empty() {
+        vec![with_port("127.0.0.1", cli.port)?]
     } else {
-        cfg.hosts = raw
-            .hosts
+        split_list(&cli.hosts)
             .iter()
-            .map(|h| with_port(h, raw.port))
-            .collect::<Result<_, _>>()?;
-    }
-    cfg.consume_hosts = raw
-        .consume_hosts
+            .map(|h| with_port(h, cli.port))
+            .collect::<Result<_, _>>()?
+    };
+    let consume_hosts = split_list(&cli.consume_hosts)
         .iter()
-        .map(|h| with_port(h, raw.port))
+        .map(|h| with_port(h, cli.port))
         .collect::<Result<_, _>>()?;
-
-    cfg.requests = match (raw.requests, cfg.duration) {
+    let requests = match (cli.requests, cli.duration) {
         (Some(n), _) => n,
         (None, Some(_)) => u64::MAX,
         (None, None) => 100_000,
     };
-    cfg.prefill = raw.prefill.unwrap_or(if cfg.requests == u64::MAX {
+    let prefill = cli.prefill.unwrap_or(if requests == u64::MAX {
         100_000
     } else {
-        cfg.requests
+        requests
     });
-
-    if cfg.clients == 0 {
-        return Err("--clients must be at least 1".into());
-    }
-    if cfg.pipeline == 0 {
-        return Err("--pipeline must be at least 1".into());
-    }
-    if cfg.queues == 0 {
-        return Err("--queues must be at least 1".into());
-    }
-    if cfg.threads == 0 {
-        return Err("--threads must be at least 1".into());
-    }
-    if cfg.timeout.is_zero() {
-        return Err("--timeout-ms must be at least 1".into());
-    }
-    if cfg.requests == 0 {
-        return Err("--requests must be at least 1".into());
-    }
+    let mut cfg = Config {
+        hosts,
+        consume_hosts,
+        clients: cli.clients,
+        requests,
+        duration: cli.duration,
+        pipeline: cli.pipeline,
+        size: cli.size,
+        queues: cli.queues,
+        queue_prefix: cli.queue_prefix,
+        replicate: cli.replicate,
+        async_add: cli.async_add,
+        rate: cli.rate,
+        idle_connections: cli.idle_connections,
+        target: cli.target,
+        workload: cli.workload,
+        ack: AckMode::None,
+        prefill,
+        consumers: 0,
+        block: Duration::from_millis(cli.block_ms),
+        timeout: Duration::from_millis(cli.timeout_ms),
+        csv: cli.csv,
+        csv_header: cli.csv_header,
+        json: cli.json,
+        quiet: cli.quiet,
+        strict: cli.strict,
+        threads: cli.threads,
+    };
     if cfg.target == Target::Redis && (cfg.replicate.is_some() || cfg.async_add) {
         return Err("--replicate/--async only apply to --target disque".into());
     }
-    cfg.ack = match (raw.ack, cfg.workload, cfg.target) {
+    let ack = match (cli.ack, cli.fastack, cli.no_ack) {
+        (true, _, _) => Some(AckMode::AckJob),
+        (_, true, _) => Some(AckMode::FastAck),
+        (_, _, true) => Some(AckMode::None),
+        _ => None,
+    };
+    cfg.ack = match (ack, cfg.workload, cfg.target) {
         (Some(AckMode::None) | None, _, Target::Redis) => AckMode::None,
         (Some(_), _, Target::Redis) => {
             return Err("--ack/--fastack only apply to --target disque".into());
@@ -394,10 +417,7 @@ fn finish(mut cfg: Config, raw: Raw) -> Result<Config, String> {
                 cfg.workload.name()
             ));
         }
-        cfg.consumers = raw.consumers.unwrap_or((cfg.clients / 2).max(1));
-        if cfg.consumers == 0 {
-            return Err("--consumers must be at least 1".into());
-        }
+        cfg.consumers = cli.consumers.unwrap_or((cfg.clients / 2).max(1));
     }
     if cfg.workload == Workload::Federated {
         if cfg.target != Target::Disque {
@@ -418,17 +438,20 @@ pub fn producers(cfg: &Config) -> usize {
     cfg.clients.saturating_sub(cfg.consumers).max(1)
 }
 
-fn split_list(v: &str) -> Vec<String> {
-    v.split(',')
+/// Every host of repeated, comma-separated `--host` values.
+fn split_list(values: &[String]) -> Vec<String> {
+    values
+        .iter()
+        .flat_map(|v| v.split(','))
         .map(str::trim)
         .filter(|s| !s.is_empty())
         .map(String::from)
         .collect()
 }
 
-fn num<T: std::str::FromStr>(flag: &str, v: &str) -> Result<T, String> {
-    v.parse()
-        .map_err(|_| format!("{flag}: '{v}' is not a valid number"))
+fn port_of(spec: &str, p: &str) -> Result<u16, String> {
+    p.parse()
+        .map_err(|_| format!("bad port '{p}' in host '{spec}'"))
 }
 
 /// Turns "host", "host:port", "[v6]", "[v6]:port" or a bare IPv6 address
@@ -440,32 +463,39 @@ fn with_port(spec: &str, default_port: u16) -> Result<String, String> {
             .ok_or_else(|| format!("bad host '{spec}'"))?;
         return match tail {
             "" => Ok(format!("[{addr}]:{default_port}")),
-            t => {
-                let port: u16 = num("host port", t.trim_start_matches(':'))?;
-                Ok(format!("[{addr}]:{port}"))
-            }
+            t => Ok(format!(
+                "[{addr}]:{}",
+                port_of(spec, t.trim_start_matches(':'))?
+            )),
         };
     }
-    match spec.matches(':').count() {
-        0 => Ok(format!("{spec}:{default_port}")),
-        1 => {
-            let (h, p) = spec.split_once(':').unwrap_or((spec, ""));
-            let port: u16 = num("host port", p)?;
-            Ok(format!("{h}:{port}"))
-        }
-        _ => Ok(format!("[{spec}]:{default_port}")),
+    match spec.split_once(':') {
+        None => Ok(format!("{spec}:{default_port}")),
+        Some((h, p)) if !p.contains(':') => Ok(format!("{h}:{}", port_of(spec, p)?)),
+        Some(_) => Ok(format!("[{spec}]:{default_port}")),
     }
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)] // tests may panic
 mod tests {
     use super::*;
 
     fn cfg(args: &[&str]) -> Config {
         match parse(args.iter().map(|s| s.to_string())).expect("parse") {
             Parsed::Run(c) => *c,
-            Parsed::Help => panic!("help"),
+            Parsed::Print(t) => panic!("printed {t}"),
         }
+    }
+
+    fn fails(args: &[&str]) -> bool {
+        parse(args.iter().map(|s| s.to_string())).is_err()
+    }
+
+    #[test]
+    fn clap_definition_is_consistent() {
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
     }
 
     #[test]
@@ -480,6 +510,9 @@ mod tests {
         assert_eq!(c.workload, Workload::AddJob);
         assert_eq!(c.ack, AckMode::None);
         assert_eq!(c.rate, None);
+        assert_eq!(c.timeout, Duration::from_secs(10));
+        assert_eq!(c.block, Duration::from_secs(1));
+        assert_eq!(c.threads, 2);
         assert_eq!(cfg(&["--rate", "2500"]).rate, Some(2500.0));
     }
 
@@ -487,7 +520,8 @@ mod tests {
     fn hosts_and_ports() {
         let c = cfg(&["-h", "a,b:1", "--host", "[::1]:9", "-h", "::1", "-p", "5"]);
         assert_eq!(c.hosts, vec!["a:5", "b:1", "[::1]:9", "[::1]:5"]);
-        assert!(parse(["-h".to_string(), "a:x".to_string()]).is_err());
+        assert!(fails(&["-h", "a:x"]));
+        assert!(fails(&["-h", "[::1"]));
     }
 
     #[test]
@@ -498,6 +532,7 @@ mod tests {
         assert_eq!(c.duration, Some(Duration::from_millis(1500)));
         let c = cfg(&["-d", "2", "-n", "10"]);
         assert_eq!(c.requests, 10);
+        assert_eq!(c.prefill, 10);
     }
 
     #[test]
@@ -508,8 +543,17 @@ mod tests {
         let c = cfg(&["--workload=cycle", "-c", "10", "--fastack"]);
         assert_eq!(c.ack, AckMode::FastAck);
         assert_eq!((c.consumers, producers(&c)), (5, 5));
-        assert!(parse(["-w", "cycle", "-s", "10"].map(String::from)).is_err());
-        assert!(parse(["-w", "federated"].map(String::from)).is_err());
+        // The last of --ack/--fastack/--no-ack wins.
+        assert_eq!(
+            cfg(&["-w", "cycle", "--fastack", "--no-ack"]).ack,
+            AckMode::None
+        );
+        assert_eq!(
+            cfg(&["-w", "getjob", "--no-ack", "--ack"]).ack,
+            AckMode::AckJob
+        );
+        assert!(fails(&["-w", "cycle", "-s", "10"]));
+        assert!(fails(&["-w", "federated"]));
         let c = cfg(&["-w", "federated", "-h", "x:1,x:2"]);
         assert_eq!(c.hosts.len(), 2);
     }
@@ -517,18 +561,55 @@ mod tests {
     #[test]
     fn errors() {
         for bad in [
-            vec!["--bogus"],
-            vec!["-c"],
-            vec!["-c", "0"],
-            vec!["-P", "x"],
-            vec!["--target", "memcached"],
-            vec!["--csv=1"],
-            vec!["--target", "redis", "--ack"],
-            vec!["--rate", "0"],
-            vec!["--rate", "x"],
+            &["--bogus"][..],
+            &["-c"],
+            &["-c", "0"],
+            &["-P", "x"],
+            &["-n", "0"],
+            &["--timeout-ms", "0"],
+            &["--target", "memcached"],
+            &["-w", "add-job"],
+            &["--csv=1"],
+            &["--csv", "--json"],
+            &["--target", "redis", "--ack"],
+            &["--target", "redis", "--replicate", "2"],
+            &["--rate", "0"],
+            &["--rate", "x"],
+            &["--rate", "inf"],
+            &["-d", "-1"],
         ] {
-            assert!(parse(bad.iter().map(|s| s.to_string())).is_err(), "{bad:?}");
+            assert!(fails(bad), "{bad:?}");
         }
-        assert!(matches!(parse(["--help".to_string()]), Ok(Parsed::Help)));
+    }
+
+    #[test]
+    fn help_and_version_are_printed() {
+        let Ok(Parsed::Print(help)) = parse(["--help".to_string()]) else {
+            panic!("--help");
+        };
+        assert!(
+            help.contains("--rate <OPS>") && help.contains("Exit status"),
+            "{help}"
+        );
+        let Ok(Parsed::Print(v)) = parse(["--version".to_string()]) else {
+            panic!("--version");
+        };
+        assert_eq!(
+            v.trim(),
+            format!("disque-benchmark {}", env!("CARGO_PKG_VERSION"))
+        );
+    }
+
+    #[test]
+    fn json_options_record_resolved_values() {
+        let c = cfg(&["-w", "cycle", "--rate", "100", "-d", "2", "--json"]);
+        let v = serde_json::to_value(&c).expect("serialize");
+        assert_eq!(v["workload"], "cycle");
+        assert_eq!(v["ack"], "ackjob");
+        assert_eq!(v["rate"], 100.0);
+        assert_eq!(v["duration_ms"], 2000.0);
+        assert_eq!(v["requests"], u64::MAX);
+        assert_eq!(v["async"], false);
+        assert_eq!(v["hosts"][0], "127.0.0.1:7711");
     }
 }

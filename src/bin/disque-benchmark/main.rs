@@ -1,10 +1,13 @@
 //! `disque-benchmark`: a load generator for Disque (Redis protocol job
 //! queue), with a Redis list baseline (`--target redis`).
 //!
-//! Flow: parse flags, connect every client (and the idle connections)
-//! before the clock starts, pre-fill for `getjob`, run the client tasks on
-//! a small multi-thread tokio runtime, merge per-client histograms and
-//! print a report (human, one line with `-q`, or CSV with `--csv`).
+//! Flow: parse flags (clap), connect every client (and the idle
+//! connections) before the clock starts, pre-fill for `getjob`, run the
+//! client tasks on a small multi-thread tokio runtime, merge the per-client
+//! HDR histograms and print a report (human, one line with `-q`, CSV with
+//! `--csv`, or one JSON object with every option and result with `--json`).
+//! Replies are decoded by the library's client-side decoder,
+//! `disque::resp::reply`, the one the integration tests use.
 
 mod args;
 mod client;
@@ -19,7 +22,7 @@ use std::time::{Duration, Instant};
 
 use args::{Config, Parsed, Target, Workload};
 use client::Conn;
-use stats::{us, Histogram};
+use stats::{us, Latency};
 use workloads::{ClientResult, Plan, Shared};
 
 const EXIT_USAGE: u8 = 1;
@@ -28,13 +31,13 @@ const EXIT_ERRORS: u8 = 3;
 
 fn main() -> ExitCode {
     let cfg = match args::parse(std::env::args().skip(1)) {
-        Ok(Parsed::Help) => {
-            print!("{}", args::HELP);
+        Ok(Parsed::Print(text)) => {
+            print!("{text}");
             return ExitCode::SUCCESS;
         }
         Ok(Parsed::Run(cfg)) => *cfg,
         Err(e) => {
-            eprintln!("disque-benchmark: {e}\nTry 'disque-benchmark --help'.");
+            eprint!("{e}");
             return ExitCode::from(EXIT_USAGE);
         }
     };
@@ -122,7 +125,7 @@ async fn run(cfg: Config) -> u8 {
                 return EXIT_CONNECT;
             }
         };
-        if !cfg.quiet && !cfg.csv {
+        if !cfg.quiet && !cfg.csv && !cfg.json {
             eprintln!(
                 "prefilled {} jobs in {:.2} s",
                 cfg.prefill,
@@ -153,7 +156,7 @@ async fn run(cfg: Config) -> u8 {
         }));
     }
 
-    let show_progress = !cfg.quiet && std::io::stderr().is_terminal();
+    let show_progress = !cfg.quiet && !cfg.json && std::io::stderr().is_terminal();
     let progress = show_progress.then(|| tokio::spawn(progress_loop(shared.clone())));
 
     let mut main_res = ClientResult::default();
@@ -213,11 +216,14 @@ async fn progress_loop(shared: Arc<Shared>) {
 struct Report {
     ops: u64,
     elapsed: Duration,
-    latency: Histogram,
+    latency: Latency,
     /// Cycle only: producer side.
-    produce: Option<(u64, Duration, Histogram)>,
+    produce: Option<(u64, Duration, Latency)>,
     empty: u64,
     stale: u64,
+    /// `--rate`: batches sent behind schedule, and the worst lag.
+    late: u64,
+    max_behind: Duration,
 }
 
 impl Report {
@@ -239,6 +245,8 @@ impl Report {
                 produce: Some((main.produced, produce_elapsed, main.latency.clone())),
                 empty: cons.empty,
                 stale: cons.stale,
+                late: main.late,
+                max_behind: main.max_behind,
             }
         } else {
             Report {
@@ -248,6 +256,8 @@ impl Report {
                 produce: None,
                 empty: main.empty,
                 stale: 0,
+                late: main.late,
+                max_behind: main.max_behind,
             }
         }
     }
@@ -258,6 +268,10 @@ impl Report {
 
     fn print(&self, cfg: &Config, shared: &Shared) {
         let h = &self.latency;
+        if cfg.json {
+            println!("{}", self.json(cfg, shared));
+            return;
+        }
         if cfg.csv {
             if cfg.csv_header {
                 println!(
@@ -297,6 +311,44 @@ impl Report {
         if let Some(e) = shared.first_error() {
             eprintln!("first error: {e}");
         }
+    }
+
+    /// The `--json` object: tool, version, every resolved option, results.
+    fn json(&self, cfg: &Config, shared: &Shared) -> serde_json::Value {
+        let produce = self.produce.as_ref().map(|(ops, elapsed, lat)| {
+            serde_json::json!({
+                "ops": ops,
+                "elapsed_s": elapsed.as_secs_f64(),
+                "ops_per_sec": rate(*ops, *elapsed),
+                "latency": lat.summary(),
+            })
+        });
+        let schedule = cfg.rate.map(|r| {
+            serde_json::json!({
+                "rate": r,
+                "late_batches": self.late,
+                "max_behind_ms": self.max_behind.as_secs_f64() * 1000.0,
+            })
+        });
+        serde_json::json!({
+            "tool": "disque-benchmark",
+            "version": env!("CARGO_PKG_VERSION"),
+            "options": cfg,
+            "results": {
+                "ops": self.ops,
+                "elapsed_s": self.elapsed.as_secs_f64(),
+                "ops_per_sec": self.ops_per_sec(),
+                "errors": shared.errors(),
+                "first_error": shared.first_error(),
+                "latency_kind": if cfg.workload.is_cycle() { "end_to_end" } else { "round_trip" },
+                "latency_from": if cfg.rate.is_some() { "scheduled_send" } else { "send" },
+                "latency": self.latency.summary(),
+                "empty": self.empty,
+                "stale": self.stale,
+                "schedule": schedule,
+                "produce": produce,
+            },
+        })
     }
 
     fn print_long(&self, cfg: &Config, shared: &Shared) {
@@ -360,11 +412,18 @@ impl Report {
                 self.stale
             );
         }
+        if let Some(r) = cfg.rate {
+            println!(
+                "  schedule:    {r} ops/s; latency from the scheduled send time; {} batches sent late (at most {:.3} ms)",
+                self.late,
+                self.max_behind.as_secs_f64() * 1000.0
+            );
+        }
         println!("  errors:      {}", shared.errors());
     }
 }
 
-fn latency_line(h: &Histogram) -> String {
+fn latency_line(h: &Latency) -> String {
     format!(
         "p50={} p99={} p999={} max={} (min={} mean={:.1})",
         us(h.percentile(50.0)),

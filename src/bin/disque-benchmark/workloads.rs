@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use crate::args::{AckMode, Config, Target, Workload, STAMP_LEN};
 use crate::client::{ClientError, Conn};
-use crate::stats::Histogram;
+use crate::stats::Latency;
 use disque::resp::reply::{encode_command, Reply};
 
 static EPOCH: OnceLock<Instant> = OnceLock::new();
@@ -24,7 +24,12 @@ const MAX_ERROR_TEXT: usize = 200;
 
 /// Nanoseconds since a process-local epoch (the first call).
 pub fn now_ns() -> u64 {
-    EPOCH.get_or_init(Instant::now).elapsed().as_nanos() as u64
+    ns_at(Instant::now())
+}
+
+/// `t` as nanoseconds since the process-local epoch (0 before it).
+fn ns_at(t: Instant) -> u64 {
+    ns(t.saturating_duration_since(*EPOCH.get_or_init(Instant::now)))
 }
 
 fn ns(d: Duration) -> u64 {
@@ -77,13 +82,28 @@ impl Shared {
         self
     }
 
-    /// With `--rate`, waits until operation `index` is due.
-    pub async fn pace(&self, index: u64) {
-        if let Some(iv) = self.interval_ns {
-            let due = self.start + Duration::from_nanos((index as f64 * iv) as u64);
-            if due > Instant::now() {
-                tokio::time::sleep_until(due.into()).await;
-            }
+    /// With `--rate`, waits until operation `index` is due and returns
+    /// the instant its latency is measured from; `None` without `--rate`
+    /// (closed loop: latency runs from the actual send).
+    ///
+    /// An operation whose scheduled time has already passed when a client
+    /// gets to it (the clients were all busy: the server is slow) is timed
+    /// from its scheduled time, so the wait is counted and a stall is not
+    /// hidden by sending fewer requests during it (coordinated omission).
+    /// An operation a client was early for is timed from when the client
+    /// woke up to send it: the runtime timer's wake-up delay (up to a
+    /// millisecond) is the benchmark's, not the server's.
+    pub async fn pace(&self, index: u64, res: &mut ClientResult) -> Option<Instant> {
+        let iv = self.interval_ns?;
+        let due = self.start + Duration::from_nanos((index as f64 * iv) as u64);
+        let now = Instant::now();
+        if due > now {
+            tokio::time::sleep_until(due.into()).await;
+            Some(Instant::now())
+        } else {
+            res.late += 1;
+            res.max_behind = res.max_behind.max(now - due);
+            Some(due)
         }
     }
 
@@ -146,10 +166,11 @@ impl Shared {
 pub struct ClientResult {
     /// Completed operations (consumed fresh jobs for cycle consumers).
     pub ops: u64,
-    /// Per-operation latency (round trip; for producers the ADDJOB RTT).
-    pub latency: Histogram,
+    /// Per-operation latency (round trip, from the scheduled send time
+    /// with `--rate`; for producers the ADDJOB RTT).
+    pub latency: Latency,
     /// End-to-end produce-to-consume latency (cycle consumers).
-    pub e2e: Histogram,
+    pub e2e: Latency,
     /// Consume attempts that found no job.
     pub empty: u64,
     /// Jobs consumed that were not produced by this run.
@@ -158,6 +179,10 @@ pub struct ClientResult {
     pub produced: u64,
     /// Time since start of the last completed operation.
     pub last_op: Duration,
+    /// `--rate`: batches already overdue when a client got to them.
+    pub late: u64,
+    /// `--rate`: how far behind schedule the latest of those was.
+    pub max_behind: Duration,
 }
 
 impl ClientResult {
@@ -170,6 +195,8 @@ impl ClientResult {
         self.stale += other.stale;
         self.produced += other.produced;
         self.last_op = self.last_op.max(other.last_op);
+        self.late += other.late;
+        self.max_behind = self.max_behind.max(other.max_behind);
     }
 }
 
@@ -386,11 +413,11 @@ async fn request_loop(
     let mut ids: Vec<Vec<u8>> = Vec::new();
     let mut lat: Vec<u64> = Vec::with_capacity(cfg.pipeline);
     while let Some((first, n)) = shared.claim(cfg.pipeline as u64) {
-        shared.pace(first).await;
+        let scheduled = shared.pace(first, res).await;
         for i in 0..n {
             conn.queue_raw(&cmds[plan.queue_index(first + i)]);
         }
-        let t0 = Instant::now();
+        let t0 = scheduled.unwrap_or_else(Instant::now);
         conn.flush().await?;
         ids.clear();
         lat.clear();
@@ -508,14 +535,15 @@ async fn producer_loop(
     body[16..STAMP_LEN].copy_from_slice(&plan.nonce);
     let mut enc = Vec::new();
     while let Some((first, n)) = shared.claim(plan.cfg.pipeline as u64) {
-        shared.pace(first).await;
+        let scheduled = shared.pace(first, res).await;
         enc.clear();
         for i in 0..n {
-            write_hex(&mut body[..16], now_ns());
+            // End-to-end latency runs from the scheduled time too.
+            write_hex(&mut body[..16], scheduled.map_or_else(now_ns, ns_at));
             plan.encode_produce(&mut enc, plan.queue_index(first + i), &body);
         }
         conn.queue_raw(&enc);
-        let t0 = Instant::now();
+        let t0 = scheduled.unwrap_or_else(Instant::now);
         conn.flush().await?;
         let mut ok = 0;
         for _ in 0..n {
