@@ -1,15 +1,19 @@
-//! Engine micro-benchmarks (no I/O): the ADDJOB → GETJOB → ACKJOB cycle
-//! with 1k, 100k and 1M jobs already queued, in one queue and spread over
-//! as many queues, plus heap bytes per queued job as counted by the
-//! server's own allocator. Run with `cargo bench --bench engine`;
-//! `DISQUE_BENCH_MAX=100000` skips the 1M case.
+//! Engine micro-benchmarks (criterion, no I/O): ADDJOB, GETJOB and ACKJOB
+//! each on their own and as one add → get → ack cycle, with 1k, 100k and
+//! 1M jobs already queued, in one queue and spread over as many queues;
+//! plus an idle scheduler tick. Heap bytes per queued job, as counted by
+//! the server's own allocator, are printed once per setup.
+//!
+//! Run with `cargo bench --bench engine`; `DISQUE_BENCH_MAX=100000` skips
+//! the 1M case. CI runs each benchmark once with `cargo bench -- --test`.
 
-#![allow(clippy::expect_used)]
+#![allow(clippy::expect_used)] // benchmark fixtures: a failure is a bug to see
 
 use std::hint::black_box;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use disque::engine::addjob::{AddJobOutcome, AddJobRequest};
 use disque::engine::getjob::{GetJobOutcome, GetJobRequest};
 use disque::engine::Engine;
@@ -20,16 +24,19 @@ use disque::resp::Reply;
 static ALLOC: disque::memory::Counting = disque::memory::Counting;
 
 const NOW: u64 = 1_800_000_000_000;
+/// Operations per timed chunk: the untimed undo after each chunk keeps the
+/// number of queued jobs within `CHUNK` of the setup's.
+const CHUNK: u64 = 1000;
 
-fn add(e: &mut Engine, queue: &Bytes, body: &Bytes, now: u64) -> JobId {
+fn add(e: &mut Engine, queue: &Bytes, body: &Bytes) -> JobId {
     let req = AddJobRequest::new(queue.clone(), body.clone());
-    match e.addjob(1, req, now) {
+    match e.addjob(1, req, NOW) {
         AddJobOutcome::Reply(Reply::Status(id)) => JobId::parse(id.as_bytes()).expect("valid id"),
         _ => panic!("ADDJOB failed"),
     }
 }
 
-fn get(e: &mut Engine, queue: &Bytes, now: u64) -> JobId {
+fn get(e: &mut Engine, queue: &Bytes) -> JobId {
     let req = GetJobRequest {
         nohang: true,
         timeout: 0,
@@ -37,61 +44,164 @@ fn get(e: &mut Engine, queue: &Bytes, now: u64) -> JobId {
         withcounters: false,
         queues: vec![queue.clone()],
     };
-    let GetJobOutcome::Reply(Reply::Array(jobs)) = e.getjob(2, req, now) else {
+    let GetJobOutcome::Reply(Reply::Array(jobs)) = e.getjob(2, req, NOW) else {
         panic!("GETJOB returned nothing");
     };
-    match &jobs[0] {
-        Reply::Array(f) => match &f[1] {
-            Reply::Bulk(id) => JobId::parse(id).expect("valid id"),
-            _ => panic!("bad reply"),
+    match jobs.first() {
+        Some(Reply::Array(f)) => match f.get(1) {
+            Some(Reply::Bulk(id)) => JobId::parse(id).expect("valid id"),
+            _ => panic!("bad job entry"),
         },
-        _ => panic!("bad reply"),
+        _ => panic!("no job"),
     }
 }
 
-fn queue_name(i: usize) -> Bytes {
-    Bytes::from(format!("queue:{i}"))
+fn ack(e: &mut Engine, id: JobId) {
+    assert_eq!(e.ackjob(&[id], NOW), 1);
 }
 
-fn bench(n: usize, queues: usize) {
-    let mut e = Engine::new(*b"ad249f8c9b2240cd45f72fd233bd3d5a42a6709d", 7711, 1, NOW);
-    let body = Bytes::from(vec![b'x'; 100]);
-    let names: Vec<Bytes> = (0..queues).map(queue_name).collect();
-    let before = disque::memory::allocated();
-    for i in 0..n {
-        add(&mut e, &names[i % queues], &body, NOW);
-    }
-    let per_job = (disque::memory::allocated() - before) as f64 / n as f64;
-    let iters = 200_000usize;
-    let start = Instant::now();
-    for i in 0..iters {
-        let q = &names[i % queues];
-        add(&mut e, q, &body, NOW);
-        let id = get(&mut e, q, NOW);
-        black_box(e.ackjob(&[id], NOW));
-    }
-    let ns = start.elapsed().as_nanos() as f64 / iters as f64;
-    // The scheduler at steady state: a tick with nothing due.
-    let start = Instant::now();
-    for _ in 0..10_000 {
-        e.tick(NOW + 1);
-    }
-    let tick_ns = start.elapsed().as_nanos() as f64 / 10_000.0;
-    println!(
-        "{n:>8} jobs in {queues:>7} queue(s): add+get+ack cycle {ns:>7.0} ns, idle tick {tick_ns:>7.0} ns, heap {per_job:>6.0} B/job"
-    );
+/// An engine holding `jobs` 100-byte jobs over `queues` queues.
+struct Setup {
+    engine: Engine,
+    names: Vec<Bytes>,
+    body: Bytes,
+    /// Next queue to use, round-robin.
+    next: usize,
 }
 
-fn main() {
+impl Setup {
+    fn new(jobs: usize, queues: usize) -> Setup {
+        let mut engine = Engine::new(*b"ad249f8c9b2240cd45f72fd233bd3d5a42a6709d", 7711, 1, NOW);
+        let body = Bytes::from(vec![b'x'; 100]);
+        let names: Vec<Bytes> = (0..queues)
+            .map(|i| Bytes::from(format!("queue:{i}")))
+            .collect();
+        let before = disque::memory::allocated();
+        for i in 0..jobs {
+            add(&mut engine, &names[i % queues], &body);
+        }
+        let per_job = (disque::memory::allocated() - before) as f64 / jobs as f64;
+        eprintln!("{jobs} jobs in {queues} queue(s): heap {per_job:.0} B/job");
+        Setup {
+            engine,
+            names,
+            body,
+            next: 0,
+        }
+    }
+
+    fn queue(&mut self) -> Bytes {
+        self.next = (self.next + 1) % self.names.len();
+        self.names[self.next].clone()
+    }
+
+    /// Runs `iters` operations in chunks; only `timed` is measured, not
+    /// `before` and `after` (each operation's preparation and undo).
+    fn measure<A, B>(
+        &mut self,
+        iters: u64,
+        mut before: impl FnMut(&mut Setup) -> A,
+        mut timed: impl FnMut(&mut Setup, A) -> B,
+        mut after: impl FnMut(&mut Setup, B),
+    ) -> Duration {
+        let mut total = Duration::ZERO;
+        let mut left = iters;
+        let mut done = Vec::with_capacity(CHUNK as usize);
+        while left > 0 {
+            let n = left.min(CHUNK);
+            let prepared: Vec<A> = (0..n).map(|_| before(self)).collect();
+            let start = Instant::now();
+            for p in prepared {
+                done.push(timed(self, p));
+            }
+            total += start.elapsed();
+            for d in done.drain(..) {
+                after(self, d);
+            }
+            left -= n;
+        }
+        total
+    }
+}
+
+fn sizes() -> Vec<usize> {
     let max: usize = std::env::var("DISQUE_BENCH_MAX")
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(1_000_000);
-    for n in [1_000, 100_000, 1_000_000] {
-        if n > max {
-            continue;
+    [1_000, 100_000, 1_000_000]
+        .into_iter()
+        .filter(|&n| n <= max)
+        .collect()
+}
+
+fn engine(c: &mut Criterion) {
+    for jobs in sizes() {
+        for (layout, queues) in [("1_queue", 1), ("n_queues", jobs)] {
+            let mut s = Setup::new(jobs, queues);
+            let mut group = c.benchmark_group(format!("engine/{layout}"));
+            group.measurement_time(Duration::from_secs(3));
+            group.warm_up_time(Duration::from_secs(1));
+            group.bench_function(BenchmarkId::new("addjob", jobs), |b| {
+                b.iter_custom(|iters| {
+                    s.measure(
+                        iters,
+                        Setup::queue,
+                        |s, q| {
+                            black_box(add(&mut s.engine, &q, &s.body));
+                            q
+                        },
+                        |s, q| {
+                            let id = get(&mut s.engine, &q);
+                            ack(&mut s.engine, id);
+                        },
+                    )
+                })
+            });
+            group.bench_function(BenchmarkId::new("getjob", jobs), |b| {
+                b.iter_custom(|iters| {
+                    s.measure(
+                        iters,
+                        |s| {
+                            let q = s.queue();
+                            add(&mut s.engine, &q, &s.body);
+                            q
+                        },
+                        |s, q| get(&mut s.engine, black_box(&q)),
+                        |s, id| ack(&mut s.engine, id),
+                    )
+                })
+            });
+            group.bench_function(BenchmarkId::new("ackjob", jobs), |b| {
+                b.iter_custom(|iters| {
+                    s.measure(
+                        iters,
+                        |s| {
+                            let q = s.queue();
+                            add(&mut s.engine, &q, &s.body);
+                            get(&mut s.engine, &q)
+                        },
+                        |s, id| ack(&mut s.engine, black_box(id)),
+                        |_, ()| {},
+                    )
+                })
+            });
+            group.bench_function(BenchmarkId::new("add_get_ack_cycle", jobs), |b| {
+                b.iter(|| {
+                    let q = s.queue();
+                    add(&mut s.engine, &q, &s.body);
+                    let id = get(&mut s.engine, &q);
+                    ack(&mut s.engine, id);
+                })
+            });
+            // The scheduler at steady state: a tick with nothing due.
+            group.bench_function(BenchmarkId::new("idle_tick", jobs), |b| {
+                b.iter(|| s.engine.tick(black_box(NOW + 1)))
+            });
+            group.finish();
         }
-        bench(n, 1);
-        bench(n, n);
     }
 }
+
+criterion_group!(benches, engine);
+criterion_main!(benches);

@@ -1,76 +1,37 @@
-//! ns/op for the two hot paths: parsing a pipelined ADDJOB burst and
-//! encoding a GETJOB reply. std only; run with `cargo bench`.
+//! RESP hot paths (criterion): parsing a pipelined ADDJOB burst, encoding a
+//! GETJOB reply in RESP2 and RESP3, encoding an integer, and the
+//! client-side decoder the benchmark and the tests read replies with.
+//! Run with `cargo bench --bench resp`; CI runs each once with
+//! `cargo bench -- --test`.
+
+#![allow(clippy::expect_used)] // benchmark fixtures are constants
 
 use std::hint::black_box;
-use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
+use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use disque::resp::encode::encode;
 use disque::resp::parse::RequestParser;
+use disque::resp::reply::{decode, encode_command};
 use disque::resp::Reply;
 
-fn bulk(out: &mut Vec<u8>, a: &[u8]) {
-    out.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
-    out.extend_from_slice(a);
-    out.extend_from_slice(b"\r\n");
+/// Jobs per pipelined burst and per GETJOB reply.
+const BATCH: usize = 16;
+
+/// 16 x `ADDJOB queue:<i> <100-byte body> 0 REPLICATE 1`.
+fn addjob_pipeline() -> Vec<u8> {
+    let body = [b'x'; 100];
+    let mut out = Vec::new();
+    for i in 0..BATCH {
+        let queue = format!("queue:{i}");
+        let args: [&[u8]; 6] = [b"ADDJOB", queue.as_bytes(), &body, b"0", b"REPLICATE", b"1"];
+        encode_command(&mut out, &args);
+    }
+    out
 }
 
-/// Run `f` repeatedly for about `budget` and return ns per call.
-fn measure(budget: Duration, mut f: impl FnMut()) -> f64 {
-    for _ in 0..1000 {
-        f();
-    }
-    let mut iters: u64 = 0;
-    let start = Instant::now();
-    while start.elapsed() < budget {
-        for _ in 0..1000 {
-            f();
-        }
-        iters += 1000;
-    }
-    start.elapsed().as_nanos() as f64 / iters as f64
-}
-
-fn main() {
-    let budget = Duration::from_secs(2);
-
-    // 16 x ADDJOB <queue> <100-byte body> 0 REPLICATE 1
-    let mut pipeline = Vec::new();
-    for i in 0..16 {
-        pipeline.extend_from_slice(b"*6\r\n");
-        bulk(&mut pipeline, b"ADDJOB");
-        bulk(&mut pipeline, format!("queue:{i}").as_bytes());
-        bulk(&mut pipeline, &[b'x'; 100]);
-        bulk(&mut pipeline, b"0");
-        bulk(&mut pipeline, b"REPLICATE");
-        bulk(&mut pipeline, b"1");
-    }
-    let mut parser = RequestParser::new();
-    let mut buf = BytesMut::with_capacity(pipeline.len());
-    let copy_only = measure(budget, || {
-        buf.clear();
-        buf.extend_from_slice(black_box(&pipeline));
-        black_box(&buf);
-    });
-    let parse_ns = measure(budget, || {
-        buf.clear();
-        buf.extend_from_slice(black_box(&pipeline));
-        let mut n = 0;
-        while let Ok(Some(cmd)) = parser.parse(&mut buf) {
-            n += cmd.len();
-            black_box(cmd);
-        }
-        assert_eq!(n, 16 * 6);
-    });
-    println!(
-        "parse 16 pipelined ADDJOB ({} bytes): {:.0} ns/buffer, {:.1} ns/command (buffer refill alone {:.0} ns)",
-        pipeline.len(),
-        parse_ns,
-        parse_ns / 16.0,
-        copy_only
-    );
-
-    // GETJOB COUNT 16 WITHCOUNTERS-less reply: *16 of [queue, id, body].
+/// A GETJOB COUNT 16 reply: 16 x [queue, id, body].
+fn getjob_reply() -> Reply {
     let job = |i: usize| {
         Reply::Array(vec![
             Reply::Bulk(Bytes::from(format!("queue:{i}"))),
@@ -80,27 +41,80 @@ fn main() {
             Reply::Bulk(Bytes::from(vec![b'x'; 100])),
         ])
     };
-    let reply = Reply::Array((0..16).map(job).collect());
+    Reply::Array((0..BATCH).map(job).collect())
+}
+
+fn parse_requests(c: &mut Criterion) {
+    let pipeline = addjob_pipeline();
+    let mut group = c.benchmark_group("parse");
+    group.throughput(Throughput::Elements(BATCH as u64));
+    let mut buf = BytesMut::with_capacity(pipeline.len());
+    // The buffer refill alone, to subtract from the parse figure.
+    group.bench_function("refill_buffer_only", |b| {
+        b.iter(|| {
+            buf.clear();
+            buf.extend_from_slice(black_box(&pipeline));
+            black_box(&buf);
+        })
+    });
+    let mut parser = RequestParser::new();
+    group.bench_function("16_pipelined_addjob", |b| {
+        b.iter(|| {
+            buf.clear();
+            buf.extend_from_slice(black_box(&pipeline));
+            let mut n = 0;
+            while let Ok(Some(cmd)) = parser.parse(&mut buf) {
+                n += cmd.len();
+                black_box(cmd);
+            }
+            assert_eq!(n, BATCH * 6);
+        })
+    });
+    group.finish();
+}
+
+fn encode_replies(c: &mut Criterion) {
+    let reply = getjob_reply();
+    let mut group = c.benchmark_group("encode");
+    group.throughput(Throughput::Elements(BATCH as u64));
     for proto in [2u8, 3] {
         let mut out = BytesMut::with_capacity(8192);
-        let ns = measure(budget, || {
-            out.clear();
-            encode(black_box(&reply), proto, &mut out);
-            black_box(&out);
+        group.bench_function(format!("getjob_16_jobs_resp{proto}"), |b| {
+            b.iter(|| {
+                out.clear();
+                encode(black_box(&reply), proto, &mut out);
+                black_box(&out);
+            })
         });
-        println!(
-            "encode GETJOB reply, 16 jobs x 3 fields ({} bytes, RESP{proto}): {:.0} ns/reply, {:.1} ns/job",
-            out.len(),
-            ns,
-            ns / 16.0
-        );
     }
-
+    group.throughput(Throughput::Elements(1));
     let mut out = BytesMut::with_capacity(64);
-    let ns = measure(budget, || {
-        out.clear();
-        encode(&Reply::Integer(black_box(-1234567890123)), 2, &mut out);
-        black_box(&out);
+    group.bench_function("integer", |b| {
+        b.iter(|| {
+            out.clear();
+            encode(&Reply::Integer(black_box(-1234567890123)), 2, &mut out);
+            black_box(&out);
+        })
     });
-    println!("encode Integer(-1234567890123): {ns:.1} ns/op");
+    group.finish();
 }
+
+fn decode_replies(c: &mut Criterion) {
+    let mut wire = BytesMut::new();
+    encode(&getjob_reply(), 2, &mut wire);
+    let mut group = c.benchmark_group("client_decode");
+    group.throughput(Throughput::Elements(BATCH as u64));
+    group.bench_function("getjob_16_jobs", |b| {
+        b.iter(|| {
+            let (reply, used) = decode(black_box(&wire))
+                .expect("valid reply")
+                .expect("complete reply");
+            assert_eq!(used, wire.len());
+            black_box(reply);
+        })
+    });
+    group.finish();
+}
+
+criterion_group!(benches, parse_requests, encode_replies, decode_replies);
+criterion_main!(benches);
