@@ -145,6 +145,65 @@ pub struct GossipEntry {
     pub flags: u16,
 }
 
+/// The messages whose payload is a job-id block: a 40-byte job ID and a
+/// u32 whose meaning depends on the type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JobMsg {
+    /// The replica stored the job (aux unused).
+    GotJob,
+    /// Queue the job; aux = delay in seconds (0 = enqueue now).
+    Enqueue,
+    /// The sender queued the job; aux = its dead-letter epoch. Counter
+    /// increments travel in the header mflags.
+    Queued,
+    /// The job was acknowledged; aux = sender's |nodes_delivered| ("may-have").
+    SetAck,
+    /// The sender will queue the job soon (aux unused).
+    WillQueue,
+    /// Answer to SETACK; aux = 1 if the sender knows the job.
+    GotAck,
+    /// Delete the job (aux unused).
+    DelJob,
+    /// A consumer is working on the job; aux = delay in seconds.
+    Working,
+    /// aux = the job's dead-letter epoch (odd = dead, even = redriven).
+    DeadLetter,
+}
+
+impl JobMsg {
+    /// Wire type number.
+    pub fn msg_type(self) -> u16 {
+        use msg_type::*;
+        match self {
+            JobMsg::GotJob => GOTJOB,
+            JobMsg::Enqueue => ENQUEUE,
+            JobMsg::Queued => QUEUED,
+            JobMsg::SetAck => SETACK,
+            JobMsg::WillQueue => WILLQUEUE,
+            JobMsg::GotAck => GOTACK,
+            JobMsg::DelJob => DELJOB,
+            JobMsg::Working => WORKING,
+            JobMsg::DeadLetter => DEADLETTER,
+        }
+    }
+
+    fn from_type(t: u16) -> Option<JobMsg> {
+        use msg_type::*;
+        Some(match t {
+            GOTJOB => JobMsg::GotJob,
+            ENQUEUE => JobMsg::Enqueue,
+            QUEUED => JobMsg::Queued,
+            SETACK => JobMsg::SetAck,
+            WILLQUEUE => JobMsg::WillQueue,
+            GOTACK => JobMsg::GotAck,
+            DELJOB => JobMsg::DelJob,
+            WORKING => JobMsg::Working,
+            DEADLETTER => JobMsg::DeadLetter,
+            _ => return None,
+        })
+    }
+}
+
 /// Typed payload.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Body {
@@ -158,39 +217,10 @@ pub enum Body {
     ReplJob {
         job: Bytes,
     },
-    GotJob {
-        job_id: [u8; 40],
-        aux: u32,
-    },
-    /// aux = delay in seconds (0 = enqueue now).
-    Enqueue {
-        job_id: [u8; 40],
-        aux: u32,
-    },
-    /// Counter increments travel in the header mflags.
-    Queued {
-        job_id: [u8; 40],
-        aux: u32,
-    },
-    /// aux = sender's |nodes_delivered| ("may-have").
-    SetAck {
-        job_id: [u8; 40],
-        aux: u32,
-    },
-    WillQueue {
-        job_id: [u8; 40],
-        aux: u32,
-    },
-    /// aux = 1 if the sender knows the job.
-    GotAck {
-        job_id: [u8; 40],
-        aux: u32,
-    },
-    DelJob {
-        job_id: [u8; 40],
-        aux: u32,
-    },
-    Working {
+    /// The job-level messages that carry a job ID and one number (the
+    /// 44-byte "job-id block"); `kind` says which and what `aux` means.
+    Job {
+        kind: JobMsg,
         job_id: [u8; 40],
         aux: u32,
     },
@@ -213,11 +243,6 @@ pub enum Body {
     Auth {
         nonce: [u8; 16],
         mac: [u8; 32],
-    },
-    /// aux = the job's dead-letter epoch (odd = dead, even = redriven).
-    DeadLetter {
-        job_id: [u8; 40],
-        aux: u32,
     },
     /// A DEDUP key registration: `window` = seconds left, `entry` =
     /// `engine::dedup` encoding of queue, key and job ID.
@@ -333,20 +358,12 @@ impl Body {
             Body::Meet(_) => MEET,
             Body::Fail { .. } => FAIL,
             Body::ReplJob { .. } => REPLJOB,
-            Body::GotJob { .. } => GOTJOB,
-            Body::Enqueue { .. } => ENQUEUE,
-            Body::Queued { .. } => QUEUED,
-            Body::SetAck { .. } => SETACK,
-            Body::WillQueue { .. } => WILLQUEUE,
-            Body::GotAck { .. } => GOTACK,
-            Body::DelJob { .. } => DELJOB,
+            Body::Job { kind, .. } => kind.msg_type(),
             Body::NeedJobs { .. } => NEEDJOBS,
             Body::YourJobs { .. } => YOURJOBS,
-            Body::Working { .. } => WORKING,
             Body::Pause { .. } => PAUSE,
             Body::AuthChallenge { .. } => AUTH_CHALLENGE,
             Body::Auth { .. } => AUTH,
-            Body::DeadLetter { .. } => DEADLETTER,
             Body::Dedup { .. } => DEDUP,
             Body::QLenReq { .. } => QLENREQ,
             Body::QLenRep { .. } => QLENREP,
@@ -360,15 +377,7 @@ impl Body {
 
     fn job_block(&self) -> Option<(&[u8; 40], u32)> {
         match self {
-            Body::GotJob { job_id, aux }
-            | Body::Enqueue { job_id, aux }
-            | Body::Queued { job_id, aux }
-            | Body::SetAck { job_id, aux }
-            | Body::WillQueue { job_id, aux }
-            | Body::GotAck { job_id, aux }
-            | Body::DelJob { job_id, aux }
-            | Body::Working { job_id, aux }
-            | Body::DeadLetter { job_id, aux } => Some((job_id, *aux)),
+            Body::Job { job_id, aux, .. } => Some((job_id, *aux)),
             _ => None,
         }
     }
@@ -697,9 +706,7 @@ fn parse_body_shape(ty: u16, p: &[u8]) -> Result<Shape, BusError> {
     match ty {
         PING | PONG | MEET => parse_gossip(p).map(Shape::Gossip),
         FAIL => exact(40, "FAIL payload must be 40 bytes"),
-        GOTJOB | ENQUEUE | QUEUED | SETACK | WILLQUEUE | GOTACK | DELJOB | WORKING | DEADLETTER => {
-            exact(44, "job-id block must be 44 bytes")
-        }
+        t if JobMsg::from_type(t).is_some() => exact(44, "job-id block must be 44 bytes"),
         AUTH_CHALLENGE => exact(16, "AUTHCHALLENGE payload must be 16 bytes"),
         AUTH => exact(48, "AUTH payload must be 48 bytes"),
         QLENREP => exact(16, "QLENREP payload must be 16 bytes"),
@@ -807,18 +814,8 @@ impl Shape {
                 _ => {
                     let job_id = r.arr()?;
                     let aux = r.u32()?;
-                    match ty {
-                        GOTJOB => Body::GotJob { job_id, aux },
-                        ENQUEUE => Body::Enqueue { job_id, aux },
-                        QUEUED => Body::Queued { job_id, aux },
-                        SETACK => Body::SetAck { job_id, aux },
-                        WILLQUEUE => Body::WillQueue { job_id, aux },
-                        GOTACK => Body::GotAck { job_id, aux },
-                        DELJOB => Body::DelJob { job_id, aux },
-                        WORKING => Body::Working { job_id, aux },
-                        DEADLETTER => Body::DeadLetter { job_id, aux },
-                        _ => return Err(BusError::UnknownType(ty)),
-                    }
+                    let kind = JobMsg::from_type(ty).ok_or(BusError::UnknownType(ty))?;
+                    Body::Job { kind, job_id, aux }
                 }
             },
         })
@@ -892,14 +889,46 @@ mod tests {
             Body::ReplJob {
                 job: job(2, b"hello"),
             },
-            Body::GotJob { job_id: id, aux: 0 },
-            Body::Enqueue { job_id: id, aux: 5 },
-            Body::Queued { job_id: id, aux: 0 },
-            Body::SetAck { job_id: id, aux: 3 },
-            Body::WillQueue { job_id: id, aux: 0 },
-            Body::GotAck { job_id: id, aux: 1 },
-            Body::DelJob { job_id: id, aux: 0 },
-            Body::Working { job_id: id, aux: 0 },
+            Body::Job {
+                kind: JobMsg::GotJob,
+                job_id: id,
+                aux: 0,
+            },
+            Body::Job {
+                kind: JobMsg::Enqueue,
+                job_id: id,
+                aux: 5,
+            },
+            Body::Job {
+                kind: JobMsg::Queued,
+                job_id: id,
+                aux: 0,
+            },
+            Body::Job {
+                kind: JobMsg::SetAck,
+                job_id: id,
+                aux: 3,
+            },
+            Body::Job {
+                kind: JobMsg::WillQueue,
+                job_id: id,
+                aux: 0,
+            },
+            Body::Job {
+                kind: JobMsg::GotAck,
+                job_id: id,
+                aux: 1,
+            },
+            Body::Job {
+                kind: JobMsg::DelJob,
+                job_id: id,
+                aux: 0,
+            },
+            Body::Job {
+                kind: JobMsg::Working,
+                job_id: id,
+                aux: 0,
+            },
             Body::NeedJobs {
                 count: 10,
                 queue: Bytes::from_static(b"q1"),
@@ -916,7 +945,11 @@ mod tests {
                 nonce: [7; 16],
                 mac: [9; 32],
             },
-            Body::DeadLetter { job_id: id, aux: 3 },
+            Body::Job {
+                kind: JobMsg::DeadLetter,
+                job_id: id,
+                aux: 3,
+            },
             Body::Dedup {
                 window: 300,
                 entry: Bytes::from_static(b"entry"),
@@ -979,7 +1012,8 @@ mod tests {
     fn layout_offsets() {
         let m = Message::new(
             hdr(MFLAG_INCR_DELIV),
-            Body::GotAck {
+            Body::Job {
+                kind: JobMsg::GotAck,
                 job_id: [b'j'; 40],
                 aux: 0x0102_0304,
             },
@@ -1079,7 +1113,8 @@ mod tests {
         // Type field is covered too: GOTJOB(5) -> QUEUED(7) is one bit.
         let g = Message::new(
             hdr(0),
-            Body::GotJob {
+            Body::Job {
+                kind: JobMsg::GotJob,
                 job_id: [1; 40],
                 aux: 0,
             },
@@ -1097,7 +1132,8 @@ mod tests {
     fn payload_size_and_type_checks() {
         let g = Message::new(
             hdr(0),
-            Body::GotJob {
+            Body::Job {
+                kind: JobMsg::GotJob,
                 job_id: [1; 40],
                 aux: 0,
             },

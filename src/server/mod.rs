@@ -169,12 +169,27 @@ impl Shared {
         // its LOADJOB record is on disk (the origin then tells its client).
         let durable = frames
             .iter()
-            .any(|(_, m)| matches!(m.body, crate::cluster::message::Body::GotJob { .. }))
+            .any(|(_, m)| {
+                matches!(
+                    m.body,
+                    crate::cluster::message::Body::Job {
+                        kind: crate::cluster::message::JobMsg::GotJob,
+                        ..
+                    }
+                )
+            })
             .then(|| crate::node::persistence::produced_sync(node))
             .flatten();
         let mut deferred = Vec::new();
         for (to, msg) in frames {
-            if durable.is_some() && matches!(msg.body, crate::cluster::message::Body::GotJob { .. })
+            if durable.is_some()
+                && matches!(
+                    msg.body,
+                    crate::cluster::message::Body::Job {
+                        kind: crate::cluster::message::JobMsg::GotJob,
+                        ..
+                    }
+                )
             {
                 deferred.push((to, msg.to_bytes()));
             } else {
