@@ -1,4 +1,4 @@
-//! Serialized job record (WIRE.md 7.3), shared by the cluster bus (REPLJOB,
+//! Serialized job record, shared by the cluster bus (REPLJOB,
 //! YOURJOBS) and the AOF (`LOADJOB` payload).
 //!
 //! Layout, all integers little-endian (this is the one little-endian
@@ -52,7 +52,7 @@ pub const MIN_RECORD_LEN: usize = FIXED_LEN + 12;
 /// strips it from `flags` and fills `ext` instead).
 pub const FLAG_EXT_SECTION: u8 = 0x80;
 
-/// One serialized job. Field meanings are in WIRE.md 3.x / 7.3.
+/// One serialized job. Field meanings are SHOW's (docs/COMMANDS.md#show).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct JobRecord {
     pub id: [u8; 40],
@@ -356,7 +356,7 @@ mod tests {
         }
     }
 
-    /// The annotated LOADJOB payload of WIRE.md 10.1, assembled byte by byte
+    /// An annotated LOADJOB payload in Disque's layout, assembled byte by byte
     /// from the annotation (not from our encoder).
     fn wire_10_1() -> Vec<u8> {
         let mut v = vec![0xa7, 0x00, 0x00, 0x00];

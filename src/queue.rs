@@ -14,7 +14,7 @@ pub const PAUSE_OUT: u8 = 2;
 /// Identifier of a client connection (also used for blocked clients).
 pub type ClientId = u64;
 
-/// Import-rate window and NEEDJOBS schedule (WIRE 9.5).
+/// Import-rate window and NEEDJOBS schedule (federation).
 #[derive(Default, Debug)]
 pub struct Federation {
     pub bcast_time: u64,

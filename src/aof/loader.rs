@@ -1,4 +1,4 @@
-//! Replaying an AOF into the engine (WIRE 10.4), through the same engine
+//! Replaying an AOF into the engine (docs/PERSISTENCE.md), through the same engine
 //! entry points the rest of the node uses (`job_from_record`, `register`,
 //! `enqueue`, `update_awake`, `delete_job`).
 
@@ -176,7 +176,7 @@ pub fn apply(engine: &mut Engine, rec: Record, opts: LoadOptions, now: u64) -> R
             if requeue && job.qtime == 0 {
                 // RETRY 0 jobs deserialize with qtime 0, which the enqueue
                 // procedure refuses; C Disque leaves them active forever
-                // (WIRE 10.4 quirk). Our documented choice: give them a
+                // (a quirk). Our documented choice (docs/COMPATIBILITY.md): give them a
                 // qtime so the controlled-restart recipe re-queues them too.
                 job.qtime = now.max(1);
             }

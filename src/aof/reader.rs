@@ -1,5 +1,5 @@
 //! The AOF record reader: a strict, incremental parser for the two record
-//! kinds of WIRE 10.1 (`LOADJOB <blob>`, `DELJOB <id>`).
+//! kinds of Disque's AOF (`LOADJOB <blob>`, `DELJOB <id>`; docs/PERSISTENCE.md).
 //!
 //! It is separate from the client request parser on purpose: the client
 //! parser accepts inline commands and any command name, while here every
@@ -301,7 +301,7 @@ impl<R: Read> AofReader<R> {
     }
 }
 
-/// Encode one record exactly as WIRE 10.1.
+/// Encode one record exactly as Disque writes it (docs/PERSISTENCE.md).
 pub fn encode_record(rec: &crate::engine::AofRecord, out: &mut Vec<u8>) {
     match rec {
         crate::engine::AofRecord::LoadJob(blob) => encode_loadjob(blob, out),

@@ -1,4 +1,4 @@
-//! ACKJOB and FASTACK (WIRE 3.3, 3.4).
+//! ACKJOB and FASTACK (docs/COMMANDS.md#ackjob).
 
 use bytes::Bytes;
 

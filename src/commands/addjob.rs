@@ -1,4 +1,4 @@
-//! ADDJOB argument parsing (WIRE 3.1 validation order); the engine does the rest.
+//! ADDJOB argument parsing in Disque's validation order (docs/COMMANDS.md#addjob); the engine does the rest.
 
 use bytes::Bytes;
 

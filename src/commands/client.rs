@@ -1,4 +1,4 @@
-//! CLIENT LIST | KILL | SETNAME | GETNAME | PAUSE | REPLY | ID (WIRE 4.7).
+//! CLIENT LIST | KILL | SETNAME | GETNAME | PAUSE | REPLY | ID (docs/COMMANDS.md#client).
 
 use bytes::Bytes;
 

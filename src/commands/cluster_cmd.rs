@@ -1,4 +1,4 @@
-//! CLUSTER subcommands (WIRE 4.5): node listing, info, identity, MEET,
+//! CLUSTER subcommands (docs/COMMANDS.md#cluster): node listing, info, identity, MEET,
 //! FORGET, RESET, LEAVING and SAVECONFIG.
 
 use bytes::Bytes;

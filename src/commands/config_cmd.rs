@@ -1,4 +1,4 @@
-//! CONFIG GET | SET | RESETSTAT | REWRITE (WIRE 4.4, 11.3). Parsing and
+//! CONFIG GET | SET | RESETSTAT | REWRITE (docs/COMMANDS.md#config). Parsing and
 //! formatting live in `crate::config`; this applies changes to the node.
 
 use bytes::Bytes;

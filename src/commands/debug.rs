@@ -1,4 +1,4 @@
-//! DEBUG subcommands (WIRE 4.6) used by operators and test harnesses.
+//! DEBUG subcommands (docs/COMMANDS.md#debug) used by operators and test harnesses.
 
 use bytes::Bytes;
 

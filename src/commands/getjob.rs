@@ -1,4 +1,4 @@
-//! GETJOB argument parsing (WIRE 3.2); popping and blocking live in the engine.
+//! GETJOB argument parsing (docs/COMMANDS.md#getjob); popping and blocking live in the engine.
 
 use bytes::Bytes;
 

@@ -1,4 +1,4 @@
-//! HELLO: Disque's node-list reply (WIRE 4.1) when called bare, and the
+//! HELLO: Disque's node-list reply (docs/COMMANDS.md#hello) when called bare, and the
 //! Redis 6+ handshake `HELLO <2|3> [AUTH user pass] [SETNAME name]` that
 //! modern client libraries send on connect.
 

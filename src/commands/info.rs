@@ -1,4 +1,4 @@
-//! INFO (WIRE 4.2, transcript 6.8): sections in Disque's field order.
+//! INFO (docs/COMMANDS.md#info): sections in Disque's field order.
 
 use std::fmt::Write;
 

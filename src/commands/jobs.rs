@@ -1,4 +1,4 @@
-//! Per-job state commands: ENQUEUE, NACK, DEQUEUE, DELJOB (WIRE 3.5-3.8)
+//! Per-job state commands: ENQUEUE, NACK, DEQUEUE, DELJOB (docs/COMMANDS.md)
 //! and WORKING (3.7).
 
 use bytes::Bytes;
@@ -33,7 +33,7 @@ pub(super) fn count_known(
     Reply::Integer(n).into()
 }
 
-/// Only active jobs go through the enqueue procedure (WIRE 3.5).
+/// Only active jobs go through the enqueue procedure (docs/COMMANDS.md#enqueue).
 pub fn enqueue(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
     count_known(ctx, args, |e, h, now| {
         e.job(h).is_some_and(|j| j.state == JobState::Active) && e.enqueue(h, false, now)

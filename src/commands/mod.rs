@@ -1,5 +1,5 @@
 //! Client commands: the command table (names, arity, flags as Disque
-//! reports them), dispatch in Disque's order (WIRE 1.1), and one module per
+//! reports them), dispatch in Disque's order (docs/COMMANDS.md#dispatch-and-common-errors), and one module per
 //! command or small family. Argument errors become `-ERR ...` replies and
 //! keep the connection open; only protocol errors close it.
 
@@ -331,7 +331,7 @@ pub fn syntax_error() -> Outcome {
 /// Strict decimal integer (Redis `string2ll`).
 pub use crate::strings::string2ll;
 
-/// Parse all IDs first; any bad one fails the whole command (WIRE 2.3).
+/// Parse all IDs first; any bad one fails the whole command (docs/COMMANDS.md#job-ids).
 pub fn parse_ids(args: &[Bytes]) -> Result<Vec<JobId>, Outcome> {
     args.iter()
         .map(|a| JobId::parse(a).ok_or_else(|| err(WireError::BadId)))
@@ -368,7 +368,7 @@ pub fn lookup(node: &Node, name: &[u8]) -> Option<usize> {
         .map(|&(_, i)| i)
 }
 
-/// Run one command in Disque's dispatch order (WIRE 1.1).
+/// Run one command in Disque's dispatch order (docs/COMMANDS.md#dispatch-and-common-errors).
 pub fn dispatch(node: &mut Node, client: &mut ClientState, args: &[Bytes], now: u64) -> Outcome {
     let Some(name) = args.first() else {
         return Outcome::Reply(Reply::NullBulk);

@@ -1,4 +1,4 @@
-//! NACK (WIRE 3.5) with our DELAY option: `NACK <id> ... [DELAY <s>]`
+//! NACK (docs/COMMANDS.md#nack) with our DELAY option: `NACK <id> ... [DELAY <s>]`
 //! re-queues after the delay instead of at once; without DELAY a BACKOFF
 //! job waits its current back-off and a plain job is queued at once, as in
 //! Disque (docs/COMPATIBILITY.md).

@@ -1,4 +1,4 @@
-//! PAUSE (WIRE 3.12): queue input/output pause flags, optionally broadcast.
+//! PAUSE (docs/COMMANDS.md#pause): queue input/output pause flags, optionally broadcast.
 
 use bytes::Bytes;
 

@@ -1,4 +1,4 @@
-//! QLEN, QPEEK, QSTAT (WIRE 3.11), with our `CLUSTER` form of QLEN and
+//! QLEN, QPEEK, QSTAT (docs/COMMANDS.md#queue-commands), with our `CLUSTER` form of QLEN and
 //! QSTAT (engine::qlen_cluster).
 
 use bytes::Bytes;

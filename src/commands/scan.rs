@@ -1,4 +1,4 @@
-//! QSCAN and JSCAN (WIRE 3.10, 3.11): cursor iteration over the queue and
+//! QSCAN and JSCAN (docs/COMMANDS.md#jscan): cursor iteration over the queue and
 //! job tables. The cursor is a slab slot number, so an element present for
 //! a whole iteration is returned at least once however the table changes.
 

@@ -1,4 +1,4 @@
-//! SHOW: the 30-element job description (WIRE 3.9), shared with JSCAN REPLY ALL.
+//! SHOW: the 30-element job description (docs/COMMANDS.md#show), shared with JSCAN REPLY ALL.
 
 use bytes::Bytes;
 

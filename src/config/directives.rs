@@ -1,4 +1,4 @@
-//! Semantics of each config-file directive (WIRE.md 11.2): argument count,
+//! Semantics of each config-file directive (conf/disque.conf): argument count,
 //! validation, and the error message shown in the FATAL banner.
 //!
 //! Messages copy the original where it had one; where the original was

@@ -1,6 +1,6 @@
 //! Server configuration: the typed `Config`, its defaults, the config-file
 //! parser, command-line handling, and the CONFIG GET / SET / REWRITE logic
-//! (WIRE.md sections 4.4, 6.9 and 11).
+//! (docs/COMMANDS.md#config; the directives are described in conf/disque.conf).
 //!
 //! The module is deliberately free of server state: `set` only validates and
 //! stores, and the caller compares old and new values to apply side effects
@@ -186,7 +186,7 @@ pub struct ClientOutputBufferLimit {
     pub soft_seconds: u64,
 }
 
-/// The whole server configuration. One field per directive of WIRE.md 11.2.
+/// The whole server configuration. One field per directive (conf/disque.conf).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Config {
     /// Client port; 0 means "pick a free port" (our extension).

@@ -1,4 +1,4 @@
-//! CONFIG REWRITE (WIRE.md 11.3), following Redis `config.c` semantics:
+//! CONFIG REWRITE (docs/COMMANDS.md#config), following Redis `config.c` semantics:
 //!
 //! * lines of options we know are replaced in place with the current value
 //!   (first occurrence), extra occurrences are blanked;

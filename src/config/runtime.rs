@@ -1,4 +1,4 @@
-//! CONFIG GET and CONFIG SET (WIRE.md 4.4, 6.9, 11.3).
+//! CONFIG GET and CONFIG SET (docs/COMMANDS.md#config).
 //!
 //! GET walks a fixed table in the exact order of 6.9 so replies are
 //! byte-identical to the reference server. SET only validates and stores;
@@ -11,7 +11,7 @@ use super::security;
 use super::values::{parse_bool, parse_i64, parse_memory, parse_u64, yes_no};
 use super::{AppendFsync, ClientOutputBufferLimit, Config, LogLevel, MaxmemoryPolicy, SetError};
 
-/// CONFIG GET parameter names in reply order (WIRE.md 6.9).
+/// CONFIG GET parameter names in reply order (Disque's 35, then ours).
 pub(crate) const GET_ORDER: [&str; 35] = [
     "requirepass",
     "unixsocket",
@@ -231,7 +231,7 @@ impl Config {
     }
 }
 
-/// Parameters CONFIG SET accepts (WIRE.md 11.3); anything else is
+/// Parameters CONFIG SET accepts (as Disque does); anything else is
 /// "Unsupported", even if CONFIG GET shows it.
 pub(crate) const SET_PARAMS: [&str; 24] = [
     "requirepass",

@@ -310,7 +310,8 @@ fn rewrite_error_texts() {
     );
 }
 
-/// The WIRE.md 11.3 example: harness file, then appendonly + node timeout.
+/// Disque's test-harness config file, then CONFIG SET of appendonly and
+/// the node timeout, then CONFIG REWRITE.
 #[test]
 fn rewrite_spec_example() {
     let _g = cwd_guard();

@@ -1,4 +1,4 @@
-//! Acknowledgements and their garbage collection (WIRE 3.3, 3.4, 9.3):
+//! Acknowledgements and their garbage collection (docs/COMMANDS.md#ackjob):
 //! ACKJOB, FASTACK, dummy ACKs for jobs this node never saw, and the
 //! SETACK/GOTACK exchange that lets every holder forget an acked job.
 
@@ -63,7 +63,7 @@ impl Engine {
         count
     }
 
-    /// One garbage-collection attempt for an acked job (WIRE 9.3).
+    /// One garbage-collection attempt for an acked job.
     pub fn gc_attempt(&mut self, h: JobHandle, now: u64) {
         let size = self.cluster.size();
         let Some(j) = self.store.get_mut(h) else {

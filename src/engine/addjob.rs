@@ -1,4 +1,4 @@
-//! ADDJOB inside the engine (WIRE 3.1): validation that needs node state,
+//! ADDJOB inside the engine (docs/COMMANDS.md#addjob): validation that needs node state,
 //! job creation, the immediate and synchronous replication paths, the
 //! replication cron that keeps adding nodes, and "replication achieved".
 

@@ -99,7 +99,8 @@ pub fn random_node_id(rng: &mut impl rand::RngCore) -> [u8; 40] {
 
 pub struct Cluster {
     pub nodes: Vec<NodeInfo>,
-    /// Reachable set (WIRE 8.6), recomputed by `refresh_reachable`.
+    /// Reachable set (other nodes neither in handshake, leaving nor
+    /// failing), recomputed by `refresh_reachable`.
     pub reachable: Vec<NodeIdx>,
     /// Node IDs that gossip may not re-add, until the given unix ms.
     pub blacklist: Vec<([u8; 40], u64)>,
@@ -182,7 +183,7 @@ impl Cluster {
 
 impl Cluster {
     /// Peers that messages can be sent to now: linked, not self, not in
-    /// handshake (broadcast targets, WIRE 8.5).
+    /// handshake (broadcast targets).
     pub fn linked_peers(&self) -> Vec<NodeIdx> {
         self.live()
             .filter(|(i, n)| *i != 0 && n.link && !n.has(FLAG_HANDSHAKE))

@@ -1,4 +1,4 @@
-//! Converting jobs to and from their serialized form (WIRE 7.3): the
+//! Converting jobs to and from their serialized form (`job_codec`): the
 //! "message" flavour for the bus (relative expire time, DELIVERED cleared)
 //! and the "storage" flavour for the AOF (absolute, state kept).
 

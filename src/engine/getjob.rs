@@ -1,6 +1,6 @@
 //! GETJOB: popping jobs across queues, blocking clients on empty queues,
 //! serving them when jobs arrive, their timeouts, and the need-jobs hook
-//! that asks other nodes for jobs (federation, WIRE 9.5).
+//! that asks other nodes for jobs (federation).
 
 use bytes::Bytes;
 use tokio::sync::oneshot;
@@ -223,7 +223,7 @@ impl Engine {
         }
     }
 
-    /// Ask other nodes for jobs of this queue (WIRE 9.5 need-jobs).
+    /// Ask other nodes for jobs of this queue (NEEDJOBS).
     pub fn need_jobs(&mut self, name: &[u8], reason: NeedReason, now: u64) {
         if self.cluster.leaving() {
             return;

@@ -1,4 +1,4 @@
-//! Cluster membership (WIRE 8): links coming and going, MEET/PING/PONG
+//! Cluster membership: links coming and going, MEET/PING/PONG
 //! with gossip sections, handshakes, PFAIL/FAIL failure detection and the
 //! cron that drives them. Frames are produced into `out.frames`; the shell
 //! owns the sockets and reports link events back.
@@ -43,9 +43,9 @@ impl Engine {
         let mut cands: Vec<NodeIdx> = self
             .cluster
             .live()
-            // Link-less nodes are included (unlike the letter of WIRE 8.2):
-            // Disque recreates a link object every cron, so a dead peer is
-            // normally gossiped, which is what spreads failure reports.
+            // Link-less nodes are included: Disque's gossip skips nodes
+            // without a link object, but it recreates one every cron, so a
+            // dead peer is normally gossiped, which spreads failure reports.
             .filter(|(i, n)| *i != 0 && *i != exclude && !n.has(FLAG_HANDSHAKE | FLAG_NOADDR))
             .map(|(i, _)| i)
             .collect();
@@ -436,7 +436,8 @@ impl Engine {
         self.cluster.refresh_reachable();
     }
 
-    /// PFAIL + enough failure reports => FAIL, broadcast (WIRE 8.4).
+    /// PFAIL + failure reports (ours included) from a majority of the
+    /// cluster => FAIL, broadcast.
     fn promote_failures(&mut self) -> bool {
         let size = self.cluster.size();
         let needed = size / 2 + 1;

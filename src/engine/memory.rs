@@ -1,4 +1,4 @@
-//! Memory pressure (WIRE 9.9): warning levels derived from the allocator's
+//! Memory pressure (`maxmemory`, docs/COMMANDS.md#dispatch-and-common-errors): warning levels derived from the allocator's
 //! byte count and `maxmemory`, and eviction of acked or already-delivered
 //! at-most-once jobs (then idle queues) when above 95%.
 

@@ -115,7 +115,7 @@ pub enum BusOut {
 /// A record for the append-only file.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum AofRecord {
-    /// A storage-flavour serialized job (WIRE 7.3), written as `LOADJOB <blob>`.
+    /// A storage-flavour serialized job (`job_codec`), written as `LOADJOB <blob>`.
     LoadJob(Bytes),
     DelJob(JobId),
     /// Our extension: a DEDUP key (`engine::dedup::encode_aof` payload).
@@ -155,7 +155,7 @@ pub struct Engine {
     waiter_timeouts: BTreeSet<(u64, ClientId)>,
     /// Blocked ADDJOB clients by job (few at a time, so kept out of `Job`).
     adders: HashMap<JobHandle, AddWaiter>,
-    /// nodes_confirmed (WIRE 2.1) of wait-repl and acked jobs; absent = none.
+    /// nodes_confirmed (SHOW's `nodes-confirmed`) of wait-repl and acked jobs; absent = none.
     confirmed: HashMap<JobHandle, NodeSet>,
     /// Extension fields of the jobs flagged `F_EXT` (`crate::job_ext`).
     ext: HashMap<JobHandle, crate::job_ext::JobExt>,
@@ -451,7 +451,7 @@ impl Engine {
         self.store.insert_new(job)
     }
 
-    /// Wake-up time for a job (WIRE 9.2), with a fresh GC back-off for acked jobs.
+    /// Wake-up time for a job (re-queue, WILLQUEUE, expiry or GC), with a fresh GC back-off for acked jobs.
     fn compute_awake(&mut self, h: JobHandle, now: u64) -> u64 {
         let jitter = rand250(&mut self.rng);
         let Some(j) = self.store.get(h) else {
@@ -513,7 +513,7 @@ impl Engine {
         }
     }
 
-    /// Remove a job from its queue if queued (state -> active). WIRE 9.1 dequeue.
+    /// Remove a job from its queue if queued (state -> active), as DEQUEUE does.
     pub fn dequeue(&mut self, h: JobHandle) -> bool {
         let Some(j) = self.store.get_mut(h) else {
             return false;
@@ -530,7 +530,7 @@ impl Engine {
         true
     }
 
-    /// Local enqueue procedure (WIRE 9.1). Returns true if the job got queued.
+    /// Local enqueue procedure, as in Disque. Returns true if the job got queued.
     pub fn enqueue(&mut self, h: JobHandle, nack: bool, now: u64) -> bool {
         if self.deadletter_due(h, nack) {
             return self.dead_letter(h, now);
@@ -616,7 +616,7 @@ impl Engine {
         true
     }
 
-    /// Pop the oldest job of a queue for delivery (WIRE 9.1 pop).
+    /// Pop the oldest job of a queue for delivery.
     pub fn pop(&mut self, qh: u32, now: u64) -> Option<JobHandle> {
         let q = self.queues.get_mut(qh)?;
         let h = q.pop()?;
@@ -686,7 +686,7 @@ impl Engine {
         self.ready.clear();
     }
 
-    /// Mark the job as acked (WIRE 9.3 acknowledge).
+    /// Mark the job as acked (docs/COMMANDS.md#ackjob).
     pub fn acknowledge(&mut self, h: JobHandle, now: u64) {
         let Some(j) = self.store.get(h) else { return };
         if j.state == JobState::Acked {
@@ -735,7 +735,7 @@ impl Engine {
     pub fn client_gone(&mut self, client: ClientId, now: u64) {
         self.remove_waiter(client);
         self.forget_job_waiter(client);
-        // An ADDJOB client that left: delete its pending job (WIRE 3.1).
+        // An ADDJOB client that left: delete its pending job (docs/COMMANDS.md#addjob).
         let pending: Vec<JobHandle> = self
             .add_timeouts
             .iter()

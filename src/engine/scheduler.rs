@@ -131,7 +131,7 @@ impl Engine {
         }
     }
 
-    /// Sample random queues and evict idle empty ones (WIRE 9.8).
+    /// Sample random queues and evict idle empty ones, as Disque does.
     pub fn evict_idle_queues(&mut self, now: u64) {
         let max_idle = self.max_queue_idle();
         let slots = self.queues.capacity_slots();

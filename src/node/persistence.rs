@@ -242,7 +242,7 @@ pub fn pending_sync(node: &Node) -> Option<SyncWait> {
 
 /// `always` waits for fsync; `everysec` and `no` wait until the records
 /// were handed to the kernel, so a reply never precedes its record and a
-/// process crash (kill -9) right after a reply loses nothing (WIRE 10.2).
+/// process crash (kill -9) right after a reply loses nothing (docs/PERSISTENCE.md).
 fn wait_for(node: &Node, aof: &Aof, seq: u64) -> SyncWait {
     if node.config.appendfsync == AppendFsync::Always {
         aof.writer.sync_wait(seq)

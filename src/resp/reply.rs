@@ -14,6 +14,8 @@
 
 use std::fmt;
 
+use crate::strings::string2ll;
+
 /// Longest blob accepted (Redis' default `proto-max-bulk-len`).
 const MAX_BLOB_LEN: i64 = 512 * 1024 * 1024;
 /// Largest aggregate (array, set, push, map) length accepted.
@@ -265,37 +267,15 @@ fn read_blob(buf: &[u8], start: usize, len: i64) -> Result<Option<(&[u8], usize)
     }
 }
 
-/// A strict decimal `i64`: optional `-`, at least one digit, no overflow.
+/// A canonical decimal `i64` as servers send them (Redis `string2ll`:
+/// optional `-`, no `+`, no leading zeros, no overflow).
 fn parse_int(line: &[u8]) -> Result<i64, DecodeError> {
-    let bad = || {
+    string2ll(line).ok_or_else(|| {
         DecodeError(format!(
             "invalid integer '{}'",
             String::from_utf8_lossy(line)
         ))
-    };
-    let (neg, digits) = match line.split_first() {
-        Some((b'-', rest)) => (true, rest),
-        _ => (false, line),
-    };
-    if digits.is_empty() {
-        return Err(bad());
-    }
-    // Accumulate negatively so i64::MIN is representable.
-    let mut v: i64 = 0;
-    for &d in digits {
-        if !d.is_ascii_digit() {
-            return Err(bad());
-        }
-        v = v
-            .checked_mul(10)
-            .and_then(|v| v.checked_sub(i64::from(d - b'0')))
-            .ok_or_else(bad)?;
-    }
-    if neg {
-        Ok(v)
-    } else {
-        v.checked_neg().ok_or_else(bad)
-    }
+    })
 }
 
 /// Appends `args` to `out` as one RESP multibulk request.
@@ -463,6 +443,9 @@ mod tests {
             b":12a\r\n",
             b":\r\n",
             b":-\r\n",
+            b":+1\r\n",
+            b":007\r\n",
+            b"$03\r\nfoo\r\n",
             b":9223372036854775808\r\n",
             b":99999999999999999999\r\n",
             b"$-2\r\n",

@@ -1,4 +1,4 @@
-//! Server and admin commands (WIRE 4.1-4.3, 4.6, 4.7, 6.3, 6.8, 6.10):
+//! Server and admin commands (docs/COMMANDS.md#server-commands):
 //! HELLO, INFO, PING, AUTH, TIME, COMMAND, CLIENT, SLOWLOG, MONITOR,
 //! DEBUG, SHUTDOWN and SIGTERM.
 

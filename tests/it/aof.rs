@@ -1,4 +1,4 @@
-//! AOF persistence against real processes (WIRE 10, docs/PERSISTENCE.md):
+//! AOF persistence against real processes (docs/PERSISTENCE.md):
 //! crash safety with `appendfsync always`, loading rules, truncated and
 //! corrupt files, the checker, background rewrites under load, turning the
 //! AOF on at runtime and the controlled-restart recipe.

@@ -1,4 +1,4 @@
-//! Multi-node behaviour with real processes (WIRE 7-9): joining and
+//! Multi-node behaviour with real processes: joining and
 //! gossip discovery, synchronous replication, re-queue after a holder is
 //! SIGKILLed, ack garbage collection across failures, dummy acks,
 //! federation, leaving nodes, PAUSE broadcast, restart with the same ID,
@@ -489,7 +489,7 @@ fn five_nodes_with_two_crashes_deliver_every_accepted_job() {
     );
 }
 
-/// WIRE 12.9: with AOF on, SIGKILL every node right after ADDJOB; after a
+/// With AOF on, SIGKILL every node right after ADDJOB; after a
 /// restart the jobs are queued again and retrievable with their bodies.
 #[test]
 fn a_whole_cluster_killed_and_restarted_with_aof_delivers_every_job() {

@@ -1,4 +1,4 @@
-//! Configuration (WIRE 4.4, 6.9, 11): CONFIG GET/SET/REWRITE, config
+//! Configuration (docs/COMMANDS.md#config, conf/disque.conf): CONFIG GET/SET/REWRITE, config
 //! files, startup failures.
 
 use std::time::Duration;

@@ -152,7 +152,7 @@ fn loading_answers_loading_until_the_aof_is_in_memory() {
     assert_eq!(c.cmd(&["CLUSTER", "INFO"]), loading);
     // Then it finishes by itself and everything is there.
     assert!(wait_until(WAIT, POLL, || c.info_field("loading") == "0"));
-    // Loaded jobs come back active, not queued (WIRE 10.4).
+    // Loaded jobs come back active, not queued (docs/PERSISTENCE.md).
     assert_eq!(c.info_int("registered_jobs"), 50);
     p.line("disque-server ready ");
     let _ = std::fs::remove_dir_all(&dir);

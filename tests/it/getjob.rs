@@ -1,4 +1,4 @@
-//! GETJOB (WIRE 3.2, 6.5): NOHANG, TIMEOUT, COUNT, WITHCOUNTERS, several
+//! GETJOB (docs/COMMANDS.md#getjob): NOHANG, TIMEOUT, COUNT, WITHCOUNTERS, several
 //! queues, blocking semantics and syntax errors.
 
 use std::time::{Duration, Instant};
@@ -14,7 +14,7 @@ fn nohang_on_empty_queues_is_a_null_array() {
         &c.cmd_raw(&["GETJOB", "NOHANG", "FROM", "q1", "q2"]),
         b"*-1\r\n",
     );
-    // Even NOHANG creates the queues (WIRE 3.2).
+    // Even NOHANG creates the queues (as in Disque).
     assert!(!c.cmd(&["QSTAT", "q1"]).is_nil());
 }
 

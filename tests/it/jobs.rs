@@ -1,5 +1,4 @@
-//! Job commands on a single node (WIRE 2.3, 3.1, 3.3-3.9, 6.4, 6.5, 9.1,
-//! 9.2, 12.2, 12.3): ADDJOB options, validation and IDs, ACKJOB, FASTACK,
+//! Job commands on a single node (docs/COMMANDS.md#job-commands): ADDJOB options, validation and IDs, ACKJOB, FASTACK,
 //! DELJOB, NACK, ENQUEUE, DEQUEUE, WORKING and SHOW.
 
 use std::time::{Duration, Instant};
@@ -423,7 +422,7 @@ fn show_has_the_30_element_layout() {
         "awake {awake} requeue {requeue}"
     );
     assert_eq!(a[29], Reply::Bulk(b"body1".to_vec()));
-    // Raw prefix, exactly as WIRE 6.4.
+    // Raw prefix, exactly as Disque sends it.
     let raw = c.cmd_raw(&["SHOW", &id]);
     let prefix = format!(
         "*30\r\n$2\r\nid\r\n$40\r\n{id}\r\n$5\r\nqueue\r\n$2\r\nsq\r\n$5\r\nstate\r\n$6\r\nqueued\r\n$4\r\nrepl\r\n:1\r\n$3\r\nttl\r\n:"

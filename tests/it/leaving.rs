@@ -1,5 +1,5 @@
-//! Single-node views of cluster commands and of the LEAVING state (WIRE
-//! 3.1 step 6, 3.2, 4.1, 4.5, 6.1, 6.10, 9.7), plus the memory-warning
+//! Single-node views of cluster commands and of the LEAVING state
+//! (docs/COMMANDS.md#cluster), plus the memory-warning
 //! flavour of NOREPL. Multi-node behaviour lives in `cluster`.
 
 use crate::harness::{wait_until, Reply, ReplyExt, Server};

@@ -1,6 +1,6 @@
 //! Integration tests: one binary, the real `disque-server` process per
 //! test (STYLE rule 14). `harness` starts servers and speaks RESP; each
-//! other module covers one area of WIRE.md.
+//! other module covers one area of docs/COMMANDS.md.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod harness;

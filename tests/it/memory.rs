@@ -1,4 +1,4 @@
-//! Memory pressure (WIRE 1.1 step 5, 9.8, 9.9): `maxmemory` makes deny-oom
+//! Memory pressure (docs/COMMANDS.md#dispatch-and-common-errors): `maxmemory` makes deny-oom
 //! commands fail without losing accepted jobs, evicts what may be evicted,
 //! and expires idle queues.
 

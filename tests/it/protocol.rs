@@ -1,4 +1,4 @@
-//! Client transport (WIRE 1, 1.1, 6.10): inline and multibulk requests,
+//! Client transport (docs/COMMANDS.md#protocol): inline and multibulk requests,
 //! pipelining, protocol errors, QUIT, unknown commands, arity, binary
 //! safety and slow readers.
 

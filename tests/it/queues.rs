@@ -1,4 +1,4 @@
-//! Queue commands (WIRE 3.11, 3.12, 6.6): QLEN, QPEEK, QSTAT, PAUSE.
+//! Queue commands (docs/COMMANDS.md#queue-commands): QLEN, QPEEK, QSTAT, PAUSE.
 
 use crate::harness::{Reply, ReplyExt, Server};
 use crate::util::{addjob, assert_bytes};

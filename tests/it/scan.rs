@@ -1,4 +1,4 @@
-//! QSCAN and JSCAN (WIRE 3.10, 3.11, 6.6, 6.7, 12.8): reply types,
+//! QSCAN and JSCAN (docs/COMMANDS.md#jscan): reply types,
 //! completeness, COUNT/BUSYLOOP, filters and errors.
 
 use std::collections::BTreeSet;
