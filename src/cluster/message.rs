@@ -1,6 +1,6 @@
 //! Cluster bus frames: encoding and incremental decoding.
 //!
-//! WIRE.md 7 says what each message must carry; the byte format is ours (we
+//! Each message carries what Disque's does; the byte format is ours (we
 //! are not byte-compatible with C Disque). Design goals: versioned, every
 //! frame length-checked before anything is buffered or allocated for it,
 //! checksummed, exact payload sizes per type, and message types reserved
@@ -33,7 +33,7 @@
 //! |---|---|---|---|
 //! | PING/PONG/MEET | 0/1/2 | u16 count, count x gossip entry (98 bytes) | 2 + 98*count |
 //! | FAIL | 3 | node ID[40] | 40 |
-//! | REPLJOB | 4 | one serialized job (WIRE 7.3) | that record's size |
+//! | REPLJOB | 4 | one serialized job (`job_codec`) | that record's size |
 //! | GOTJOB..DELJOB, WORKING | 5..11, 14 | job ID[40], u32 aux | 44 |
 //! | NEEDJOBS | 12 | u32 count, u32 qlen, queue | 8 + qlen |
 //! | YOURJOBS | 13 | u32 numjobs (>= 1), numjobs serialized jobs | sum of records + 4 |
@@ -52,7 +52,7 @@
 //!
 //! # Authentication (reserved, not implemented yet)
 //!
-//! Links are one-directional for requests (WIRE 7: a node sends on its own
+//! Links are one-directional for requests (as in Disque: a node sends on its own
 //! outbound link and only reads inbound ones, except PONG replies), so the
 //! intended handshake runs on the connection being accepted: when a node
 //! accepts an inbound bus connection and a cluster secret is configured, it
@@ -90,7 +90,7 @@ pub const MFLAG_INCR_NACKS: u8 = 0x02;
 /// QUEUED: increment the additional-deliveries counter.
 pub const MFLAG_INCR_DELIV: u8 = 0x04;
 
-/// Wire type numbers (0..15 as WIRE 7.2, then ours).
+/// Wire type numbers (0..15 as Disque numbers them, then ours).
 pub mod msg_type {
     pub const PING: u16 = 0;
     pub const PONG: u16 = 1;

@@ -1,9 +1,9 @@
-//! Job-level bus messages (WIRE 7.4, 9.5, 9.6): building outgoing frames
-//! from `BusOut`, and the dispatch of incoming ones to their handlers,
-//! one module per concern: `replication` (REPLJOB), `requeue` (ENQUEUE,
-//! QUEUED, WORKING, WILLQUEUE), `acks` (SETACK, GOTACK), `federation`
-//! (NEEDJOBS, YOURJOBS). Pause propagation and the extensions' messages
-//! are handled inline or in their own engine modules.
+//! Job-level bus messages: building outgoing frames from `BusOut`, and
+//! the dispatch of incoming ones to their handlers, one module per
+//! concern: `replication` (REPLJOB), `requeue` (ENQUEUE, QUEUED, WORKING,
+//! WILLQUEUE), `acks` (SETACK, GOTACK), `federation` (NEEDJOBS, YOURJOBS).
+//! Pause propagation and the extensions' messages are handled inline or in
+//! their own engine modules.
 
 mod acks;
 mod federation;

@@ -1,4 +1,4 @@
-//! Acknowledgement GC (WIRE 9.6): SETACK from the acking node and the
+//! Acknowledgement GC: SETACK from the acking node and the
 //! GOTACK answers that let it delete the job everywhere.
 
 use crate::engine::{BusOut, Engine};

@@ -1,4 +1,4 @@
-//! Requeue coordination between holders (WIRE 9.5): ENQUEUE, QUEUED,
+//! Requeue coordination between holders: ENQUEUE, QUEUED,
 //! WORKING and WILLQUEUE, and the job-keyed tie break when two holders
 //! queue the same job.
 

@@ -328,7 +328,7 @@ fn backoff_scenario(seed: u64) {
     // A consumer on every node that never acknowledges: each delivery is
     // followed by a re-queue after the job's current back-off. Two holders
     // whose timers fire within one message delay may both queue it (the
-    // usual best-effort double queueing, WIRE 9.2); such near-simultaneous
+    // usual best-effort double queueing, as in Disque); such near-simultaneous
     // deliveries are one round. Double counting only lengthens later
     // periods, so the bound below is a lower one (plus a sanity cap).
     let mut rounds: Vec<u64> = Vec::new();
