@@ -4,12 +4,14 @@
 //! - `reader`: the strict record parser (truncated vs corrupt, offsets) and
 //!   the record encoder.
 //! - `writer`: the one thread that owns the file and its fsync policy.
+//! - `rewrite`: one rewrite as the writer runs it (temp file, diff, rename).
 //! - `loader`: replaying a file into the engine at startup / DEBUG LOADAOF.
 //! - `check`: `disque-server --check-aof FILE [--fix]`.
 
 pub mod check;
 pub mod loader;
 pub mod reader;
+mod rewrite;
 pub mod writer;
 
 pub use check::check_aof_main;

@@ -17,7 +17,8 @@
 //! node behind the disk, and dropping one would silently lose a job. The
 //! backlog is visible as `aof_buffer_length` in INFO.
 //!
-//! Background rewrites are also performed here, so only this thread ever
+//! Background rewrites are also performed here (`super::rewrite` holds
+//! one rewrite's state), so only this thread ever
 //! touches the AOF path: the engine side streams snapshot chunks
 //! (`RewriteChunk`) into a temp file while every record produced since
 //! `RewriteBegin` is both appended to the current file and kept in a
@@ -34,6 +35,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
 
+use super::rewrite::Rewrite;
 use crate::config::{strerror, AppendFsync};
 use crate::engine::AofRecord;
 
@@ -267,31 +269,6 @@ fn open_append(path: &std::path::Path) -> std::io::Result<File> {
     OpenOptions::new().append(true).create(true).open(path)
 }
 
-/// The temp file a rewrite writes before the rename: next to the AOF, so
-/// the rename stays within one filesystem and is atomic.
-fn temp_path(aof: &std::path::Path) -> PathBuf {
-    aof.with_file_name(format!("temp-rewriteaof-bg-{}.aof", std::process::id()))
-}
-
-/// The directory holding the AOF, fsynced after a rename.
-fn dir_of(aof: &std::path::Path) -> PathBuf {
-    match aof.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-        _ => PathBuf::from("."),
-    }
-}
-
-struct Rewrite {
-    /// None when the temp file could not be created (`error` says why).
-    tmp: Option<File>,
-    tmp_path: PathBuf,
-    /// Records received since RewriteBegin, encoded.
-    diff: Vec<u8>,
-    error: Option<String>,
-    incremental_fsync: bool,
-    since_fsync: u64,
-}
-
 struct Thread {
     path: PathBuf,
     /// Appending is on (a finished rewrite becomes the live file).
@@ -315,8 +292,6 @@ struct Thread {
     rewrite: Option<Rewrite>,
     published: Arc<Published>,
 }
-
-const INCREMENTAL_FSYNC_BYTES: u64 = 32 * 1024 * 1024;
 
 impl Thread {
     fn run(&mut self, rx: mpsc::Receiver<Msg>) {
@@ -375,7 +350,7 @@ impl Thread {
                         self.buf_last_seq = seq;
                     }
                     if let Some(rw) = &mut self.rewrite {
-                        super::reader::encode_record(r, &mut rw.diff);
+                        rw.capture(r);
                     }
                     self.published
                         .backlog
@@ -396,9 +371,13 @@ impl Thread {
             }
             Msg::RewriteBegin { incremental_fsync } => {
                 self.abort_rewrite();
-                self.begin_rewrite(incremental_fsync);
+                self.rewrite = Some(Rewrite::begin(&self.path, incremental_fsync));
             }
-            Msg::RewriteChunk(bytes) => self.rewrite_chunk(&bytes),
+            Msg::RewriteChunk(bytes) => {
+                if let Some(rw) = &mut self.rewrite {
+                    rw.chunk(&bytes);
+                }
+            }
             Msg::RewriteFinish { done } => {
                 // Records before this point must be in the diff first.
                 let report = self.finish_rewrite();
@@ -529,96 +508,29 @@ impl Thread {
         }
     }
 
-    fn begin_rewrite(&mut self, incremental_fsync: bool) {
-        let tmp_path = temp_path(&self.path);
-        let (tmp, error) = match OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(&tmp_path)
-        {
-            Ok(f) => (Some(f), None),
-            Err(e) => (
-                None,
-                Some(format!(
-                    "Opening the temp file for AOF rewrite failed: {}",
-                    strerror(&e)
-                )),
-            ),
-        };
-        self.rewrite = Some(Rewrite {
-            tmp,
-            tmp_path,
-            diff: Vec::new(),
-            error,
-            incremental_fsync,
-            since_fsync: 0,
-        });
-    }
-
-    fn rewrite_chunk(&mut self, bytes: &[u8]) {
-        let Some(rw) = &mut self.rewrite else { return };
-        let Some(tmp) = &mut rw.tmp else { return };
-        if rw.error.is_some() {
-            return;
-        }
-        if let Err(e) = tmp.write_all(bytes) {
-            rw.error = Some(strerror(&e));
-            return;
-        }
-        rw.since_fsync += bytes.len() as u64;
-        if rw.incremental_fsync && rw.since_fsync >= INCREMENTAL_FSYNC_BYTES {
-            rw.since_fsync = 0;
-            if let Err(e) = tmp.sync_data() {
-                rw.error = Some(strerror(&e));
-            }
-        }
-    }
-
     fn finish_rewrite(&mut self) -> RewriteReport {
-        let Some(mut rw) = self.rewrite.take() else {
+        let Some(rw) = self.rewrite.take() else {
             // Begin failed (already reported) or the rewrite was aborted.
             return RewriteReport {
                 result: Err("no AOF rewrite in progress".into()),
                 adopted: false,
             };
         };
-        let fail = |rw: &Rewrite, e: String| {
-            let _ = std::fs::remove_file(&rw.tmp_path);
-            tracing::warn!(error = %e, "Background AOF rewrite failed.");
-            RewriteReport {
-                result: Err(e),
-                adopted: false,
+        let (file, size) = match rw.finish(&self.path) {
+            Ok(x) => x,
+            Err(e) => {
+                tracing::warn!(error = %e, "Background AOF rewrite failed.");
+                return RewriteReport {
+                    result: Err(e),
+                    adopted: false,
+                };
             }
         };
-        if let Some(e) = rw.error.take() {
-            return fail(&rw, e);
-        }
-        let Some(mut tmp) = rw.tmp.take() else {
-            return fail(&rw, "no temp file".into());
-        };
-        if let Err(e) = tmp.write_all(&rw.diff) {
-            return fail(&rw, strerror(&e));
-        }
-        if let Err(e) = tmp.sync_all() {
-            return fail(&rw, format!("fsync: {}", strerror(&e)));
-        }
-        let size = match tmp.metadata() {
-            Ok(m) => m.len(),
-            Err(e) => return fail(&rw, strerror(&e)),
-        };
-        if let Err(e) = std::fs::rename(&rw.tmp_path, &self.path) {
-            return fail(&rw, format!("rename: {}", strerror(&e)));
-        }
-        // Make the rename itself durable.
-        if let Ok(dir) = File::open(dir_of(&self.path)) {
-            let _ = dir.sync_all();
-        }
         let adopted = self.enabled;
         if adopted {
             // Everything received so far is in the new file, fsynced; the
             // old file's unwritten tail (if a write failed) is superseded.
-            self.file = Some(tmp);
+            self.file = Some(file);
             self.buf.clear();
             self.size = size;
             self.dirty = false;
@@ -641,7 +553,7 @@ impl Thread {
 
     fn abort_rewrite(&mut self) {
         if let Some(rw) = self.rewrite.take() {
-            let _ = std::fs::remove_file(&rw.tmp_path);
+            rw.abort();
         }
     }
 }
