@@ -17,6 +17,10 @@
 //! - `cgroup`: the container memory limit behind a default `maxmemory`.
 //! - `healthcheck`: `--healthcheck`, the probe for shell-less images.
 //! - `logging`: tracing setup with a level CONFIG SET can change.
+//! - `metrics`, `histogram`: counters kept outside the node lock (bus,
+//!   fsync) and the fixed-bucket histograms; `server::http` serves them
+//!   with the engine's job counters as Prometheus metrics, beside
+//!   /healthz, /readyz and the dashboard.
 
 pub mod aof;
 pub mod cgroup;
@@ -27,11 +31,13 @@ pub mod config;
 pub mod engine;
 pub mod errors;
 pub mod healthcheck;
+pub mod histogram;
 pub mod job;
 pub mod job_codec;
 pub mod job_ext;
 pub mod logging;
 pub mod memory;
+pub mod metrics;
 pub mod node;
 pub mod queue;
 pub mod resp;

@@ -486,7 +486,12 @@ impl Thread {
             return;
         }
         let upto = self.written_seq;
-        match file.sync_data() {
+        let started = Instant::now();
+        let r = file.sync_data();
+        crate::metrics::shell()
+            .fsync
+            .observe(started.elapsed().as_micros() as u64);
+        match r {
             Ok(()) => {
                 self.dirty = false;
                 self.last_fsync = Instant::now();

@@ -11,6 +11,7 @@ pub mod deploy;
 mod directives;
 pub mod extensions;
 mod glob;
+mod observe;
 mod parse;
 mod rewrite;
 mod runtime;
@@ -33,6 +34,7 @@ use crate::errors::WireError;
 
 pub use args::from_args;
 pub use glob::glob_match;
+pub use observe::LogFormat;
 pub use parse::parse_str;
 pub use values::{format_memory, parse_memory, split_args};
 
@@ -267,6 +269,17 @@ pub struct Config {
     pub deploy: deploy::DeployConfig,
     /// `dedup-window` seconds (our extension, `extensions`).
     pub dedup_window: u64,
+    /// Our extension: port of the HTTP endpoint (metrics, health,
+    /// dashboard). None = off (`http-port 0`, the default); Some(0) =
+    /// any free port (`http-port auto`).
+    pub http_port: Option<u16>,
+    /// Addresses the HTTP endpoint binds; empty = the same as `bind`.
+    pub http_bind: Vec<String>,
+    /// Most queues with their own series in /metrics (the busiest ones).
+    pub metrics_max_queues: u64,
+    /// /readyz needs a reachable peer when the node is in a cluster.
+    pub readyz_require_peer: bool,
+    pub log_format: LogFormat,
 }
 
 /// Default values, shared by `Default` and by CONFIG REWRITE (which only
@@ -360,6 +373,11 @@ impl Default for Config {
             tls: security::TlsConfig::default(),
             deploy: deploy::DeployConfig::default(),
             dedup_window: extensions::DEFAULT_DEDUP_WINDOW,
+            http_port: None,
+            http_bind: Vec::new(),
+            metrics_max_queues: observe::defaults::METRICS_MAX_QUEUES,
+            readyz_require_peer: true,
+            log_format: LogFormat::Text,
         }
     }
 }

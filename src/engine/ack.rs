@@ -18,6 +18,7 @@ impl Engine {
                         .is_some_and(|j| j.state != JobState::Acked)
                     {
                         self.acknowledge(h, now);
+                        self.counters.acked += 1;
                         count += 1;
                     }
                     Some(h)
@@ -55,6 +56,7 @@ impl Engine {
                 Some(h) => {
                     self.send_to_delivered(h, BusOut::DelJob { job: *id });
                     self.delete_job(h, now);
+                    self.counters.acked += 1;
                     count += 1;
                 }
                 None => self.broadcast(BusOut::DelJob { job: *id }),

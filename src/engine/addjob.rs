@@ -84,8 +84,10 @@ impl Engine {
         let reachable = self.cluster.reachable.len() as u32;
         if needed > reachable {
             if extrepl && needed - 1 == reachable {
+                self.counters.norepl += 1;
                 return err(WireError::NoReplCantHold { leaving });
             }
+            self.counters.norepl += 1;
             return err(WireError::NoRepl);
         }
         let qh = self.queue_handle(&req.queue);
@@ -100,6 +102,7 @@ impl Engine {
             }
         }
 
+        self.counters.added += 1;
         let myid = self.cluster.my_id();
         let id = JobId::generate(&myid, u64::from(ttl), u64::from(retry), &mut self.rng);
         let mut job = Engine::new_job(id);
@@ -291,6 +294,7 @@ impl Engine {
         let id = j.id;
         let delay = j.delay;
         let local = j.nodes_delivered.contains(0);
+        let created_ms = j.ctime / 1_000_000;
         let confirmed: Vec<u32> = self
             .confirmed
             .get(&h)
@@ -298,6 +302,9 @@ impl Engine {
             .unwrap_or_default();
         self.dedup_commit(h, now);
         if let Some(w) = self.adders.remove(&h) {
+            self.counters
+                .repl_latency
+                .observe(now.saturating_sub(created_ms));
             self.finish_add_waiter(h, w, Reply::Status(idstr));
         }
         if !local {

@@ -47,6 +47,7 @@ impl Engine {
         let Some(id) = self.set_epoch(h, epoch, now) else {
             return false;
         };
+        self.counters.dead_lettered += 1;
         // Queue it in the dead-letter queue silently (no counter bump).
         if let Some(j) = self.store.get_mut(h) {
             j.flags &= !F_BCAST_QUEUED;

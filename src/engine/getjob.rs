@@ -96,6 +96,7 @@ impl Engine {
             }
         }
         if !jobs.is_empty() {
+            self.counters.delivered += jobs.len() as u64;
             return GetJobOutcome::Reply(Reply::Array(jobs));
         }
         if req.nohang {
@@ -178,6 +179,8 @@ impl Engine {
                 let reply = Reply::Array(vec![self.job_reply(h, w.withcounters)]);
                 if w.tx.send(reply).is_err() {
                     self.undo_pop(qh, h);
+                } else {
+                    self.counters.delivered += 1;
                 }
                 if self.queues.get(qh).is_some_and(|q| q.is_empty()) {
                     self.need_jobs(&name, NeedReason::ReachedZero, now);

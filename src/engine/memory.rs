@@ -88,6 +88,7 @@ impl Engine {
                 .map(|j| j.state == JobState::Acked || (j.retry == 0 && j.has(F_DELIVERED)));
             match evictable {
                 Some(true) => {
+                    self.counters.evicted += 1;
                     self.delete_job(h, now);
                     misses = 0;
                 }

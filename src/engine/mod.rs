@@ -9,6 +9,7 @@ pub mod ack;
 pub mod addjob;
 pub mod cluster;
 pub mod codec;
+pub mod counters;
 pub mod deadletter;
 pub mod dedup;
 pub mod ext;
@@ -179,6 +180,8 @@ pub struct Engine {
     aof: bool,
     last_need_jobs_cron: u64,
     last_queue_evict: u64,
+    /// Job-lifecycle totals for INFO jobstats and /metrics.
+    counters: counters::JobCounters,
 }
 
 /// `rand() % 500 - 250`: desynchronises timers across nodes.
@@ -216,6 +219,7 @@ impl Engine {
             aof: false,
             last_need_jobs_cron: 0,
             last_queue_evict: 0,
+            counters: counters::JobCounters::default(),
         }
     }
 
@@ -558,6 +562,7 @@ impl Engine {
         let broadcast = j.has(F_BCAST_QUEUED) || nack;
         if broadcast {
             if nack {
+                self.counters.nacked += 1;
                 j.nacks = j.nacks.saturating_add(1);
             } else {
                 j.deliv = j.deliv.saturating_add(1);

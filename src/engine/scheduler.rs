@@ -44,6 +44,9 @@ impl Engine {
         let now_s = now / 1000;
         let Some(j) = self.store.get(h) else { return };
         if u64::from(j.etime) <= now_s {
+            if j.state != JobState::Acked {
+                self.counters.expired += 1;
+            }
             let id = j.id;
             self.job_finished(&id, "expired");
             self.delete_job(h, now);
@@ -76,12 +79,14 @@ impl Engine {
                 if let Some(j) = self.store.get_mut(h) {
                     j.qtime = add_ms(now + u64::from(retry) * 1000, jitter);
                 }
-            } else if !{
+            } else {
                 let nack = self.take_nack_pending(h);
-                self.enqueue(h, nack, now)
-            } {
-                // Not queueable any more (at-most-once job already delivered).
-                if let Some(j) = self.store.get_mut(h) {
+                if self.enqueue(h, nack, now) {
+                    if !nack {
+                        self.counters.requeued += 1;
+                    }
+                } else if let Some(j) = self.store.get_mut(h) {
+                    // Not queueable any more (at-most-once job already delivered).
                     j.qtime = 0;
                 }
             }
@@ -124,6 +129,7 @@ impl Engine {
             }
             self.add_timeouts.remove(&(t, h));
             if let Some(w) = self.adders.remove(&h) {
+                self.counters.norepl += 1;
                 self.finish_add_waiter(h, w, WireError::NoReplTimeout.reply());
                 // The job is deleted and DELJOB broadcast to possible holders.
                 self.delete_job(h, now);

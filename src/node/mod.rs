@@ -6,6 +6,7 @@
 //! engine and the node's own state through it; it drives the AOF writer
 //! (`persistence`) but knows nothing of sockets or of the command table.
 
+pub mod metrics;
 pub mod persistence;
 
 use std::collections::{HashMap, VecDeque};
@@ -98,6 +99,8 @@ pub struct Node {
     pub tls: std::sync::Arc<crate::tls::Tls>,
     /// Where engine effects go (AOF writer, bus); None drops them.
     pub effect_sink: Option<Box<dyn Fn(crate::engine::Effects) + Send>>,
+    /// Latency histograms and refusal counts for /metrics.
+    pub metrics: metrics::NodeMetrics,
 }
 
 impl Node {
@@ -139,6 +142,7 @@ impl Node {
             effect_sink: None,
             tls: Default::default(),
             aof_writer: None,
+            metrics: metrics::NodeMetrics::new(commands),
         }
     }
 
@@ -181,6 +185,7 @@ impl Node {
             c.0 += 1;
             c.1 += usec;
         }
+        self.metrics.observe_command(idx, usec);
         let threshold = self.config.slowlog_log_slower_than;
         if threshold >= 0 && usec >= threshold as u64 {
             self.slowlog_push(usec, args, now);

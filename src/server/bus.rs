@@ -164,6 +164,7 @@ async fn outbound_link<S: BusStream>(
         return;
     }
     let (gen, frames) = shared.bus.register(idx);
+    crate::metrics::shell().link_connected(idx);
     shared.with(|node, now| node.engine.on_link_up(idx, now));
     let r = run_link(
         &shared,
@@ -378,7 +379,10 @@ async fn run_link<S: BusStream>(
         let mut bad = None;
         loop {
             match decode(&mut rbuf) {
-                Ok(Some(msg)) => batch.push(msg),
+                Ok(Some(msg)) => {
+                    crate::metrics::shell().bus_received(msg.body.msg_type());
+                    batch.push(msg);
+                }
                 Ok(None) => break,
                 Err(e) => {
                     bad = Some(e);
@@ -394,6 +398,7 @@ async fn run_link<S: BusStream>(
                         .engine
                         .on_bus_message(kind, &local_ip, &peer_ip, msg, now)
                     {
+                        crate::metrics::shell().bus_sent(r.body.msg_type());
                         r.encode(&mut wbuf);
                     }
                 }

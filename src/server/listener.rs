@@ -67,7 +67,7 @@ fn set_keepalive(stream: &tokio::net::TcpStream, secs: u64) {
     }
 }
 
-fn bind_all(
+pub(super) fn bind_all(
     bind: &[String],
     port: u16,
     backlog: u32,

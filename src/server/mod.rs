@@ -7,6 +7,7 @@ pub mod access;
 pub mod bus;
 pub mod connection;
 pub mod drain;
+pub mod http;
 pub mod join;
 pub mod listener;
 pub mod loading;
@@ -182,6 +183,7 @@ impl Shared {
             .flatten();
         let mut deferred = Vec::new();
         for (to, msg) in frames {
+            crate::metrics::shell().bus_sent(msg.body.msg_type());
             if durable.is_some()
                 && matches!(
                     msg.body,
@@ -304,6 +306,13 @@ pub async fn run(config: crate::config::Config) -> Result<Exit, String> {
         tracing::info!(path = %path, "Listening on the Unix socket.");
         tokio::spawn(listener::accept_unix_loop(shared.clone(), l, path));
     }
+    // Probes answer during the load too (/readyz says "loading").
+    let http_endpoint = http::start(&shared)?;
+    // Fields are appended, never reordered: scripts parse these lines.
+    let http_field = http_endpoint
+        .as_ref()
+        .map(|e| format!(" http={}", e.port))
+        .unwrap_or_default();
     // `tls=` only when a TLS port is open; `port=0` means TLS only.
     let tls_field = listeners
         .tls_port
@@ -313,7 +322,10 @@ pub async fn run(config: crate::config::Config) -> Result<Exit, String> {
         "port={plain_port} bus={}{tls_field}",
         port + listener::BUS_PORT_OFFSET
     );
-    println!("disque-server loading {ports} pid={}", std::process::id());
+    println!(
+        "disque-server loading {ports} pid={}{http_field}",
+        std::process::id()
+    );
     loading::load(&shared).await?;
     for l in bound.bus {
         tokio::spawn(bus::accept_loop(shared.clone(), l));
@@ -329,6 +341,9 @@ pub async fn run(config: crate::config::Config) -> Result<Exit, String> {
     let ticker = tokio::spawn(ticker::run(shared.clone()));
     tokio::spawn(ticker::nodes_conf_saver(shared.clone()));
     tokio::spawn(persistence::run_task(shared.clone()));
+    if let Some(e) = &http_endpoint {
+        e.started();
+    }
 
     let tls_port = listeners.tls_port.unwrap_or(0);
     tracing::info!(
@@ -338,7 +353,10 @@ pub async fn run(config: crate::config::Config) -> Result<Exit, String> {
         tls_cluster = shared.tls.bus().is_some(),
         "Ready to accept connections."
     );
-    println!("disque-server ready {ports} pid={}", std::process::id());
+    println!(
+        "disque-server ready {ports} pid={}{http_field}",
+        std::process::id()
+    );
 
     if wait_for_shutdown(&shared).await {
         drain::drain(&shared).await;

@@ -125,6 +125,7 @@ impl Engine {
                 }
                 q.fed.responders.insert(from, now / 1000);
                 q.fed.record_import(now);
+                self.counters.imported += 1;
                 q.fed.adhoc_attempt = 0;
             }
         }

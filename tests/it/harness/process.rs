@@ -116,6 +116,8 @@ pub struct Server {
     config_path: Option<PathBuf>,
     port: u16,
     bus_port: u16,
+    /// HTTP endpoint port, when the ready line reports one.
+    http_port: Option<u16>,
     pid: u32,
     output: Output,
 }
@@ -144,6 +146,7 @@ impl Server {
             owns_dir,
             config_path,
             bus_port: 0,
+            http_port: None,
             pid: 0,
             output: Arc::new(Mutex::new(String::new())),
         };
@@ -228,6 +231,10 @@ impl Server {
                 self.port = u16::try_from(field("port=")).expect("port fits u16");
                 self.bus_port = u16::try_from(field("bus=")).expect("bus port fits u16");
                 self.pid = field("pid=");
+                self.http_port = line
+                    .split_whitespace()
+                    .find_map(|w| w.strip_prefix("http="))
+                    .and_then(|v| v.parse().ok());
                 assert_eq!(self.pid, child.id(), "ready line pid");
                 self.child = Some(child);
                 return;
@@ -260,6 +267,16 @@ impl Server {
     /// Cluster bus port (client port + 10000).
     pub fn bus_port(&self) -> u16 {
         self.bus_port
+    }
+
+    /// HTTP endpoint port (`--http-port auto`); panics when it is off.
+    pub fn http_port(&self) -> u16 {
+        self.http_port.expect("server started without --http-port")
+    }
+
+    /// Whether the ready line reported an HTTP port.
+    pub fn has_http(&self) -> bool {
+        self.http_port.is_some()
     }
 
     /// Process id of the running child.

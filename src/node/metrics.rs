@@ -1,0 +1,29 @@
+//! Figures the node counts under its lock for /metrics: command latency
+//! histograms (one bucket add per command, beside commandstats) and -OOM
+//! refusals.
+
+use crate::histogram::{Histogram, MICROS};
+
+/// Figures counted under the node lock.
+#[derive(Clone, Debug)]
+pub struct NodeMetrics {
+    /// Execution time per command-table index (microseconds).
+    pub cmd_latency: Vec<Histogram>,
+    /// Deny-oom commands refused with -OOM.
+    pub oom_refused: u64,
+}
+
+impl NodeMetrics {
+    pub fn new(commands: usize) -> NodeMetrics {
+        NodeMetrics {
+            cmd_latency: vec![Histogram::new(MICROS); commands],
+            oom_refused: 0,
+        }
+    }
+
+    pub fn observe_command(&mut self, idx: usize, usec: u64) {
+        if let Some(h) = self.cmd_latency.get_mut(idx) {
+            h.observe(usec);
+        }
+    }
+}

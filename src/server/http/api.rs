@@ -1,0 +1,262 @@
+//! The dashboard's page, assets and JSON API. Reads and actions go
+//! through the command table (`commands::dispatch`) as a RESP3 client
+//! would, so the dashboard shows and does exactly what SHOW, JSCAN,
+//! PAUSE and DELJOB do (including monitors, slow log and commandstats),
+//! and new commands such as REDRIVE light up without engine coupling.
+
+use axum::extract::{Path, Query, State};
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use bytes::Bytes;
+use serde_json::{json, Map, Value};
+
+use super::AppState;
+use crate::commands::{self, Outcome};
+use crate::node::{ClientState, Node, ReplyMode};
+use crate::resp::Reply;
+
+/// Client id used for dashboard commands (never handed to a connection;
+/// none of the commands it runs can block).
+const HTTP_CLIENT_ID: u64 = u64::MAX - 1;
+/// Most queues listed by /api/queues (the longest first).
+const MAX_LISTED_QUEUES: usize = 1000;
+/// Most jobs per JSCAN page.
+const MAX_PAGE: u64 = 500;
+
+const INDEX_HTML: &str = include_str!("assets/index.html");
+const APP_JS: &str = include_str!("assets/app.js");
+const APP_CSS: &str = include_str!("assets/app.css");
+
+pub(super) async fn index() -> Response {
+    asset_response("text/html; charset=utf-8", INDEX_HTML)
+}
+
+pub(super) async fn asset(Path(file): Path<String>) -> Response {
+    match file.as_str() {
+        "app.js" => asset_response("text/javascript; charset=utf-8", APP_JS),
+        "app.css" => asset_response("text/css; charset=utf-8", APP_CSS),
+        _ => (StatusCode::NOT_FOUND, "no such asset\n").into_response(),
+    }
+}
+
+fn asset_response(ctype: &'static str, body: &'static str) -> Response {
+    (
+        [
+            (header::CONTENT_TYPE, HeaderValue::from_static(ctype)),
+            (
+                header::CONTENT_SECURITY_POLICY,
+                HeaderValue::from_static(
+                    "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'",
+                ),
+            ),
+        ],
+        body,
+    )
+        .into_response()
+}
+
+/// Run one command as the dashboard client.
+fn run(node: &mut Node, args: &[&[u8]], now: u64) -> Reply {
+    let args: Vec<Bytes> = args.iter().map(|a| Bytes::copy_from_slice(a)).collect();
+    let mut client = ClientState {
+        id: HTTP_CLIENT_ID,
+        addr: "http:0".to_string(),
+        proto: 3,
+        authenticated: true,
+        reply_mode: ReplyMode::On,
+        last_cmd: "NULL",
+    };
+    match commands::dispatch(node, &mut client, &args, now) {
+        Outcome::Reply(r) | Outcome::Close(Some(r)) => r,
+        _ => Reply::Error("ERR this command is not available over HTTP".into()),
+    }
+}
+
+fn to_json(r: Reply) -> Value {
+    match r {
+        Reply::Status(s) => Value::String(s),
+        Reply::Error(e) => json!({ "error": e }),
+        Reply::Integer(i) => Value::from(i),
+        Reply::Bulk(b) | Reply::Raw(b) => Value::String(String::from_utf8_lossy(&b).into_owned()),
+        Reply::NullBulk | Reply::NullArray => Value::Null,
+        Reply::Array(v) => Value::Array(v.into_iter().map(to_json).collect()),
+        Reply::Map(pairs) => {
+            let mut m = Map::new();
+            for (k, v) in pairs {
+                let key = match to_json(k) {
+                    Value::String(s) => s,
+                    other => other.to_string(),
+                };
+                m.insert(key, to_json(v));
+            }
+            Value::Object(m)
+        }
+    }
+}
+
+/// A command's reply as an HTTP response (errors become 400).
+fn reply_response(r: Reply) -> Response {
+    match r {
+        Reply::Error(e) => (StatusCode::BAD_REQUEST, Json(json!({ "error": e }))).into_response(),
+        other => Json(json!({ "result": to_json(other) })).into_response(),
+    }
+}
+
+pub(super) async fn overview(State(st): State<AppState>) -> Json<Value> {
+    let v = st.shared.with(|node, now| {
+        let c = node.engine.counters();
+        let queues = node.engine.queue_stats(now);
+        let queued: u64 = queues.iter().map(|q| q.len).sum();
+        let blocked: u64 = queues.iter().map(|q| q.blocked).sum();
+        let peers: Vec<Value> = node
+            .engine
+            .peer_stats()
+            .into_iter()
+            .map(|p| {
+                json!({
+                    "id": p.id, "addr": p.addr, "flags": p.flags,
+                    "myself": p.myself, "link": p.link, "reachable": p.reachable,
+                })
+            })
+            .collect();
+        json!({
+            "node": {
+                "id": String::from_utf8_lossy(&node.engine.cluster().my_id()),
+                "version": crate::VERSION,
+                "port": node.tcp_port,
+                "uptime_s": now.saturating_sub(node.start_time) / 1000,
+                "ready": super::health::readiness(node).err(),
+            },
+            "counters": {
+                "added": c.added, "delivered": c.delivered, "acked": c.acked,
+                "nacked": c.nacked, "requeued": c.requeued, "expired": c.expired,
+                "evicted": c.evicted, "dead_lettered": c.dead_lettered,
+                "imported": c.imported, "norepl": c.norepl,
+                "oom": node.metrics.oom_refused,
+            },
+            "totals": {
+                "queues": queues.len(), "queued": queued, "blocked": blocked,
+                "jobs": node.engine.store().len(), "clients": node.clients.len(),
+            },
+            "memory": {
+                "used": crate::memory::allocated(),
+                "max": node.engine.maxmemory(),
+                "level": node.engine.memory_level(),
+            },
+            "aof": {
+                "state": node.aof.state.name(),
+                "size": node.aof.current_size,
+                "rewriting": node.aof.rewrite_in_progress,
+                "error": node.aof_write_error(),
+            },
+            "cluster": peers,
+            "features": { "redrive": commands::lookup(node, b"redrive").is_some() },
+            "now": now,
+        })
+    });
+    Json(v)
+}
+
+pub(super) async fn queues(State(st): State<AppState>) -> Json<Value> {
+    let v = st.shared.with(|node, now| {
+        let mut qs = node.engine.queue_stats(now);
+        let total = qs.len();
+        qs.sort_by(|a, b| b.len.cmp(&a.len).then_with(|| a.name.cmp(&b.name)));
+        qs.truncate(MAX_LISTED_QUEUES);
+        let list: Vec<Value> = qs
+            .into_iter()
+            .map(|q| {
+                json!({
+                    "name": String::from_utf8_lossy(&q.name),
+                    "len": q.len, "oldest_age_ms": q.oldest_age_ms,
+                    "blocked": q.blocked, "jobs_in": q.jobs_in, "jobs_out": q.jobs_out,
+                    "paused_in": q.paused_in, "paused_out": q.paused_out,
+                })
+            })
+            .collect();
+        json!({ "total": total, "queues": list, "now": now })
+    });
+    Json(v)
+}
+
+#[derive(serde::Deserialize)]
+pub(super) struct Page {
+    cursor: Option<u64>,
+    count: Option<u64>,
+    state: Option<String>,
+}
+
+pub(super) async fn queue_jobs(
+    State(st): State<AppState>,
+    Path(name): Path<String>,
+    Query(p): Query<Page>,
+) -> Response {
+    let cursor = p.cursor.unwrap_or(0).to_string();
+    let count = p.count.unwrap_or(50).clamp(1, MAX_PAGE).to_string();
+    let mut args: Vec<&[u8]> = vec![
+        b"JSCAN",
+        cursor.as_bytes(),
+        b"COUNT",
+        count.as_bytes(),
+        b"QUEUE",
+        name.as_bytes(),
+        b"REPLY",
+        b"all",
+    ];
+    if let Some(s) = p.state.as_deref().filter(|s| !s.is_empty()) {
+        args.push(b"STATE");
+        args.push(s.as_bytes());
+    }
+    reply_response(st.shared.with(|node, now| run(node, &args, now)))
+}
+
+pub(super) async fn show(State(st): State<AppState>, Path(id): Path<String>) -> Response {
+    reply_response(
+        st.shared
+            .with(|node, now| run(node, &[b"SHOW", id.as_bytes()], now)),
+    )
+}
+
+#[derive(serde::Deserialize)]
+pub(super) struct PauseBody {
+    /// in, out, all or none.
+    mode: String,
+    /// Also tell the other nodes (PAUSE ... BCAST); default true.
+    bcast: Option<bool>,
+}
+
+pub(super) async fn pause(
+    State(st): State<AppState>,
+    Path(name): Path<String>,
+    Json(body): Json<PauseBody>,
+) -> Response {
+    if !matches!(body.mode.as_str(), "in" | "out" | "all" | "none") {
+        return (
+            StatusCode::BAD_REQUEST,
+            Json(json!({ "error": "mode must be in, out, all or none" })),
+        )
+            .into_response();
+    }
+    let mut args: Vec<&[u8]> = vec![b"PAUSE", name.as_bytes(), body.mode.as_bytes()];
+    if body.bcast.unwrap_or(true) {
+        args.push(b"BCAST");
+    }
+    reply_response(st.shared.with(|node, now| run(node, &args, now)))
+}
+
+pub(super) async fn delete_job(State(st): State<AppState>, Path(id): Path<String>) -> Response {
+    reply_response(
+        st.shared
+            .with(|node, now| run(node, &[b"DELJOB", id.as_bytes()], now)),
+    )
+}
+
+pub(super) async fn redrive(State(st): State<AppState>, Path(name): Path<String>) -> Response {
+    reply_response(st.shared.with(|node, now| {
+        if commands::lookup(node, b"redrive").is_none() {
+            return Reply::Error("ERR REDRIVE is not available on this node".into());
+        }
+        run(node, &[b"REDRIVE", b"FROM", name.as_bytes()], now)
+    }))
+}

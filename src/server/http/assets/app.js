@@ -1,0 +1,343 @@
+// Disque dashboard: hash-routed views over the node's JSON API, polled
+// while "Live" is on. No framework, no build step, no CDN. Everything a
+// user or a queue name supplies is inserted with textContent, never HTML.
+"use strict";
+
+const POLL_MS = 2000;
+const state = {
+  view: "overview", queue: null, job: null, overview: null, queues: null,
+  prevQueues: new Map(), prevQueuesAt: 0, prevCounters: null, prevCountersAt: 0,
+  sort: { key: "len", dir: "desc" }, cursor: "0", nextCursor: "0", timer: null,
+};
+
+function $(id) { return document.getElementById(id); }
+
+function el(tag, props, ...children) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(props || {})) {
+    if (k === "class") e.className = v;
+    else if (k === "text") e.textContent = v;
+    else if (k.startsWith("on")) e.addEventListener(k.slice(2), v);
+    else if (v !== undefined && v !== null && v !== false) e.setAttribute(k, v === true ? "" : v);
+  }
+  for (const c of children) {
+    if (c === null || c === undefined) continue;
+    e.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  }
+  return e;
+}
+
+function fmtNum(n) { return Number(n || 0).toLocaleString("en-US"); }
+function fmtRate(r) { return r === null ? "–" : (r >= 10 ? r.toFixed(0) : r.toFixed(1)) + "/s"; }
+function fmtBytes(n) {
+  const u = ["B", "KB", "MB", "GB", "TB"]; let i = 0; n = Number(n || 0);
+  while (n >= 1024 && i < u.length - 1) { n /= 1024; i++; }
+  return (i ? n.toFixed(1) : n) + " " + u[i];
+}
+function fmtAge(ms) {
+  const s = Math.floor((ms || 0) / 1000);
+  if (s < 60) return s + "s";
+  if (s < 3600) return Math.floor(s / 60) + "m " + (s % 60) + "s";
+  if (s < 86400) return Math.floor(s / 3600) + "h " + Math.floor((s % 3600) / 60) + "m";
+  return Math.floor(s / 86400) + "d " + Math.floor((s % 86400) / 3600) + "h";
+}
+
+function toast(msg, isError) {
+  const t = $("toast");
+  t.textContent = msg;
+  t.className = "show" + (isError ? " error" : "");
+  clearTimeout(toast.timer);
+  toast.timer = setTimeout(() => { t.className = ""; }, 3000);
+}
+
+async function api(path, opts) {
+  const res = await fetch(path, Object.assign({ credentials: "same-origin", cache: "no-store" }, opts || {}));
+  let body = null;
+  try { body = await res.json(); } catch (_) { body = null; }
+  if (!res.ok) throw new Error((body && body.error) || ("HTTP " + res.status));
+  return body;
+}
+
+// Every state change is a POST carrying X-Disque-Action (CSRF guard).
+function action(path, payload) {
+  return api(path, {
+    method: "POST",
+    headers: { "Content-Type": "application/json", "X-Disque-Action": "1" },
+    body: JSON.stringify(payload || {}),
+  });
+}
+
+function confirmDialog(title, text) {
+  return new Promise((resolve) => {
+    const d = $("confirm");
+    $("confirm-title").textContent = title;
+    $("confirm-text").textContent = text;
+    d.returnValue = "cancel";
+    d.addEventListener("close", () => resolve(d.returnValue === "ok"), { once: true });
+    d.showModal();
+  });
+}
+
+function card(label, value, sub) {
+  return el("div", { class: "card" },
+    el("div", { class: "label", text: label }),
+    el("div", { class: "value", text: value }),
+    sub ? el("div", { class: "sub", text: sub }) : null);
+}
+
+function table(t, headers, rows) {
+  t.replaceChildren(
+    el("thead", {}, el("tr", {}, ...headers.map((h) =>
+      el("th", { class: (h.num ? "num " : "") + (h.class || ""), "data-key": h.key, "data-dir": h.dir, text: h.label })))),
+    el("tbody", {}, ...rows));
+}
+
+function pausedBadge(q) {
+  if (q.paused_in && q.paused_out) return el("span", { class: "badge bad", text: "paused" });
+  if (q.paused_in) return el("span", { class: "badge warn", text: "input paused" });
+  if (q.paused_out) return el("span", { class: "badge warn", text: "output paused" });
+  return el("span", { class: "badge ok", text: "active" });
+}
+
+// Per-queue in/out rates from the change since the previous poll.
+function queueRates(list, now) {
+  const dt = (now - state.prevQueuesAt) / 1000;
+  for (const q of list) {
+    const p = state.prevQueues.get(q.name);
+    q.rate_in = p && dt > 0 ? Math.max(0, q.jobs_in - p.jobs_in) / dt : null;
+    q.rate_out = p && dt > 0 ? Math.max(0, q.jobs_out - p.jobs_out) / dt : null;
+  }
+  state.prevQueues = new Map(list.map((q) => [q.name, q]));
+  state.prevQueuesAt = now;
+}
+
+function queueLink(name) { return el("a", { href: "#/queue/" + encodeURIComponent(name), class: "mono", text: name }); }
+
+function renderOverview() {
+  const o = state.overview; if (!o) return;
+  const t = o.totals, m = o.memory;
+  const memSub = m.max ? Math.round(100 * m.used / m.max) + "% of " + fmtBytes(m.max) : "";
+  $("cards").replaceChildren(
+    card("Queued jobs", fmtNum(t.queued), fmtNum(t.queues) + " queues"),
+    card("Jobs in memory", fmtNum(t.jobs), "all states"),
+    card("Blocked consumers", fmtNum(t.blocked)),
+    card("Clients", fmtNum(t.clients)),
+    card("Memory", fmtBytes(m.used), memSub + (m.level ? " · level " + m.level : "")),
+    card("AOF", o.aof.state, o.aof.state === "off" ? "" : fmtBytes(o.aof.size) + (o.aof.error ? " · write error" : "")),
+    card("Uptime", fmtAge(o.node.uptime_s * 1000), "v" + o.node.version));
+  const c = o.counters;
+  const dt = (o.now - state.prevCountersAt) / 1000;
+  const prev = state.prevCounters;
+  const rate = (k) => (prev && dt > 0 ? fmtRate(Math.max(0, c[k] - prev[k]) / dt) : "");
+  $("flow").replaceChildren(...[
+    ["Added", "added"], ["Delivered", "delivered"], ["Acked", "acked"], ["Nacked", "nacked"],
+    ["Re-queued", "requeued"], ["Expired", "expired"], ["Evicted", "evicted"],
+    ["Dead-lettered", "dead_lettered"], ["Imported", "imported"], ["NOREPL", "norepl"], ["OOM refusals", "oom"],
+  ].map(([label, k]) => card(label, fmtNum(c[k]), rate(k))));
+  state.prevCounters = c; state.prevCountersAt = o.now;
+  const ready = $("ready");
+  ready.textContent = o.node.ready ? "not ready" : "ready";
+  ready.className = "badge " + (o.node.ready ? "bad" : "ok");
+  ready.title = o.node.ready || "The node is ready";
+  $("node-id").textContent = o.node.id.slice(0, 8) + " · :" + o.node.port;
+  renderTopQueues();
+  renderCluster();
+}
+
+function renderTopQueues() {
+  const qs = state.queues; if (!qs) return;
+  const top = qs.queues.slice(0, 10);
+  table($("top-queues"), [
+    { label: "Queue" }, { label: "Length", num: true }, { label: "Oldest", num: true },
+    { label: "In", num: true }, { label: "Out", num: true }, { label: "State" },
+  ], top.length ? top.map((q) => el("tr", {},
+    el("td", {}, queueLink(q.name)), el("td", { class: "num", text: fmtNum(q.len) }),
+    el("td", { class: "num", text: q.len ? fmtAge(q.oldest_age_ms) : "–" }),
+    el("td", { class: "num", text: fmtRate(q.rate_in) }), el("td", { class: "num", text: fmtRate(q.rate_out) }),
+    el("td", {}, pausedBadge(q)))) : [el("tr", {}, el("td", { colspan: 6, class: "muted", text: "No queues yet." }))]);
+}
+
+const QUEUE_COLUMNS = [
+  { key: "name", label: "Queue" }, { key: "len", label: "Length", num: true },
+  { key: "oldest_age_ms", label: "Oldest job", num: true }, { key: "blocked", label: "Consumers", num: true },
+  { key: "rate_in", label: "In/s", num: true }, { key: "rate_out", label: "Out/s", num: true },
+  { key: "jobs_in", label: "Total in", num: true }, { key: "jobs_out", label: "Total out", num: true },
+  { key: "paused", label: "State" }, { key: "", label: "" },
+];
+
+function renderQueues() {
+  const qs = state.queues; if (!qs) return;
+  const f = $("filter").value.trim().toLowerCase();
+  let list = qs.queues.filter((q) => !f || q.name.toLowerCase().includes(f));
+  const { key, dir } = state.sort;
+  const val = (q) => (key === "paused" ? (q.paused_in ? 1 : 0) + (q.paused_out ? 2 : 0) : q[key]);
+  list.sort((a, b) => {
+    const x = val(a), y = val(b);
+    const r = typeof x === "string" ? x.localeCompare(y) : (x ?? -1) - (y ?? -1);
+    return dir === "asc" ? r : -r;
+  });
+  $("queue-count").textContent = list.length + " of " + qs.total + " queues" + (qs.total > qs.queues.length ? " (longest " + qs.queues.length + " listed)" : "");
+  const headers = QUEUE_COLUMNS.map((c) => Object.assign({}, c, { dir: c.key === key ? dir : undefined }));
+  table($("queues"), headers, list.length ? list.map((q) => el("tr", { "data-queue": q.name },
+    el("td", {}, queueLink(q.name)),
+    el("td", { class: "num", text: fmtNum(q.len) }),
+    el("td", { class: "num", text: q.len ? fmtAge(q.oldest_age_ms) : "–" }),
+    el("td", { class: "num", text: fmtNum(q.blocked) }),
+    el("td", { class: "num", text: fmtRate(q.rate_in) }),
+    el("td", { class: "num", text: fmtRate(q.rate_out) }),
+    el("td", { class: "num", text: fmtNum(q.jobs_in) }),
+    el("td", { class: "num", text: fmtNum(q.jobs_out) }),
+    el("td", {}, pausedBadge(q)),
+    el("td", {}, (q.paused_in || q.paused_out)
+      ? el("button", { class: "btn small", "data-action": "resume", onclick: () => pauseQueue(q.name, "none") }, "Resume")
+      : el("button", { class: "btn small", "data-action": "pause", onclick: () => pauseQueue(q.name, "all") }, "Pause")))) :
+    [el("tr", {}, el("td", { colspan: QUEUE_COLUMNS.length, class: "muted", text: f ? "No queue matches." : "No queues yet." }))]);
+}
+
+async function pauseQueue(name, mode) {
+  const what = { in: "Stop accepting new jobs (ADDJOB answers PAUSED)", out: "Stop delivering jobs to consumers", all: "Stop both accepting and delivering jobs", none: "Accept and deliver jobs again" }[mode];
+  const title = mode === "none" ? "Resume queue " + name + "?" : "Pause queue " + name + "?";
+  if (!(await confirmDialog(title, what + ", on every node of the cluster."))) return;
+  try {
+    await action("/api/queues/" + encodeURIComponent(name) + "/pause", { mode });
+    toast(mode === "none" ? "Queue resumed" : "Queue paused");
+    refresh();
+  } catch (e) { toast("Failed: " + e.message, true); }
+}
+
+function currentQueue() { return state.queues && state.queues.queues.find((q) => q.name === state.queue); }
+
+function renderQueueHeader() {
+  $("queue-title").textContent = state.queue;
+  const q = currentQueue() || { len: 0, blocked: 0, jobs_in: 0, jobs_out: 0, paused_in: false, paused_out: false, oldest_age_ms: 0, rate_in: null, rate_out: null };
+  $("queue-paused").replaceWith(Object.assign(pausedBadge(q), { id: "queue-paused" }));
+  $("queue-cards").replaceChildren(
+    card("Length", fmtNum(q.len)), card("Oldest job", q.len ? fmtAge(q.oldest_age_ms) : "–"),
+    card("Consumers", fmtNum(q.blocked)), card("In", fmtRate(q.rate_in), fmtNum(q.jobs_in) + " total"),
+    card("Out", fmtRate(q.rate_out), fmtNum(q.jobs_out) + " total"));
+  $("redrive").hidden = !(state.overview && state.overview.features.redrive);
+}
+
+async function loadJobs() {
+  const st = $("state-filter").value;
+  const path = "/api/queues/" + encodeURIComponent(state.queue) + "/jobs?count=100&cursor=" + state.cursor + (st ? "&state=" + encodeURIComponent(st) : "");
+  try {
+    const r = await api(path);
+    const [next, jobs] = r.result;
+    state.nextCursor = next;
+    $("next-page").disabled = next === "0";
+    table($("jobs"), [{ label: "Job ID" }, { label: "State" }, { label: "Age", num: true },
+      { label: "TTL", num: true }, { label: "Nacks", num: true }, { label: "Deliveries", num: true }, { label: "Body", class: "hide-sm" }],
+    jobs.length ? jobs.map((j) => el("tr", {},
+      el("td", {}, el("a", { class: "mono", href: "#/job/" + encodeURIComponent(j.id), text: j.id })),
+      el("td", {}, el("span", { class: "badge", text: j.state })),
+      el("td", { class: "num", text: fmtAge(Date.now() - j.ctime / 1e6) }),
+      el("td", { class: "num", text: fmtAge(j.ttl * 1000) }),
+      el("td", { class: "num", text: fmtNum(j.nacks) }),
+      el("td", { class: "num", text: fmtNum(j["additional-deliveries"]) }),
+      el("td", { class: "mono hide-sm", text: String(j.body ?? "").slice(0, 80) }))) :
+      [el("tr", {}, el("td", { colspan: 7, class: "muted", text: next === "0" ? "No jobs here." : "No jobs in this slice; try the next page." }))]);
+  } catch (e) { toast("Loading jobs failed: " + e.message, true); }
+}
+
+async function loadJob() {
+  $("job-title").textContent = state.job;
+  try {
+    const r = await api("/api/jobs/" + encodeURIComponent(state.job));
+    const j = r.result;
+    if (!j) {
+      $("job-fields").replaceChildren(el("tr", {}, el("td", { class: "muted", text: "This job no longer exists on this node." })));
+      $("job-body").textContent = "";
+      $("delete-job").disabled = true;
+      return;
+    }
+    $("delete-job").disabled = false;
+    $("job-back").href = "#/queue/" + encodeURIComponent(j.queue || "");
+    $("job-back").textContent = "← " + (j.queue || "Queue");
+    const rows = Object.entries(j).filter(([k]) => k !== "body").map(([k, v]) =>
+      el("tr", {}, el("th", { text: k }), el("td", { class: "mono", text: Array.isArray(v) ? v.join(", ") || "–" : String(v) })));
+    $("job-fields").replaceChildren(el("tbody", {}, ...rows));
+    $("job-body").textContent = j.body ?? "";
+  } catch (e) { toast("Loading the job failed: " + e.message, true); }
+}
+
+function renderCluster() {
+  const o = state.overview; if (!o) return;
+  table($("nodes"), [{ label: "Node" }, { label: "Address" }, { label: "Flags" }, { label: "Link" },
+    { label: "Queued", num: true }, { label: "Queues", num: true }],
+  o.cluster.map((n) => el("tr", {},
+    el("td", { class: "mono", text: n.id.slice(0, 12) + (n.myself ? " (this node)" : "") }),
+    el("td", { class: "mono", text: n.addr }),
+    el("td", { text: n.flags }),
+    el("td", {}, el("span", { class: "dot " + (n.myself ? "ok" : n.link ? "ok" : "bad") }), n.myself ? "self" : n.link ? (n.reachable ? "connected" : "linked, failing") : "disconnected"),
+    el("td", { class: "num", text: n.myself ? fmtNum(o.totals.queued) : "–" }),
+    el("td", { class: "num", text: n.myself ? fmtNum(o.totals.queues) : "–" }))));
+}
+
+async function refresh() {
+  try {
+    const [o, q] = await Promise.all([api("/api/overview"), api("/api/queues")]);
+    state.overview = o;
+    queueRates(q.queues, q.now);
+    state.queues = q;
+    renderOverview();
+    if (state.view === "queues") renderQueues();
+    if (state.view === "queue") renderQueueHeader();
+  } catch (e) {
+    $("ready").textContent = "offline";
+    $("ready").className = "badge bad";
+    $("ready").title = e.message;
+  }
+}
+
+function route() {
+  const h = decodeURIComponent(location.hash.replace(/^#\/?/, ""));
+  let view = "overview";
+  if (h === "queues") view = "queues";
+  else if (h === "cluster") view = "cluster";
+  else if (h.startsWith("queue/")) { view = "queue"; if (state.queue !== h.slice(6)) { state.queue = h.slice(6); state.cursor = "0"; } }
+  else if (h.startsWith("job/")) { view = "job"; state.job = h.slice(4); }
+  state.view = view;
+  for (const s of document.querySelectorAll(".view")) s.hidden = s.id !== "view-" + view;
+  const tab = view === "queue" || view === "job" ? "queues" : view;
+  for (const a of document.querySelectorAll("nav a")) a.classList.toggle("active", a.dataset.tab === tab);
+  if (view === "queues") renderQueues();
+  if (view === "queue") { renderQueueHeader(); loadJobs(); }
+  if (view === "job") loadJob();
+}
+
+function schedule() {
+  clearInterval(state.timer);
+  if ($("live").checked) state.timer = setInterval(refresh, POLL_MS);
+}
+
+document.addEventListener("DOMContentLoaded", () => {
+  $("queues").addEventListener("click", (ev) => {
+    const th = ev.target.closest("th"); if (!th || !th.dataset.key) return;
+    const key = th.dataset.key;
+    state.sort = { key, dir: state.sort.key === key && state.sort.dir === "desc" ? "asc" : (key === "name" ? "asc" : "desc") };
+    renderQueues();
+  });
+  $("filter").addEventListener("input", renderQueues);
+  $("live").addEventListener("change", schedule);
+  $("pause-in").addEventListener("click", () => pauseQueue(state.queue, "in"));
+  $("pause-out").addEventListener("click", () => pauseQueue(state.queue, "out"));
+  $("resume").addEventListener("click", () => pauseQueue(state.queue, "none"));
+  $("redrive").addEventListener("click", async () => {
+    if (!(await confirmDialog("Re-drive dead letters?", "Move the dead-lettered jobs queued in " + state.queue + " back to the queues they died in (REDRIVE FROM)."))) return;
+    try { const r = await action("/api/queues/" + encodeURIComponent(state.queue) + "/redrive"); toast("Re-driven: " + JSON.stringify(r.result)); refresh(); }
+    catch (e) { toast("Failed: " + e.message, true); }
+  });
+  $("state-filter").addEventListener("change", () => { state.cursor = "0"; loadJobs(); });
+  $("first-page").addEventListener("click", () => { state.cursor = "0"; loadJobs(); });
+  $("next-page").addEventListener("click", () => { state.cursor = state.nextCursor; loadJobs(); });
+  $("delete-job").addEventListener("click", async () => {
+    if (!(await confirmDialog("Delete job?", "Job " + state.job + " is removed from this node (DELJOB); other copies are not touched."))) return;
+    try { await action("/api/jobs/" + encodeURIComponent(state.job) + "/delete"); toast("Job deleted"); loadJob(); refresh(); }
+    catch (e) { toast("Failed: " + e.message, true); }
+  });
+  window.addEventListener("hashchange", route);
+  route();
+  refresh().then(route);
+  schedule();
+});

@@ -1,0 +1,526 @@
+//! The HTTP endpoint (`--http-port`): exact counter moves in /metrics
+//! under known workloads, a full parse of the exposition, the bounded
+//! per-queue series, INFO jobstats, basic auth and the CSRF header,
+//! /readyz across joining and losing the only peer, and the dashboard's
+//! JSON actions.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::Duration;
+
+use crate::harness::{wait_until, Reply, ReplyExt, Server, ServerOpts};
+use crate::util::{addjob, POLL, WAIT};
+
+/// One HTTP/1.1 exchange on a fresh connection: (status, body).
+pub fn http(
+    port: u16,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> (u16, String) {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).expect("connect to the HTTP port");
+    s.set_read_timeout(Some(Duration::from_secs(5)))
+        .expect("timeout");
+    s.set_write_timeout(Some(Duration::from_secs(5)))
+        .expect("timeout");
+    let mut req = format!(
+        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\nContent-Length: {}\r\n",
+        body.len()
+    );
+    for (k, v) in headers {
+        req.push_str(&format!("{k}: {v}\r\n"));
+    }
+    req.push_str("\r\n");
+    req.push_str(body);
+    s.write_all(req.as_bytes()).expect("send request");
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw).expect("read response");
+    let text = String::from_utf8_lossy(&raw).into_owned();
+    let (head, rest) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or_else(|| panic!("bad HTTP response: {text}"));
+    let chunked = head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked");
+    (
+        status,
+        if chunked {
+            dechunk(rest)
+        } else {
+            rest.to_string()
+        },
+    )
+}
+
+fn dechunk(mut s: &str) -> String {
+    let mut out = String::new();
+    while let Some((size, rest)) = s.split_once("\r\n") {
+        let n = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
+        if n == 0 || rest.len() < n {
+            break;
+        }
+        out.push_str(&rest[..n]);
+        s = rest[n..].trim_start_matches("\r\n");
+    }
+    out
+}
+
+fn get(port: u16, path: &str) -> (u16, String) {
+    http(port, "GET", path, &[], "")
+}
+
+fn http_node(extra: &[&str]) -> Server {
+    let mut args = vec!["--http-port", "auto", "--http-bind", "127.0.0.1"];
+    args.extend_from_slice(extra);
+    Server::start(ServerOpts::with_args(&args))
+}
+
+/// The whole exposition, parsed by a Prometheus text-format parser.
+fn scrape(port: u16) -> prometheus_parse::Scrape {
+    let (status, body) = get(port, "/metrics");
+    assert_eq!(status, 200, "{body}");
+    let lines = body.lines().map(|l| Ok(l.to_string()));
+    prometheus_parse::Scrape::parse(lines).expect("valid Prometheus text format")
+}
+
+/// Value of the sample `name` whose labels include `labels`.
+fn value(s: &prometheus_parse::Scrape, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+    s.samples
+        .iter()
+        .filter(|x| x.metric == name)
+        .find(|x| labels.iter().all(|(k, v)| x.labels.get(k) == Some(*v)))
+        .map(|x| match &x.value {
+            prometheus_parse::Value::Counter(v)
+            | prometheus_parse::Value::Gauge(v)
+            | prometheus_parse::Value::Untyped(v) => *v,
+            prometheus_parse::Value::Histogram(h) => h.last().map_or(0.0, |b| b.count),
+            prometheus_parse::Value::Summary(_) => f64::NAN,
+        })
+}
+
+fn counter(s: &prometheus_parse::Scrape, name: &str) -> f64 {
+    value(s, name, &[]).unwrap_or_else(|| panic!("no sample {name}"))
+}
+
+fn get_ids(c: &mut crate::harness::Client, queue: &str, n: usize) -> Vec<String> {
+    let r = c.cmd(&["GETJOB", "NOHANG", "COUNT", &n.to_string(), "FROM", queue]);
+    r.array().iter().map(|j| j.array()[1].text()).collect()
+}
+
+#[test]
+fn http_endpoint_is_off_by_default() {
+    let s = Server::start_default();
+    assert!(!s.has_http(), "{}", s.output());
+}
+
+#[test]
+fn job_counters_move_exactly_with_the_workload() {
+    let s = http_node(&[]);
+    let port = s.http_port();
+    let before = scrape(port);
+    for name in [
+        "disque_jobs_added_total",
+        "disque_jobs_delivered_total",
+        "disque_jobs_acked_total",
+        "disque_jobs_nacked_total",
+    ] {
+        assert_eq!(counter(&before, name), 0.0, "{name}");
+    }
+    let mut c = s.client();
+    for i in 0..100 {
+        addjob(&mut c, "work", &format!("job{i}"), &[]);
+    }
+    let after_add = scrape(port);
+    assert_eq!(counter(&after_add, "disque_jobs_added_total"), 100.0);
+    assert_eq!(
+        value(&after_add, "disque_queue_length", &[("queue", "work")]),
+        Some(100.0)
+    );
+    assert_eq!(
+        value(
+            &after_add,
+            "disque_queue_jobs_in_total",
+            &[("queue", "work")]
+        ),
+        Some(100.0)
+    );
+    assert_eq!(counter(&after_add, "disque_queued_jobs"), 100.0);
+
+    let got = get_ids(&mut c, "work", 50);
+    assert_eq!(got.len(), 50);
+    let mut ack = vec!["ACKJOB"];
+    ack.extend(got[..30].iter().map(String::as_str));
+    assert_eq!(c.cmd(&ack), Reply::Int(30));
+    let mut nack = vec!["NACK"];
+    nack.extend(got[30..40].iter().map(String::as_str));
+    assert_eq!(c.cmd(&nack), Reply::Int(10));
+
+    let m = scrape(port);
+    assert_eq!(counter(&m, "disque_jobs_added_total"), 100.0);
+    assert_eq!(counter(&m, "disque_jobs_delivered_total"), 50.0);
+    assert_eq!(counter(&m, "disque_jobs_acked_total"), 30.0);
+    assert_eq!(counter(&m, "disque_jobs_nacked_total"), 10.0);
+    assert_eq!(
+        value(&m, "disque_queue_length", &[("queue", "work")]),
+        Some(60.0)
+    );
+    assert_eq!(
+        value(&m, "disque_queue_jobs_out_total", &[("queue", "work")]),
+        Some(50.0)
+    );
+    // Every command ran once per call: the histogram counts them.
+    assert_eq!(
+        value(
+            &m,
+            "disque_command_duration_seconds",
+            &[("command", "addjob")]
+        ),
+        Some(100.0)
+    );
+    assert_eq!(
+        value(
+            &m,
+            "disque_command_duration_seconds",
+            &[("command", "ackjob")]
+        ),
+        Some(1.0)
+    );
+    // The oldest queued job has an age, and nothing is paused.
+    assert!(value(
+        &m,
+        "disque_queue_oldest_job_age_seconds",
+        &[("queue", "work")]
+    )
+    .is_some());
+    assert_eq!(
+        value(
+            &m,
+            "disque_queue_paused",
+            &[("queue", "work"), ("direction", "in")]
+        ),
+        Some(0.0)
+    );
+    // Every family carries HELP text.
+    for sample in &m.samples {
+        let family = sample
+            .metric
+            .trim_end_matches("_bucket")
+            .trim_end_matches("_count")
+            .trim_end_matches("_sum");
+        assert!(
+            m.docs.contains_key(family) || m.docs.contains_key(&sample.metric),
+            "no HELP for {}",
+            sample.metric
+        );
+    }
+
+    // The same totals in INFO jobstats, which the default INFO leaves out.
+    let info = c.cmd(&["INFO", "jobstats"]).text();
+    for line in [
+        "jobs_added:100",
+        "jobs_delivered:50",
+        "jobs_acked:30",
+        "jobs_nacked:10",
+    ] {
+        assert!(info.contains(&format!("{line}\r\n")), "{info}");
+    }
+    assert!(!c.cmd(&["INFO"]).text().contains("jobs_added"));
+    assert!(c.cmd(&["INFO", "all"]).text().contains("# Jobstats"));
+}
+
+#[test]
+fn retry_requeues_and_ttl_expiry_are_counted() {
+    let s = http_node(&[]);
+    let mut c = s.client();
+    addjob(&mut c, "r", "x", &["RETRY", "1"]);
+    addjob(
+        &mut c,
+        "t",
+        "y",
+        &["TTL", "1", "RETRY", "0", "REPLICATE", "1"],
+    );
+    assert_eq!(get_ids(&mut c, "r", 1).len(), 1);
+    assert!(wait_until(WAIT, POLL, || {
+        let m = scrape(s.http_port());
+        counter(&m, "disque_jobs_requeued_total") >= 1.0
+            && counter(&m, "disque_jobs_expired_total") == 1.0
+    }));
+    let info = c.cmd(&["INFO", "jobstats"]).text();
+    assert!(info.contains("jobs_expired:1\r\n"), "{info}");
+}
+
+#[test]
+fn per_queue_series_are_bounded_to_the_busiest() {
+    let s = http_node(&["--metrics-max-queues", "2"]);
+    let mut c = s.client();
+    for (q, n) in [("a", 1), ("b", 5), ("c", 3), ("d", 2), ("e", 4)] {
+        for _ in 0..n {
+            addjob(&mut c, q, "x", &[]);
+        }
+    }
+    let m = scrape(s.http_port());
+    let mut queues: Vec<String> = m
+        .samples
+        .iter()
+        .filter(|x| x.metric == "disque_queue_length")
+        .filter_map(|x| x.labels.get("queue").map(str::to_string))
+        .collect();
+    queues.sort();
+    assert_eq!(queues, vec!["b", "e"]);
+    assert_eq!(counter(&m, "disque_queue_series_omitted"), 3.0);
+    assert_eq!(counter(&m, "disque_queues"), 5.0);
+    assert_eq!(counter(&m, "disque_queued_jobs"), 15.0);
+}
+
+#[test]
+fn requirepass_protects_everything_but_the_probes() {
+    let s = http_node(&["--requirepass", "s3cret"]);
+    let p = s.http_port();
+    assert_eq!(get(p, "/healthz"), (200, "ok\n".to_string()));
+    assert_eq!(get(p, "/readyz").0, 200);
+    for path in ["/metrics", "/", "/api/overview", "/api/queues"] {
+        assert_eq!(get(p, path).0, 401, "{path}");
+    }
+    // base64("default:s3cret") and base64("admin:s3cret").
+    let good = [("Authorization", "Basic ZGVmYXVsdDpzM2NyZXQ=")];
+    let wrong_user = [("Authorization", "Basic YWRtaW46czNjcmV0")];
+    assert_eq!(http(p, "GET", "/metrics", &wrong_user, "").0, 401);
+    let (st, body) = http(p, "GET", "/metrics", &good, "");
+    assert_eq!(st, 200);
+    assert!(body.contains("disque_jobs_added_total"));
+    // A POST without the action header is refused even with credentials.
+    let pause = r#"{"mode":"in"}"#;
+    let json = ("Content-Type", "application/json");
+    assert_eq!(
+        http(p, "POST", "/api/queues/q/pause", &[good[0], json], pause).0,
+        403
+    );
+    let with_action = [good[0], json, ("X-Disque-Action", "1")];
+    assert_eq!(
+        http(p, "POST", "/api/queues/q/pause", &with_action, pause).0,
+        200
+    );
+    assert_eq!(
+        http(
+            p,
+            "POST",
+            "/api/queues/q/pause",
+            &[json, ("X-Disque-Action", "1")],
+            pause
+        )
+        .0,
+        401
+    );
+}
+
+#[test]
+fn dashboard_actions_pause_queues_and_delete_jobs() {
+    let s = http_node(&[]);
+    let p = s.http_port();
+    let mut c = s.client();
+    let id = addjob(&mut c, "jobs", "payload", &[]);
+    let (st, page) = get(p, "/");
+    assert_eq!(st, 200);
+    assert!(page.contains("<title>Disque"), "{page}");
+    assert_eq!(get(p, "/assets/app.js").0, 200);
+    assert_eq!(get(p, "/assets/nope.js").0, 404);
+
+    let (st, list) = get(p, "/api/queues");
+    assert_eq!(st, 200);
+    let list: serde_json::Value = serde_json::from_str(&list).expect("json");
+    assert_eq!(list["total"], 1);
+    assert_eq!(list["queues"][0]["name"], "jobs");
+    assert_eq!(list["queues"][0]["len"], 1);
+
+    let headers = [
+        ("Content-Type", "application/json"),
+        ("X-Disque-Action", "1"),
+    ];
+    let (st, _) = http(
+        p,
+        "POST",
+        "/api/queues/jobs/pause",
+        &headers,
+        r#"{"mode":"in"}"#,
+    );
+    assert_eq!(st, 200);
+    match c.cmd(&["ADDJOB", "jobs", "x", "0"]) {
+        Reply::Error(e) => assert!(e.starts_with("PAUSED"), "{e}"),
+        other => panic!("ADDJOB on a paused queue: {other:?}"),
+    }
+    let (st, body) = http(
+        p,
+        "POST",
+        "/api/queues/jobs/pause",
+        &headers,
+        r#"{"mode":"bogus"}"#,
+    );
+    assert_eq!(st, 400, "{body}");
+    http(
+        p,
+        "POST",
+        "/api/queues/jobs/pause",
+        &headers,
+        r#"{"mode":"none"}"#,
+    );
+    addjob(&mut c, "jobs", "x", &[]);
+
+    let (st, jobs) = get(p, "/api/queues/jobs/jobs?count=10");
+    assert_eq!(st, 200, "{jobs}");
+    assert!(jobs.contains(&id), "{jobs}");
+    // Job IDs may hold '/' and '+': the dashboard percent-encodes them.
+    let path_id = id.replace('+', "%2B").replace('/', "%2F");
+    let (st, shown) = get(p, &format!("/api/jobs/{path_id}"));
+    assert_eq!(st, 200, "{shown}");
+    let shown: serde_json::Value = serde_json::from_str(&shown).expect("json");
+    assert_eq!(shown["result"]["queue"], "jobs");
+    let (st, _) = http(
+        p,
+        "POST",
+        &format!("/api/jobs/{path_id}/delete"),
+        &headers,
+        "",
+    );
+    assert_eq!(st, 200);
+    assert!(c.cmd(&["SHOW", &id]).is_nil());
+    assert_eq!(get(p, "/api/jobs/not-an-id").0, 400);
+}
+
+#[test]
+fn readyz_needs_a_reachable_peer_once_in_a_cluster() {
+    let a = http_node(&["--cluster-node-timeout", "500"]);
+    let mut b = Server::start(ServerOpts::with_args(&["--cluster-node-timeout", "500"]));
+    assert_eq!(get(a.http_port(), "/readyz").0, 200);
+    let mut c = a.client();
+    c.cmd(&["CLUSTER", "MEET", "127.0.0.1", &b.port().to_string()]);
+    assert!(wait_until(WAIT, POLL, || {
+        let m = scrape(a.http_port());
+        value(&m, "disque_cluster_reachable_peers", &[]) == Some(1.0)
+            && m.samples.iter().any(|x| {
+                x.metric == "disque_bus_link_up"
+                    && matches!(x.value, prometheus_parse::Value::Gauge(v) if v == 1.0)
+            })
+    }));
+    assert_eq!(get(a.http_port(), "/readyz").0, 200);
+    let m = scrape(a.http_port());
+    assert_eq!(
+        value(&m, "disque_bus_messages_sent_total", &[("type", "meet")]),
+        Some(1.0)
+    );
+    assert!(value(
+        &m,
+        "disque_bus_messages_received_total",
+        &[("type", "pong")]
+    )
+    .is_some_and(|v| v >= 1.0));
+    b.kill9();
+    assert!(
+        wait_until(WAIT, POLL, || get(a.http_port(), "/readyz").0 == 503),
+        "readyz stayed ready after the only peer died"
+    );
+    let (_, why) = get(a.http_port(), "/readyz");
+    assert!(why.contains("reachable"), "{why}");
+}
+
+#[test]
+fn readyz_is_unavailable_while_the_aof_loads() {
+    let dir = std::env::temp_dir().join(format!(
+        "disque-it-observe-loading-{}-{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos())
+    ));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let mut s = Server::start(ServerOpts {
+        dir: Some(dir.clone()),
+        ..ServerOpts::with_args(&["--appendonly", "yes"])
+    });
+    let mut c = s.client();
+    for i in 0..20 {
+        addjob(&mut c, "q", &format!("job{i}"), &[]);
+    }
+    s.sigterm();
+    assert!(s.wait_exit(WAIT).is_some_and(|st| st.success()));
+    drop(s);
+
+    let mut child = std::process::Command::new(crate::harness::SERVER_BIN)
+        .args(["--port", "0", "--appendonly", "yes", "--http-port", "auto"])
+        .args(["--http-bind", "127.0.0.1", "--dir"])
+        .arg(&dir)
+        .current_dir(&dir)
+        .env("DISQUE_DEBUG_LOADING_DELAY_MS", "1500")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn disque-server");
+    let (tx, rx) = std::sync::mpsc::channel();
+    if let Some(out) = child.stdout.take() {
+        std::thread::spawn(move || {
+            use std::io::BufRead;
+            for l in std::io::BufReader::new(out).lines().map_while(Result::ok) {
+                if tx.send(l).is_err() {
+                    break;
+                }
+            }
+        });
+    }
+    let loading = loop {
+        match rx.recv_timeout(Duration::from_secs(10)) {
+            Ok(l) if l.starts_with("disque-server loading ") => break l,
+            Ok(_) => {}
+            Err(e) => {
+                let _ = child.kill();
+                panic!("no loading line: {e}");
+            }
+        }
+    };
+    let port: u16 = loading
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("http="))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no http= on {loading}"));
+    assert_eq!(get(port, "/healthz").0, 200);
+    let (st, why) = get(port, "/readyz");
+    assert_eq!(st, 503, "{why}");
+    assert!(why.contains("loading"), "{why}");
+    let ready = wait_until(WAIT, POLL, || get(port, "/readyz").0 == 200);
+    let _ = child.kill();
+    let _ = child.wait();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(ready, "never became ready after loading");
+}
+
+#[test]
+fn dead_letters_are_counted_and_redriven_through_the_api() {
+    let s = http_node(&[]);
+    let p = s.http_port();
+    let mut c = s.client();
+    let id = addjob(&mut c, "work", "b", &["RETRY", "60", "MAXDELIVERIES", "1"]);
+    assert_eq!(get_ids(&mut c, "work", 1), vec![id.clone()]);
+    assert_eq!(c.cmd(&["NACK", &id]), Reply::Int(1));
+    assert_eq!(c.cmd(&["QLEN", "work:dead"]), Reply::Int(1));
+    let m = scrape(p);
+    assert_eq!(counter(&m, "disque_jobs_dead_lettered_total"), 1.0);
+    let (_, o) = get(p, "/api/overview");
+    let o: serde_json::Value = serde_json::from_str(&o).expect("json");
+    assert_eq!(o["features"]["redrive"], true);
+    assert_eq!(o["counters"]["dead_lettered"], 1);
+    let headers = [
+        ("Content-Type", "application/json"),
+        ("X-Disque-Action", "1"),
+    ];
+    let (st, body) = http(p, "POST", "/api/queues/work:dead/redrive", &headers, "");
+    assert_eq!(st, 200, "{body}");
+    assert!(body.contains(r#""result":1"#), "{body}");
+    assert_eq!(c.cmd(&["QLEN", "work"]), Reply::Int(1));
+    assert!(c
+        .cmd(&["INFO", "jobstats"])
+        .text()
+        .contains("jobs_dead_lettered:1\r\n"));
+}
