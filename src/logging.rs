@@ -1,6 +1,9 @@
 //! Logging setup: `tracing` events to `logfile` (or stdout) filtered by
-//! `loglevel`, which CONFIG SET can change while the node runs. The log
-//! file is reopened on SIGHUP (`reopen`), so logrotate can move it away.
+//! `loglevel`, which CONFIG SET can change while the node runs, as text
+//! lines or, with `log-format json`, one JSON object per line (timestamp,
+//! level, target, message, fields, and the client or bus-link span the
+//! event happened in). The log file is reopened on SIGHUP (`reopen`), so
+//! logrotate can move it away.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -11,7 +14,10 @@ use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::Layer;
 
-use crate::config::{Config, LogLevel};
+use tracing_subscriber::fmt::writer::BoxMakeWriter;
+use tracing_subscriber::Registry;
+
+use crate::config::{Config, LogFormat, LogLevel};
 
 /// The most verbose level currently emitted (tracing's order: 0 = ERROR).
 static MAX_LEVEL: AtomicU8 = AtomicU8::new(2);
@@ -44,16 +50,11 @@ pub fn init(cfg: &Config) -> Result<(), String> {
     let filter = tracing_subscriber::filter::filter_fn(|meta| {
         rank(meta.level()) <= MAX_LEVEL.load(Ordering::Relaxed)
     });
-    let layer = tracing_subscriber::fmt::layer().with_target(false);
-    if cfg.logfile.is_empty() {
-        tracing_subscriber::registry()
-            .with(
-                layer
-                    .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout()))
-                    .with_writer(std::io::stdout)
-                    .with_filter(filter),
-            )
-            .init();
+    let (writer, ansi) = if cfg.logfile.is_empty() {
+        (
+            BoxMakeWriter::new(std::io::stdout),
+            std::io::IsTerminal::is_terminal(&std::io::stdout()),
+        )
     } else {
         // Absolute: `dir` is the cwd now, but the path must not depend on it.
         let path = std::env::current_dir()
@@ -62,15 +63,25 @@ pub fn init(cfg: &Config) -> Result<(), String> {
         let file =
             open(&path).map_err(|e| format!("Can't open the log file {}: {e}", cfg.logfile))?;
         *log_file() = Some(LogFile { path, file });
-        tracing_subscriber::registry()
-            .with(
-                layer
-                    .with_ansi(false)
-                    .with_writer(|| FileWriter)
-                    .with_filter(filter),
-            )
-            .init();
-    }
+        (BoxMakeWriter::new(|| FileWriter), false)
+    };
+    let layer: Box<dyn Layer<Registry> + Send + Sync> = match cfg.log_format {
+        LogFormat::Text => tracing_subscriber::fmt::layer()
+            .with_target(false)
+            .with_ansi(ansi)
+            .with_writer(writer)
+            .boxed(),
+        LogFormat::Json => tracing_subscriber::fmt::layer()
+            .json()
+            .flatten_event(true)
+            .with_current_span(true)
+            .with_span_list(false)
+            .with_writer(writer)
+            .boxed(),
+    };
+    tracing_subscriber::registry()
+        .with(layer.with_filter(filter))
+        .init();
     Ok(())
 }
 

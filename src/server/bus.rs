@@ -13,6 +13,7 @@ use bytes::{Bytes, BytesMut};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
+use tracing::Instrument;
 
 use super::Shared;
 use crate::cluster::auth;
@@ -80,7 +81,10 @@ impl Bus {
 /// Open links the engine asked for.
 pub async fn connector(shared: Arc<Shared>, mut rx: mpsc::UnboundedReceiver<ConnectRequest>) {
     while let Some((idx, ip, port)) = rx.recv().await {
-        tokio::spawn(outbound(shared.clone(), idx, ip, port));
+        // Every log line about this link names the peer.
+        let span =
+            tracing::info_span!("bus", dir = "out", node = idx, peer = %format!("{ip}:{port}"));
+        tokio::spawn(outbound(shared.clone(), idx, ip, port).instrument(span));
     }
 }
 
@@ -194,7 +198,8 @@ pub async fn accept_loop(shared: Arc<Shared>, listener: TcpListener) {
         match r {
             Ok((stream, addr)) => {
                 let _ = stream.set_nodelay(true);
-                tokio::spawn(inbound(shared.clone(), stream, addr));
+                let span = tracing::info_span!("bus", dir = "in", peer = %addr);
+                tokio::spawn(inbound(shared.clone(), stream, addr).instrument(span));
             }
             Err(e) => {
                 tracing::warn!(error = %e, "Bus accept failed.");

@@ -13,6 +13,7 @@ use bytes::{Bytes, BytesMut};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::{mpsc, oneshot};
+use tracing::Instrument;
 
 use super::Shared;
 use crate::commands::{self, Outcome};
@@ -78,10 +79,16 @@ pub async fn handle<S: ClientStream>(shared: Arc<Shared>, mut stream: S, addr: S
         reply_mode: ReplyMode::On,
         last_cmd: "NULL",
     };
-    let result = serve(&shared, &mut stream, &mut client, kill_rx).await;
-    if let Err(e) = result {
-        tracing::debug!(client = id, error = %e, "Client connection closed with error.");
+    // Every log line about this client carries its id and address.
+    let span = tracing::info_span!("client", id, peer = %client.addr);
+    async {
+        let result = serve(&shared, &mut stream, &mut client, kill_rx).await;
+        if let Err(e) = result {
+            tracing::debug!(error = %e, "Client connection closed with error.");
+        }
     }
+    .instrument(span)
+    .await;
     shared.with(|node, now| {
         node.clients.remove(&id);
         node.engine.client_gone(id, now);

@@ -524,3 +524,41 @@ fn dead_letters_are_counted_and_redriven_through_the_api() {
         .text()
         .contains("jobs_dead_lettered:1\r\n"));
 }
+
+#[test]
+fn json_logs_parse_line_by_line_and_name_the_client() {
+    let s = Server::start(ServerOpts::with_args(&[
+        "--log-format",
+        "json",
+        "--logfile",
+        "disque.log",
+        "--requirepass",
+        "pw",
+    ]));
+    let mut c = s.client();
+    let me = c.stream().local_addr().expect("local addr").to_string();
+    assert!(c.cmd(&["AUTH", "default", "wrong"]).is_error());
+    let log = s.dir().join("disque.log");
+    let mut text = String::new();
+    assert!(
+        wait_until(WAIT, POLL, || {
+            text = std::fs::read_to_string(&log).unwrap_or_default();
+            text.contains("Failed authentication")
+        }),
+        "no authentication failure logged: {text}"
+    );
+    let mut saw_client_span = false;
+    for line in text.lines() {
+        let v: serde_json::Value =
+            serde_json::from_str(line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"));
+        for key in ["timestamp", "level", "target", "message"] {
+            assert!(v.get(key).is_some(), "no {key} in {line}");
+        }
+        if v["message"] == "Failed authentication attempt." {
+            assert_eq!(v["span"]["name"], "client", "{line}");
+            assert_eq!(v["span"]["peer"], me.as_str(), "{line}");
+            saw_client_span = true;
+        }
+    }
+    assert!(saw_client_span, "{text}");
+}
