@@ -1,0 +1,268 @@
+#!/usr/bin/env python3
+"""Drive the dashboard in headless Chromium (Selenium + chromedriver).
+
+Usage: browser_test.py <disque-server binary> [--no-screenshots]
+
+Starts a node with the HTTP endpoint and a password, creates queues over
+RESP, then checks in the browser: every page loads without console errors,
+the queue list shows the test's queue, pausing it from the UI (with the
+confirmation dialog) makes ADDJOB answer -PAUSED and resuming makes it work
+again, a job's details open, and requests without credentials are refused.
+Screenshots go to docs/. Exits non-zero on the first failure.
+"""
+
+import base64
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+
+from selenium import webdriver
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support import expected_conditions as EC
+from selenium.webdriver.support.ui import WebDriverWait
+
+PASSWORD = "dash-secret"
+QUEUE = "browser:orders"
+WAIT = 15
+
+
+def fail(msg):
+    print(f"browser-test: FAIL: {msg}", file=sys.stderr)
+    sys.exit(1)
+
+
+class Resp:
+    """A minimal RESP client, enough for AUTH / ADDJOB / PAUSE."""
+
+    def __init__(self, port):
+        self.s = socket.create_connection(("127.0.0.1", port), timeout=5)
+        self.buf = b""
+
+    def cmd(self, *args):
+        out = b"*%d\r\n" % len(args)
+        for a in args:
+            a = a.encode() if isinstance(a, str) else a
+            out += b"$%d\r\n%s\r\n" % (len(a), a)
+        self.s.sendall(out)
+        return self._reply()
+
+    def _line(self):
+        while b"\r\n" not in self.buf:
+            chunk = self.s.recv(65536)
+            if not chunk:
+                raise ConnectionError("server closed the connection")
+            self.buf += chunk
+        line, self.buf = self.buf.split(b"\r\n", 1)
+        return line.decode()
+
+    def _reply(self):
+        line = self._line()
+        kind, rest = line[0], line[1:]
+        if kind in "+-":
+            return line
+        if kind == ":":
+            return int(rest)
+        if kind == "$":
+            n = int(rest)
+            if n < 0:
+                return None
+            while len(self.buf) < n + 2:
+                self.buf += self.s.recv(65536)
+            data, self.buf = self.buf[:n], self.buf[n + 2:]
+            return data.decode(errors="replace")
+        if kind == "*":
+            n = int(rest)
+            return None if n < 0 else [self._reply() for _ in range(n)]
+        raise ValueError(f"unexpected reply {line!r}")
+
+
+def start_server(binary, workdir):
+    proc = subprocess.Popen(
+        [binary, "--port", "0", "--dir", workdir, "--http-port", "auto",
+         "--http-bind", "127.0.0.1", "--requirepass", PASSWORD],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.time() + 20
+    while time.time() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            fail("server exited during startup")
+        m = re.match(r"disque-server ready port=(\d+) .*http=(\d+)", line)
+        if m:
+            return proc, int(m.group(1)), int(m.group(2))
+    fail("server not ready in time")
+
+
+def http_status(url, auth=None):
+    req = urllib.request.Request(url)
+    if auth:
+        req.add_header("Authorization", auth)
+    try:
+        with urllib.request.urlopen(req, timeout=5) as r:
+            return r.status
+    except urllib.error.HTTPError as e:
+        return e.code
+
+
+def console_errors(driver):
+    return [e for e in driver.get_log("browser") if e.get("level") == "SEVERE"]
+
+
+def check_console(driver, where):
+    errs = console_errors(driver)
+    if errs:
+        fail(f"console errors on {where}: {errs}")
+
+
+def main():
+    if len(sys.argv) < 2:
+        fail("usage: browser_test.py <disque-server> [--no-screenshots]")
+    binary = os.path.abspath(sys.argv[1])
+    shots = "--no-screenshots" not in sys.argv
+    docs = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "docs")
+    workdir = tempfile.mkdtemp(prefix="disque-browser-")
+    proc, port, http_port = start_server(binary, workdir)
+    base = f"http://127.0.0.1:{http_port}"
+    auth = "Basic " + base64.b64encode(f"default:{PASSWORD}".encode()).decode()
+    driver = None
+    try:
+        r = Resp(port)
+        assert r.cmd("AUTH", "default", PASSWORD) == "+OK"
+        ids = [r.cmd("ADDJOB", QUEUE, f'{{"order": {i}, "sku": "A-{i:03}"}}', "0")
+               for i in range(42)]
+        for i in range(7):
+            r.cmd("ADDJOB", "browser:emails", f"mail {i}", "0")
+        r.cmd("ADDJOB", "browser:reports", "weekly", "0")
+        r.cmd("GETJOB", "NOHANG", "COUNT", "5", "FROM", "browser:emails")
+        if not all(isinstance(i, str) and i.startswith("+D-") for i in ids):
+            fail(f"ADDJOB failed: {ids[:3]}")
+
+        # Auth: everything but the probes needs the password.
+        for path in ["/", "/metrics", "/api/queues"]:
+            if http_status(base + path) != 401:
+                fail(f"{path} served without credentials")
+            if http_status(base + path, auth) != 200:
+                fail(f"{path} refused with credentials")
+        if http_status(base + "/healthz") != 200:
+            fail("/healthz not open")
+
+        opts = webdriver.ChromeOptions()
+        opts.binary_location = shutil.which("chromium")
+        for a in ["--headless=new", "--no-sandbox", "--disable-dev-shm-usage",
+                  "--disable-gpu", "--window-size=1280,860", "--hide-scrollbars"]:
+            opts.add_argument(a)
+        opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+        driver = webdriver.Chrome(service=Service(shutil.which("chromedriver")), options=opts)
+        wait = WebDriverWait(driver, WAIT)
+
+        # Without credentials the browser gets the 401 page, not the dashboard.
+        driver.execute_cdp_cmd("Network.enable", {})
+        driver.get(base + "/")
+        if driver.find_elements(By.ID, "queues"):
+            fail("dashboard rendered without credentials")
+        driver.get_log("browser")  # the 401 itself is logged; start clean
+
+        driver.execute_cdp_cmd("Network.setExtraHTTPHeaders", {"headers": {"Authorization": auth}})
+        driver.get(base + "/#/")
+        wait.until(lambda d: "queued jobs" in d.find_element(By.ID, "cards").text.lower())
+        wait.until(lambda d: QUEUE in d.find_element(By.ID, "top-queues").text)
+        # A second poll gives rates.
+        time.sleep(2.5)
+        check_console(driver, "overview")
+        if shots:
+            driver.save_screenshot(os.path.join(docs, "dashboard.png"))
+
+        driver.get(base + "/#/queues")
+        row = wait.until(EC.presence_of_element_located(
+            (By.CSS_SELECTOR, f'#queues tr[data-queue="{QUEUE}"]')))
+        if "42" not in row.text:
+            fail(f"queue row does not show 42 jobs: {row.text!r}")
+        # Sorting by name puts the rows in order.
+        driver.find_element(By.CSS_SELECTOR, '#queues th[data-key="name"]').click()
+        names = [e.get_attribute("data-queue") for e in
+                 driver.find_elements(By.CSS_SELECTOR, "#queues tbody tr")]
+        if names != sorted(names):
+            fail(f"sort by name: {names}")
+        check_console(driver, "queues")
+        if shots:
+            driver.save_screenshot(os.path.join(docs, "dashboard-queues.png"))
+
+        # Pause input from the queue page, through the confirmation dialog.
+        driver.get(base + "/#/queue/" + QUEUE)
+        wait.until(lambda d: d.find_element(By.ID, "queue-title").text == QUEUE)
+        wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#jobs tbody tr a")) > 0)
+        driver.find_element(By.ID, "pause-in").click()
+        wait.until(EC.visibility_of_element_located((By.ID, "confirm")))
+        driver.find_element(By.ID, "confirm-ok").click()
+        wait.until(lambda d: "Queue paused" in d.find_element(By.ID, "toast").text)
+        reply = r.cmd("ADDJOB", QUEUE, "after pause", "0")
+        if not (isinstance(reply, str) and reply.startswith("-PAUSED")):
+            fail(f"ADDJOB after pausing from the UI: {reply!r}")
+        wait.until(lambda d: "input paused" in d.find_element(By.ID, "queue-paused").text)
+        if shots:
+            driver.save_screenshot(os.path.join(docs, "dashboard-queue.png"))
+        # Cancel leaves it paused; confirm resumes.
+        driver.find_element(By.ID, "resume").click()
+        wait.until(EC.visibility_of_element_located((By.ID, "confirm")))
+        driver.find_element(By.ID, "confirm-cancel").click()
+        if not r.cmd("ADDJOB", QUEUE, "still paused", "0").startswith("-PAUSED"):
+            fail("cancelling the dialog resumed the queue")
+        driver.find_element(By.ID, "resume").click()
+        wait.until(EC.visibility_of_element_located((By.ID, "confirm")))
+        driver.find_element(By.ID, "confirm-ok").click()
+        wait.until(lambda d: "Queue resumed" in d.find_element(By.ID, "toast").text)
+        if not r.cmd("ADDJOB", QUEUE, "after resume", "0").startswith("+D-"):
+            fail("ADDJOB still refused after resuming from the UI")
+        check_console(driver, "queue")
+
+        # A job's details.
+        link = driver.find_element(By.CSS_SELECTOR, "#jobs tbody tr a")
+        job_id = link.text
+        link.click()
+        wait.until(lambda d: "queue" in d.find_element(By.ID, "job-fields").text)
+        if driver.find_element(By.ID, "job-title").text != job_id:
+            fail("job page shows another job")
+        if "order" not in driver.find_element(By.ID, "job-body").text:
+            fail("job body not shown")
+        check_console(driver, "job")
+        if shots:
+            driver.save_screenshot(os.path.join(docs, "dashboard-job.png"))
+
+        # The cluster view and a phone-sized window.
+        driver.get(base + "/#/cluster")
+        wait.until(lambda d: "this node" in d.find_element(By.ID, "nodes").text)
+        check_console(driver, "cluster")
+        driver.set_window_size(390, 844)
+        driver.get(base + "/#/queues")
+        wait.until(EC.presence_of_element_located(
+            (By.CSS_SELECTOR, f'#queues tr[data-queue="{QUEUE}"]')))
+        check_console(driver, "phone")
+        if shots:
+            driver.save_screenshot(os.path.join(docs, "dashboard-phone.png"))
+        print("browser-test: OK (overview, queues, pause/resume with PAUSED, job, cluster, phone, auth)")
+    except Exception:
+        if driver is not None:
+            print("browser-test: page at failure:", driver.current_url, file=sys.stderr)
+            print(driver.find_element(By.TAG_NAME, "body").text[:2000], file=sys.stderr)
+            print("browser-test: console:", driver.get_log("browser"), file=sys.stderr)
+        raise
+    finally:
+        if driver is not None:
+            driver.quit()
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
