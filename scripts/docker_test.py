@@ -1,0 +1,314 @@
+#!/usr/bin/env python3
+"""Fault scenario against the compose cluster (called by scripts/docker-test.sh).
+
+Talks RESP to the three containers by their network IPs from the host,
+drives docker for the faults, and checks that every job whose ADDJOB
+returned an ID is delivered; prints how many deliveries were duplicates.
+
+Usage: docker_test.py <compose command...> -- <project>
+The compose command is e.g. `docker compose -f deploy/compose.yaml -p P`.
+"""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+NODES = ["disque-1", "disque-2", "disque-3"]
+PORT = 7711
+JOBS_PER_STEP = 60
+
+
+def log(*a):
+    print(time.strftime("%H:%M:%S"), *a, flush=True)
+
+
+class RespError(Exception):
+    pass
+
+
+class Client:
+    """A minimal RESP2 client with timeouts on every socket operation."""
+
+    def __init__(self, host, timeout=5.0):
+        self.sock = socket.create_connection((host, PORT), timeout=timeout)
+        self.sock.settimeout(timeout)
+        self.buf = b""
+
+    def close(self):
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+
+    def _line(self):
+        while b"\r\n" not in self.buf:
+            chunk = self.sock.recv(65536)
+            if not chunk:
+                raise ConnectionError("closed")
+            self.buf += chunk
+        line, self.buf = self.buf.split(b"\r\n", 1)
+        return line
+
+    def _exact(self, n):
+        while len(self.buf) < n + 2:
+            chunk = self.sock.recv(65536)
+            if not chunk:
+                raise ConnectionError("closed")
+            self.buf += chunk
+        data, self.buf = self.buf[:n], self.buf[n + 2:]
+        return data
+
+    def _reply(self):
+        line = self._line()
+        kind, rest = line[:1], line[1:]
+        if kind == b"+":
+            return rest.decode()
+        if kind == b"-":
+            return RespError(rest.decode())
+        if kind == b":":
+            return int(rest)
+        if kind == b"$":
+            n = int(rest)
+            return None if n < 0 else self._exact(n).decode(errors="replace")
+        if kind == b"*":
+            n = int(rest)
+            return None if n < 0 else [self._reply() for _ in range(n)]
+        raise ConnectionError("bad reply %r" % line)
+
+    def cmd(self, *args):
+        out = b"*%d\r\n" % len(args)
+        for a in args:
+            a = str(a).encode()
+            out += b"$%d\r\n%s\r\n" % (len(a), a)
+        self.sock.sendall(out)
+        return self._reply()
+
+
+def run(cmd, check=True):
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if check and r.returncode != 0:
+        raise RuntimeError("%s failed: %s" % (" ".join(cmd), r.stderr.strip()))
+    return r.stdout.strip()
+
+
+class Cluster:
+    def __init__(self, compose, project):
+        self.compose = compose
+        self.project = project
+
+    def container(self, svc):
+        return run(self.compose + ["ps", "-q", svc])
+
+    def ip(self, svc):
+        cid = self.container(svc)
+        nets = json.loads(run(["docker", "inspect", "-f", "{{json .NetworkSettings.Networks}}", cid]))
+        for n in nets.values():
+            if n.get("IPAddress"):
+                return n["IPAddress"]
+        return None
+
+    def network(self, svc):
+        cid = self.container(svc)
+        nets = json.loads(run(["docker", "inspect", "-f", "{{json .NetworkSettings.Networks}}", cid]))
+        return next(iter(nets))
+
+    def client(self, svc, timeout=5.0):
+        ip = self.ip(svc)
+        if not ip:
+            raise ConnectionError("%s has no address" % svc)
+        return Client(ip, timeout)
+
+    def reachable(self, svc):
+        try:
+            c = self.client(svc, 2.0)
+            try:
+                info = c.cmd("CLUSTER", "INFO")
+            finally:
+                c.close()
+        except (OSError, ConnectionError, RuntimeError):
+            return -1
+        if isinstance(info, RespError):
+            return -1
+        for line in info.splitlines():
+            if line.startswith("cluster_reachable_nodes:"):
+                return int(line.split(":")[1])
+        return -1
+
+    def wait_joined(self, deadline_s=120):
+        t0 = time.time()
+        while time.time() - t0 < deadline_s:
+            if all(self.reachable(s) == len(NODES) - 1 for s in NODES):
+                return time.time() - t0
+            time.sleep(0.2)
+        raise RuntimeError("cluster did not form within %ds: %s"
+                           % (deadline_s, [self.reachable(s) for s in NODES]))
+
+
+class Ledger:
+    """Every ID ADDJOB returned, and every delivery seen."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.added = set()
+        self.deliveries = {}
+        self.add_errors = 0
+
+    def delivered(self, jid):
+        with self.lock:
+            self.deliveries[jid] = self.deliveries.get(jid, 0) + 1
+
+    def missing(self):
+        with self.lock:
+            return self.added - set(self.deliveries)
+
+    def duplicates(self):
+        with self.lock:
+            return sum(n - 1 for n in self.deliveries.values() if n > 1)
+
+
+def produce(cl, svc, ledger, step, n=JOBS_PER_STEP):
+    """ADDJOB n jobs on one node, half REPLICATE 2 and half REPLICATE 3."""
+    c = cl.client(svc)
+    ok = 0
+    try:
+        for i in range(n):
+            repl = 2 if i % 2 == 0 else 3
+            r = c.cmd("ADDJOB", "q", "%s-%d" % (step, i), 5000,
+                      "REPLICATE", repl, "RETRY", 5, "TTL", 3600)
+            if isinstance(r, RespError):
+                ledger.add_errors += 1
+                continue
+            with ledger.lock:
+                ledger.added.add(r)
+            ok += 1
+    finally:
+        c.close()
+    log("%s: %d jobs added on %s" % (step, ok, svc))
+
+
+def consume_once(cl, svc, ledger, timeout_ms=500):
+    """One GETJOB (blocking up to timeout_ms) and the ACKJOBs; False on error."""
+    try:
+        c = cl.client(svc, 5.0)
+    except (OSError, ConnectionError, RuntimeError):
+        return False
+    try:
+        r = c.cmd("GETJOB", "TIMEOUT", timeout_ms, "COUNT", 50, "FROM", "q")
+        if isinstance(r, RespError) or r is None:
+            return not isinstance(r, RespError)
+        for job in r:
+            jid = job[1]
+            ledger.delivered(jid)
+            c.cmd("ACKJOB", jid)
+        return True
+    except (OSError, ConnectionError):
+        return False
+    finally:
+        c.close()
+
+
+def drain_all(cl, svc, ledger, deadline_s=90):
+    t0 = time.time()
+    while ledger.missing() and time.time() - t0 < deadline_s:
+        consume_once(cl, svc, ledger)
+    return not ledger.missing()
+
+
+class Consumer(threading.Thread):
+    """Keeps consuming on whichever node `target` names (a background
+    consumer during the rolling restart)."""
+
+    def __init__(self, cl, ledger):
+        super().__init__(daemon=True)
+        self.cl, self.ledger = cl, ledger
+        self.target = NODES[1]
+        self.stop = False
+
+    def run(self):
+        while not self.stop:
+            if not consume_once(self.cl, self.target, self.ledger):
+                time.sleep(0.2)
+
+
+def main():
+    sep = sys.argv.index("--")
+    compose, project = sys.argv[1:sep], sys.argv[sep + 1]
+    cl = Cluster(compose, project)
+    ledger = Ledger()
+    figures = {}
+
+    cl.wait_joined()
+    up_t0 = float(os.environ.get("UP_T0", "0") or 0)
+    joined_s = time.time() - up_t0
+    figures["up_to_joined_s"] = round(joined_s, 2)
+    log("cluster joined %.1fs after `compose up` started" % joined_s)
+
+    # 1. Replicated jobs added on one node, consumed on another.
+    produce(cl, "disque-1", ledger, "basic")
+    if not drain_all(cl, "disque-2", ledger):
+        raise RuntimeError("basic: %d jobs not delivered" % len(ledger.missing()))
+    log("basic: all delivered, duplicates so far %d" % ledger.duplicates())
+
+    # 2. docker kill the node holding the queued jobs, then restart it.
+    produce(cl, "disque-1", ledger, "kill")
+    run(["docker", "kill", cl.container("disque-1")])
+    log("kill: disque-1 killed")
+    # Replicas re-queue the jobs after RETRY; consume them elsewhere.
+    drain_all(cl, "disque-2", ledger, 60)
+    run(["docker", "start", cl.container("disque-1")])
+    cl.wait_joined()
+    log("kill: disque-1 back and joined")
+    if not drain_all(cl, "disque-2", ledger):
+        raise RuntimeError("kill: %d jobs not delivered" % len(ledger.missing()))
+    log("kill: all delivered, duplicates so far %d" % ledger.duplicates())
+
+    # 3. Cut disque-3 off the network, then heal.
+    produce(cl, "disque-1", ledger, "partition")
+    net = cl.network("disque-3")
+    cid3 = cl.container("disque-3")
+    run(["docker", "network", "disconnect", net, cid3])
+    log("partition: disque-3 disconnected from %s" % net)
+    drain_all(cl, "disque-2", ledger, 30)
+    produce(cl, "disque-2", ledger, "partition-during")
+    run(["docker", "network", "connect", "--alias", "disque-3", net, cid3])
+    log("partition: healed")
+    cl.wait_joined()
+    if not drain_all(cl, "disque-1", ledger):
+        raise RuntimeError("partition: %d jobs not delivered" % len(ledger.missing()))
+    log("partition: all delivered, duplicates so far %d" % ledger.duplicates())
+
+    # 4. Rolling restart with drain while a consumer keeps working.
+    produce(cl, "disque-1", ledger, "rolling")
+    produce(cl, "disque-3", ledger, "rolling3")
+    consumer = Consumer(cl, ledger)
+    consumer.start()
+    roll_t0 = time.time()
+    for i, svc in enumerate(NODES):
+        consumer.target = NODES[(i + 1) % len(NODES)]
+        t0 = time.time()
+        run(cl.compose + ["stop", "-t", "30", svc])
+        stopped = time.time() - t0
+        run(cl.compose + ["start", svc])
+        cl.wait_joined()
+        log("rolling: %s stopped in %.1fs (drain), back and joined" % (svc, stopped))
+    figures["rolling_s"] = time.time() - roll_t0
+    consumer.stop = True
+    consumer.join(10)
+    if not drain_all(cl, "disque-2", ledger):
+        raise RuntimeError("rolling: %d jobs not delivered" % len(ledger.missing()))
+
+    figures["added"] = len(ledger.added)
+    figures["add_errors"] = ledger.add_errors
+    figures["lost"] = len(ledger.missing())
+    figures["duplicates"] = ledger.duplicates()
+    log("RESULT %s" % json.dumps(figures, sort_keys=True))
+    log("every one of %d acknowledged ADDJOBs delivered; %d duplicate deliveries"
+        % (len(ledger.added), ledger.duplicates()))
+
+
+if __name__ == "__main__":
+    main()
