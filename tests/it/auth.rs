@@ -45,6 +45,10 @@ fn auth_default_user_and_other_users() {
     assert_eq!(d.cmd(&["QLEN", "q"]).int(), 1);
     // Every failure was logged with the peer address.
     let peer = c.stream().local_addr().unwrap().to_string();
+    // The log lines reach the test through a reader thread: poll for them.
+    crate::harness::wait_until(Duration::from_secs(5), Duration::from_millis(10), || {
+        s.output().matches("Failed authentication attempt").count() >= 4
+    });
     let log = s.output();
     let failures = log
         .lines()
