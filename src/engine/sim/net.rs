@@ -1,0 +1,300 @@
+//! The simulation's network: engines on seeded in-memory links with
+//! loss (a lost message breaks its link, as with TCP), duplication, delay,
+//! reordering, partitions and crash/restart. Scenarios live in `super`.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+
+use crate::cluster::message::Message;
+use crate::engine::cluster::NodeInfo;
+use crate::engine::gossip::LinkKind;
+use crate::engine::Engine;
+use crate::job::NodeIdx;
+
+pub(super) const START: u64 = 1_700_000_000_000;
+pub(super) const STEP: u64 = 10;
+
+pub(super) struct Faults {
+    pub(super) drop: f64,
+    pub(super) dup: f64,
+    pub(super) max_delay: u64,
+}
+
+pub(super) struct InFlight {
+    pub(super) to: usize,
+    pub(super) from: usize,
+    /// Some(idx): a reply arriving on the receiver's outbound link idx.
+    pub(super) reply_link: Option<NodeIdx>,
+    /// For inbound delivery: the sender's link index, so replies can return.
+    pub(super) sender_link: NodeIdx,
+    pub(super) msg: Message,
+}
+
+pub(super) struct Sim {
+    pub(super) rng: SmallRng,
+    pub(super) now: u64,
+    pub(super) nodes: Vec<Option<Engine>>,
+    pub(super) ids: Vec<[u8; 40]>,
+    /// (a, a's node idx) -> b
+    pub(super) links: HashMap<(usize, NodeIdx), usize>,
+    pub(super) queue: BTreeMap<(u64, u64), InFlight>,
+    pub(super) seq: u64,
+    pub(super) faults: Faults,
+    /// Pairs that cannot talk.
+    pub(super) cut: HashSet<(usize, usize)>,
+    pub(super) next_client: u64,
+}
+
+pub(super) fn ip(i: usize) -> String {
+    format!("10.0.0.{}", i + 1)
+}
+
+pub(super) fn port(i: usize) -> u16 {
+    7000 + i as u16
+}
+
+impl Sim {
+    pub(super) fn new(n: usize, seed: u64, faults: Faults) -> Sim {
+        let mut rng = SmallRng::seed_from_u64(seed);
+        let mut nodes = Vec::new();
+        let mut ids = Vec::new();
+        for i in 0..n {
+            let id = crate::engine::cluster::random_node_id(&mut rng);
+            let mut e = Engine::new(id, port(i), rng.gen(), START);
+            e.cluster.node_timeout = 3000;
+            nodes.push(Some(e));
+            ids.push(id);
+        }
+        Sim {
+            rng,
+            now: START,
+            nodes,
+            ids,
+            links: HashMap::new(),
+            queue: BTreeMap::new(),
+            seq: 0,
+            faults,
+            cut: HashSet::new(),
+            next_client: 1,
+        }
+    }
+
+    pub(super) fn blocked(&self, a: usize, b: usize) -> bool {
+        self.cut.contains(&(a.min(b), a.max(b)))
+            || self.nodes[a].is_none()
+            || self.nodes[b].is_none()
+    }
+
+    /// Queue a message. A lost message breaks the link it travelled on, as
+    /// with TCP, where loss only happens when a connection dies.
+    pub(super) fn send(
+        &mut self,
+        from: usize,
+        to: usize,
+        reply_link: Option<NodeIdx>,
+        sender_link: NodeIdx,
+        msg: Message,
+    ) {
+        if self.rng.gen_bool(self.faults.drop) {
+            let (owner, idx) = match reply_link {
+                Some(idx) => (to, idx),
+                None => (from, sender_link),
+            };
+            if self.links.remove(&(owner, idx)).is_some() {
+                if let Some(e) = self.nodes[owner].as_mut() {
+                    e.on_link_down(idx, self.now);
+                }
+            }
+            return;
+        }
+        let copies = if self.rng.gen_bool(self.faults.dup) {
+            2
+        } else {
+            1
+        };
+        for _ in 0..copies {
+            let at = self.now + self.rng.gen_range(1..=self.faults.max_delay.max(1));
+            self.seq += 1;
+            self.queue.insert(
+                (at, self.seq),
+                InFlight {
+                    to,
+                    from,
+                    reply_link,
+                    sender_link,
+                    msg: msg.clone(),
+                },
+            );
+        }
+    }
+
+    /// Collect effects of node `a`: frames onto links, connect/disconnect.
+    pub(super) fn flush(&mut self, a: usize) {
+        let now = self.now;
+        let Some(e) = self.nodes[a].as_mut() else {
+            return;
+        };
+        let frames = e.take_messages(now);
+        let connects: Vec<_> = e.out.connect.drain(..).collect();
+        let disconnects: Vec<_> = e.out.disconnect.drain(..).collect();
+        e.out.aof.clear();
+        for idx in disconnects {
+            self.links.remove(&(a, idx));
+        }
+        for (idx, frame) in frames {
+            if let Some(&b) = self.links.get(&(a, idx)) {
+                if !self.blocked(a, b) {
+                    self.send(a, b, None, idx, frame);
+                }
+            }
+        }
+        for (idx, host, bus_port) in connects {
+            let target =
+                (0..self.nodes.len()).find(|&b| ip(b) == host && port(b) + 10000 == bus_port);
+            let ok = target.is_some_and(|b| !self.blocked(a, b));
+            if let (true, Some(b)) = (ok, target) {
+                self.links.insert((a, idx), b);
+                if let Some(e) = self.nodes[a].as_mut() {
+                    e.on_link_up(idx, now);
+                }
+            } else if let Some(e) = self.nodes[a].as_mut() {
+                e.on_link_down(idx, now);
+            }
+            self.flush(a);
+        }
+    }
+
+    pub(super) fn deliver(&mut self, f: InFlight) {
+        let now = self.now;
+        if self.blocked(f.from, f.to) {
+            return;
+        }
+        let (b, a) = (f.to, f.from);
+        let kind = match f.reply_link {
+            Some(idx) => {
+                // Arrives on b's outbound link; ignore if that link is gone.
+                if self.links.get(&(b, idx)) != Some(&a) {
+                    return;
+                }
+                LinkKind::Outbound(idx)
+            }
+            None => LinkKind::Inbound,
+        };
+        let Some(e) = self.nodes[b].as_mut() else {
+            return;
+        };
+        let reply = e.on_bus_message(kind, &ip(b), &ip(a), f.msg, now);
+        if let Some(r) = reply {
+            if f.reply_link.is_none() {
+                self.send(b, a, Some(f.sender_link), 0, r);
+            }
+        }
+        self.flush(b);
+    }
+
+    pub(super) fn step(&mut self) {
+        self.now += STEP;
+        while let Some((&k, _)) = self.queue.first_key_value() {
+            if k.0 > self.now {
+                break;
+            }
+            let Some(f) = self.queue.remove(&k) else {
+                break;
+            };
+            self.deliver(f);
+        }
+        // Links across a partition break.
+        let broken: Vec<(usize, NodeIdx)> = self
+            .links
+            .iter()
+            .filter(|(&(a, _), &b)| self.blocked(a, b))
+            .map(|(&k, _)| k)
+            .collect();
+        for (a, idx) in broken {
+            self.links.remove(&(a, idx));
+            if let Some(e) = self.nodes[a].as_mut() {
+                e.on_link_down(idx, self.now);
+            }
+        }
+        for a in 0..self.nodes.len() {
+            if let Some(e) = self.nodes[a].as_mut() {
+                e.tick(self.now);
+            }
+            self.flush(a);
+        }
+    }
+
+    pub(super) fn run_for(&mut self, ms: u64) {
+        for _ in 0..ms / STEP {
+            self.step();
+        }
+    }
+
+    /// MEET everyone from node 0, repeating like an operator script would
+    /// when a lossy network ate the handshake.
+    pub(super) fn join_all(&mut self) {
+        for round in 0..2000 {
+            if round % 300 == 0 {
+                let now = self.now;
+                for b in 1..self.nodes.len() {
+                    let known = self.nodes[0]
+                        .as_ref()
+                        .is_some_and(|e| e.cluster.find(&self.ids[b]).is_some());
+                    if !known {
+                        if let Some(e) = self.nodes[0].as_mut() {
+                            e.cluster_meet(ip(b), port(b), now);
+                        }
+                    }
+                }
+                self.flush(0);
+            }
+            self.step();
+            let full = self
+                .nodes
+                .iter()
+                .flatten()
+                .all(|e| e.cluster.reachable.len() + 1 == self.nodes.len());
+            if full {
+                return;
+            }
+        }
+        for (i, e) in self.nodes.iter().enumerate() {
+            if let Some(e) = e {
+                eprintln!(
+                    "node {i} reachable {}:\n{}",
+                    e.cluster.reachable.len(),
+                    e.cluster.nodes_text(true)
+                );
+            }
+        }
+        panic!("cluster did not converge");
+    }
+
+    pub(super) fn crash(&mut self, i: usize) {
+        self.nodes[i] = None;
+        self.links.retain(|&(a, _), &mut b| a != i && b != i);
+    }
+
+    /// Restart with the same ID and node table (nodes.conf) but no jobs.
+    pub(super) fn restart(&mut self, i: usize, table: Vec<NodeInfo>) {
+        let mut e = Engine::new(self.ids[i], port(i), self.rng.gen(), self.now);
+        e.cluster.node_timeout = 3000;
+        e.cluster.nodes = table
+            .into_iter()
+            .map(|mut n| {
+                n.link = false;
+                n.connecting = false;
+                n
+            })
+            .collect();
+        self.nodes[i] = Some(e);
+        self.flush(i);
+    }
+
+    pub(super) fn client(&mut self) -> u64 {
+        self.next_client += 1;
+        self.next_client
+    }
+}
