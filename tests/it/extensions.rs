@@ -582,3 +582,29 @@ fn qlen_cluster_counts_reachable_nodes_and_is_bounded_with_one_down() {
         == 3
         && t1.elapsed() > Duration::from_secs(3)));
 }
+
+#[test]
+fn dead_job_state_survives_an_aof_restart() {
+    let mut s = Server::start(crate::harness::ServerOpts::with_args(&[
+        "--appendonly",
+        "yes",
+    ]));
+    let mut c = s.client();
+    let id = addjob(&mut c, "rq", "b", &["RETRY", "60", "MAXDELIVERIES", "1"]);
+    nack_until_dead(&mut c, "rq", &id, 1);
+    assert_eq!(c.cmd(&["SHOW", &id]).field("queue").text(), "rq:dead");
+    s.kill9();
+    s.restart();
+    let mut c = s.client();
+    let show = c.cmd(&["SHOW", &id]);
+    assert_eq!(show.field("queue").text(), "rq:dead");
+    assert_eq!(show.field("origin-queue").text(), "rq");
+    assert_eq!(show.field("dead").int(), 1);
+    assert_eq!(c.cmd(&["REDRIVE", &id]).int(), 1);
+    s.kill9();
+    s.restart();
+    let mut c = s.client();
+    let show = c.cmd(&["SHOW", &id]);
+    assert_eq!(show.field("queue").text(), "rq");
+    assert_eq!(show.field("dead").int(), 0);
+}
