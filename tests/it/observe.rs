@@ -562,3 +562,45 @@ fn json_logs_parse_line_by_line_and_name_the_client() {
     }
     assert!(saw_client_span, "{text}");
 }
+
+#[test]
+fn the_endpoint_speaks_https_when_tls_is_configured() {
+    use crate::pki::{tls_args, Ca, TlsClient};
+    let dir = crate::tls::TempDir::new("observe-https");
+    let ca = Ca::new(&dir.0, "ca");
+    let server = ca.issue("server");
+    let mut args = vec!["--tls-port".to_string(), "0".to_string()];
+    args.extend(tls_args(&ca.cert, &server));
+    for a in [
+        "--http-port",
+        "auto",
+        "--http-bind",
+        "127.0.0.1",
+        "--tls-auth-clients",
+        "no",
+    ] {
+        args.push(a.to_string());
+    }
+    let s = Server::start(ServerOpts {
+        args,
+        ..Default::default()
+    });
+    let mut t = TlsClient::connect(s.http_port(), &ca.cert, None).expect("TLS handshake");
+    let io = t.stream();
+    io.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .expect("send");
+    let mut raw = Vec::new();
+    let _ = io.read_to_end(&mut raw);
+    let text = String::from_utf8_lossy(&raw);
+    assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+    assert!(text.ends_with("ok\n"), "{text}");
+    // Plain HTTP on the TLS endpoint gets no HTTP answer.
+    let mut plain = TcpStream::connect(("127.0.0.1", s.http_port())).expect("connect");
+    plain
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .expect("timeout");
+    let _ = plain.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n");
+    let mut buf = Vec::new();
+    let _ = plain.read_to_end(&mut buf);
+    assert!(!String::from_utf8_lossy(&buf).contains("200 OK"));
+}

@@ -188,6 +188,11 @@ impl TlsClient {
         self.tls.flush().expect("TLS flush");
     }
 
+    /// The TLS stream itself (for protocols other than RESP).
+    pub fn stream(&mut self) -> &mut (impl Read + Write) {
+        &mut self.tls
+    }
+
     #[track_caller]
     pub fn cmd<A: AsRef<[u8]>>(&mut self, args: &[A]) -> Reply {
         self.try_cmd(args).expect("TLS command")

@@ -8,6 +8,10 @@
 //! unchanged. Handlers reach the node through the same `Shared::with` as
 //! client commands, one brief lock per request.
 //!
+//! With TLS configured (`tls-port` and the `tls-*` files), the endpoint
+//! serves HTTPS only, with the client port's certificate and client
+//! certificate policy (`tls-auth-clients`).
+//!
 //! Access: with `requirepass` set, everything except the probes needs
 //! HTTP basic auth as user `default`; POST actions also need the
 //! `X-Disque-Action` header, which a cross-site form cannot send and a
@@ -246,7 +250,29 @@ async fn accept_loop(shared: Arc<Shared>, listener: TcpListener, app: Router) {
         match r {
             Ok((stream, addr)) => {
                 let _ = stream.set_nodelay(true);
-                tokio::spawn(serve_connection(stream, addr, app.clone()));
+                // With TLS configured (tls-port), the endpoint speaks HTTPS
+                // with the client port's certificate and client-auth policy.
+                match shared.tls.client_acceptor() {
+                    Some(acceptor) => {
+                        let app = app.clone();
+                        tokio::spawn(async move {
+                            match tokio::time::timeout(HEADER_TIMEOUT, acceptor.accept(stream))
+                                .await
+                            {
+                                Ok(Ok(s)) => serve_connection(s, addr, app).await,
+                                Ok(Err(e)) => {
+                                    tracing::debug!(peer = %addr, error = %e, "HTTPS handshake failed.");
+                                }
+                                Err(_) => {
+                                    tracing::debug!(peer = %addr, "HTTPS handshake timed out.")
+                                }
+                            }
+                        });
+                    }
+                    None => {
+                        tokio::spawn(serve_connection(stream, addr, app.clone()));
+                    }
+                }
             }
             Err(e) => {
                 tracing::warn!(error = %e, "HTTP accept failed.");
