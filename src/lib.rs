@@ -2,6 +2,10 @@
 //!
 //! # Layout
 //!
+//! Imports point one way: server → commands → node → {aof, engine,
+//! config}; engine → cluster (frames) → job, queue; docs/ARCHITECTURE.md
+//! draws it and `layering` (a test) enforces it.
+//!
 //! - `resp`: RESP2/RESP3 request parsing and reply encoding (pure).
 //! - `job`, `queue`: the domain data (job IDs, states, flags; queues).
 //! - `engine`: the synchronous, I/O-free owner of a node's state. Every
@@ -9,11 +13,16 @@
 //!   effects (AOF records, bus messages) are collected for the shell.
 //! - `commands`: the command table and one module per command family.
 //! - `node`: everything behind the node's lock (engine, config, clients,
-//!   stats, slow log).
+//!   stats, slow log); `node::persistence` drives the AOF writer.
 //! - `server`: the tokio shell: listener, connections, timer, shutdown.
 //! - `config`: directives, config files, CONFIG GET/SET/REWRITE.
 //! - `cluster`: bus message framing; `job_codec`: serialized jobs.
-//! - `aof`: persistence. `memory`: counting allocator. `sys`: OS queries.
+//! - `aof`: the AOF file side (reader, writer thread, rewrite, loader,
+//!   check); it knows records, never nodes.
+//! - `errors`: every client-visible error with its exact text.
+//! - `strings`: Redis-style splitting, quoting and integer parsing.
+//! - `clock`: the one wall-clock read. `memory`: counting allocator.
+//!   `sys`: OS queries.
 //! - `cgroup`: the container memory limit behind a default `maxmemory`.
 //! - `healthcheck`: `--healthcheck`, the probe for shell-less images.
 //! - `logging`: tracing setup with a level CONFIG SET can change.
