@@ -301,3 +301,43 @@ impl ServerCertVerifier for ClusterCaVerifier {
             .supported_schemes()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cipher_suites_by_iana_name() {
+        let p = provider("TLS_AES_256_GCM_SHA384:TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256")
+            .unwrap_or_else(|e| panic!("{e}"));
+        let names: Vec<String> = p.cipher_suites.iter().map(iana_name).collect();
+        assert_eq!(
+            names,
+            [
+                "TLS_AES_256_GCM_SHA384",
+                "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256"
+            ]
+        );
+        assert!(provider("TLS_RSA_WITH_RC4_128_MD5").is_err());
+        assert!(!provider("")
+            .map(|p| p.cipher_suites)
+            .unwrap_or_default()
+            .is_empty());
+    }
+
+    #[test]
+    fn nothing_is_read_without_a_tls_port_or_tls_cluster() {
+        let cfg = TlsConfig {
+            cert_file: "/nonexistent".into(),
+            ..Default::default()
+        };
+        let tls = Tls::default();
+        assert!(tls.configure(&cfg).is_ok());
+        assert!(tls.client_acceptor().is_none() && tls.bus().is_none());
+        let cfg = TlsConfig {
+            port: Some(0),
+            ..cfg
+        };
+        assert!(tls.configure(&cfg).is_err(), "missing files are reported");
+    }
+}

@@ -115,6 +115,27 @@ fn client_certificates_required_optional_or_not() {
     let bad =
         TlsClient::connect(port2, &ca.cert, Some(&foreign)).and_then(|mut c| c.try_cmd(&["PING"]));
     assert!(bad.is_err(), "{bad:?}");
+    // The CA may come from a directory (tls-ca-cert-dir) instead.
+    let ca_dir = d.0.join("ca-dir");
+    std::fs::create_dir_all(&ca_dir).unwrap();
+    std::fs::copy(&ca.cert, ca_dir.join("ca.pem")).unwrap();
+    std::fs::write(ca_dir.join("README"), "not a certificate").unwrap();
+    let s4 = Server::start(ServerOpts::with_args(&[
+        "--tls-port",
+        "0",
+        "--tls-cert-file",
+        node.cert.to_str().unwrap(),
+        "--tls-key-file",
+        node.key.to_str().unwrap(),
+        "--tls-ca-cert-dir",
+        ca_dir.to_str().unwrap(),
+    ]));
+    let port4 = tls_port(&s4);
+    let mut c = TlsClient::connect(port4, &ca.cert, Some(&good)).unwrap();
+    assert_eq!(c.cmd(&["PING"]), Reply::Status("PONG".into()));
+    let bad =
+        TlsClient::connect(port4, &ca.cert, Some(&foreign)).and_then(|mut c| c.try_cmd(&["PING"]));
+    assert!(bad.is_err(), "{bad:?}");
     // no: nothing is asked.
     let (_s3, port3) = tls_node(&ca, &node, &["--tls-auth-clients", "no"]);
     let mut c = TlsClient::connect(port3, &ca.cert, None).unwrap();
