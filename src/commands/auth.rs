@@ -15,17 +15,11 @@ use crate::resp::Reply;
 /// `requirepass`.
 const DEFAULT_USER: &str = "default";
 
-/// Compare without an early exit on the first differing byte, so the reply
-/// time does not tell how much of a guess was right.
+/// Compare in constant time (`subtle`), so the reply time does not tell
+/// how much of a guess was right. The length is not secret.
 fn password_matches(given: &[u8], expected: &[u8]) -> bool {
-    if given.len() != expected.len() {
-        return false;
-    }
-    given
-        .iter()
-        .zip(expected)
-        .fold(0u8, |acc, (a, b)| acc | (a ^ b))
-        == 0
+    use subtle::ConstantTimeEq;
+    given.len() == expected.len() && bool::from(given.ct_eq(expected))
 }
 
 /// Redis 6 semantics of `<user> <password>`: the `default` user with the
