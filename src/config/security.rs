@@ -232,3 +232,51 @@ pub(crate) fn rewrite_lines(c: &Config) -> Vec<(&'static str, String, bool)> {
     ));
     out
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn directives_get_set_and_rewrite_round_trip() {
+        let _g = super::super::tests::cwd_guard();
+        let text = "protected-mode no\ntls-port 0\ntls-only yes\n\
+                    tls-cert-file /n.crt\ntls-key-file /n.key\ntls-ca-cert-file /ca.crt\n\
+                    tls-ca-cert-dir /cas\ntls-auth-clients optional\n\
+                    tls-protocols \"TLSv1.3\"\ntls-ciphersuites TLS_AES_256_GCM_SHA384\n\
+                    tls-cluster yes\n";
+        let c = super::super::parse_str(text, Config::default()).unwrap();
+        assert!(!c.protected_mode);
+        assert_eq!(c.tls.port, Some(0));
+        assert!(c.tls.only && c.tls.cluster);
+        assert_eq!(c.tls.auth_clients, TlsAuthClients::Optional);
+        assert_eq!(parse_protocols(&c.tls.protocols), Ok((false, true)));
+        assert_eq!(get_value(&c, "tls-auth-clients"), "optional");
+        let again = super::super::parse_str(&c.rewrite_content(""), Config::default()).unwrap();
+        assert_eq!(again.tls, c.tls);
+        assert_eq!(again.protected_mode, c.protected_mode);
+        // Defaults write nothing.
+        let d = Config::default();
+        let out = d.rewrite_content("");
+        assert!(
+            !out.contains("tls-") && !out.contains("protected-mode"),
+            "{out}"
+        );
+        // Bad values are refused with a reason.
+        for bad in [
+            "tls-protocols TLSv1.1",
+            "tls-auth-clients maybe",
+            "tls-port 70000",
+        ] {
+            assert!(
+                super::super::parse_str(bad, Config::default()).is_err(),
+                "{bad}"
+            );
+        }
+        let mut c = Config::default();
+        assert!(c.set("tls-cluster", b"yes").is_err(), "fixed at start");
+        assert_eq!(c.set("TLS-Auth-Clients", b"no"), Ok("tls-auth-clients"));
+        assert_eq!(c.tls.auth_clients, TlsAuthClients::No);
+    }
+}
