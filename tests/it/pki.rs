@@ -182,6 +182,17 @@ impl TlsClient {
         }
     }
 
+    /// The negotiated protocol version and cipher suite, as rustls names them.
+    pub fn negotiated(&self) -> (String, String) {
+        (
+            format!("{:?}", self.tls.conn.protocol_version()),
+            format!(
+                "{:?}",
+                self.tls.conn.negotiated_cipher_suite().map(|s| s.suite())
+            ),
+        )
+    }
+
     /// Send without reading the reply.
     pub fn tls_send<A: AsRef<[u8]>>(&mut self, args: &[A]) {
         self.tls.write_all(&encode_cmd(args)).expect("TLS write");

@@ -143,6 +143,56 @@ fn client_certificates_required_optional_or_not() {
 }
 
 #[test]
+fn protocols_and_cipher_suites_are_enforced() {
+    let d = TempDir::new("tls");
+    let ca = Ca::new(&d.0, "ca");
+    let node = ca.issue("node");
+    let (_s, port) = tls_node(
+        &ca,
+        &node,
+        &["--tls-auth-clients", "no", "--tls-protocols", "TLSv1.2"],
+    );
+    let c = TlsClient::connect(port, &ca.cert, None).unwrap();
+    assert_eq!(c.negotiated().0, "Some(TLSv1_2)");
+    let (s, port) = tls_node(
+        &ca,
+        &node,
+        &[
+            "--tls-auth-clients",
+            "no",
+            "--tls-ciphersuites",
+            "TLS_CHACHA20_POLY1305_SHA256",
+        ],
+    );
+    let mut c = TlsClient::connect(port, &ca.cert, None).unwrap();
+    assert_eq!(
+        c.negotiated(),
+        (
+            "Some(TLSv1_3)".into(),
+            "Some(TLS13_CHACHA20_POLY1305_SHA256)".into()
+        )
+    );
+    assert_eq!(
+        c.cmd(&["CONFIG", "GET", "tls-ciphersuites"]).array()[1].text(),
+        "TLS_CHACHA20_POLY1305_SHA256"
+    );
+    // Changed at run time for new connections.
+    let r = s.client().cmd(&[
+        "CONFIG",
+        "SET",
+        "tls-ciphersuites",
+        "TLS_AES_128_GCM_SHA256",
+    ]);
+    assert_eq!(r, Reply::Status("OK".into()));
+    let c = TlsClient::connect(port, &ca.cert, None).unwrap();
+    assert_eq!(c.negotiated().1, "Some(TLS13_AES_128_GCM_SHA256)");
+    let r = s
+        .client()
+        .cmd(&["CONFIG", "SET", "tls-ciphersuites", "TLS_NOPE"]);
+    assert!(matches!(r, Reply::Error(_)), "{r:?}");
+}
+
+#[test]
 fn the_client_checks_the_server_certificate() {
     let d = TempDir::new("tls");
     let ca = Ca::new(&d.0, "ca");
