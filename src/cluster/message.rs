@@ -47,6 +47,11 @@
 //!
 //! Types 18..21 carry our extensions (docs/COMPATIBILITY.md).
 //!
+//! PING/PONG/MEET of a node with `cluster-announce-*` settings end with an
+//! announce trailer (48 bytes, so the payload is 2 + 98*count + 48):
+//! ip[46] NUL-padded (empty = use the connection's address), u16 bus port
+//! (0 = client port + 10000). Nodes without those settings never send it.
+//!
 //! Gossip entry (98 bytes): node ID[40] @0, u32 ping_sent @40, u32
 //! pong_received @44, ip[46] NUL-padded @48, u16 port @94, u16 flags @96.
 //!
@@ -128,7 +133,21 @@ pub struct Header {
     pub flags: u16,
     /// `MFLAG_*` bits.
     pub mflags: u8,
+    /// Announced address (PING/PONG/MEET only; see the module docs).
+    pub announce: Option<Announce>,
 }
+
+/// `cluster-announce-ip` / `cluster-announce-bus-port` of the sender.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Announce {
+    /// None: the address the connection comes from.
+    pub ip: Option<std::net::IpAddr>,
+    /// 0: client port + 10000.
+    pub bus_port: u16,
+}
+
+/// Size of the announce trailer.
+pub const ANNOUNCE_LEN: usize = GOSSIP_IP_LEN + 2;
 
 /// One gossip section entry of PING/PONG/MEET.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -498,7 +517,16 @@ impl Message {
     /// batches or REPLJOB with huge bodies should keep this `<= MAX_FRAME`:
     /// a larger frame is still written but every peer will drop the link.
     pub fn encoded_len(&self) -> usize {
-        HEADER_LEN + self.body.payload_len()
+        HEADER_LEN + self.body.payload_len() + self.announce_len()
+    }
+
+    fn announce_len(&self) -> usize {
+        let gossip = matches!(self.body, Body::Ping(_) | Body::Pong(_) | Body::Meet(_));
+        if gossip && self.header.announce.is_some() {
+            ANNOUNCE_LEN
+        } else {
+            0
+        }
     }
 
     /// Append one complete frame to `out`.
@@ -516,6 +544,16 @@ impl Message {
         out.put_slice(&self.header.sender);
         out.put_u8(self.header.mflags);
         self.body.encode(out);
+        if self.announce_len() != 0 {
+            if let Some(a) = &self.header.announce {
+                let text = a.ip.map(|i| i.to_string()).unwrap_or_default();
+                let ip = text.as_bytes();
+                let n = ip.len().min(GOSSIP_IP_LEN);
+                out.put_slice(&ip[..n]);
+                out.put_bytes(0, GOSSIP_IP_LEN - n);
+                out.put_u16(a.bus_port);
+            }
+        }
         let crc = frame_crc(&out[start..]);
         out[start + 12..start + 16].copy_from_slice(&crc.to_be_bytes());
     }
@@ -627,11 +665,16 @@ pub fn decode(buf: &mut BytesMut) -> Result<Option<Message>, BusError> {
         port: be_u16(frame, 18),
         flags: be_u16(frame, 16),
         mflags: frame[60],
+        announce: None,
     };
     // Validate the payload on the borrowed buffer first so an error leaves
     // `buf` untouched; only then split the frame off (O(1), no copy) and
     // build the body with payload byte strings sharing the frame.
-    let shape = parse_body_shape(ty, &buf[HEADER_LEN..total])?;
+    let mut header = header;
+    let mut shape = parse_body_shape(ty, &buf[HEADER_LEN..total])?;
+    if let Shape::Gossip(_, a) = &mut shape {
+        header.announce = a.take();
+    }
     let frame = buf.split_to(total).freeze();
     let payload = frame.slice(HEADER_LEN..);
     Ok(Some(Message {
@@ -643,7 +686,7 @@ pub fn decode(buf: &mut BytesMut) -> Result<Option<Message>, BusError> {
 /// Result of validating a payload before consuming the frame: everything
 /// that can fail is checked here, on a borrowed slice.
 enum Shape {
-    Gossip(Vec<GossipEntry>),
+    Gossip(Vec<GossipEntry>, Option<Announce>),
     Fixed,
     /// Queue name at payload[8..].
     Queue,
@@ -651,11 +694,12 @@ enum Shape {
     Jobs(Vec<(usize, usize)>),
 }
 
-fn parse_gossip(p: &[u8]) -> Result<Vec<GossipEntry>, BusError> {
+fn parse_gossip(p: &[u8]) -> Result<(Vec<GossipEntry>, Option<Announce>), BusError> {
     let mut r = Reader { buf: p, pos: 0 };
     let count = r.u16()? as usize;
+    let announced = r.remaining() == count * GOSSIP_ENTRY_LEN + ANNOUNCE_LEN;
     // Size check first: the Vec below is bounded by bytes really present.
-    if r.remaining() != count * GOSSIP_ENTRY_LEN {
+    if !announced && r.remaining() != count * GOSSIP_ENTRY_LEN {
         return Err(BusError::BadPayload(
             "gossip count does not match payload size",
         ));
@@ -684,7 +728,34 @@ fn parse_gossip(p: &[u8]) -> Result<Vec<GossipEntry>, BusError> {
             flags,
         });
     }
-    Ok(out)
+    let announce = if announced {
+        let text = read_nul_padded(r.take(GOSSIP_IP_LEN)?)?;
+        let ip = if text.is_empty() {
+            None
+        } else {
+            Some(
+                text.parse()
+                    .map_err(|_| BusError::BadPayload("announce ip not an address"))?,
+            )
+        };
+        Some(Announce {
+            ip,
+            bus_port: r.u16()?,
+        })
+    } else {
+        None
+    };
+    Ok((out, announce))
+}
+
+fn read_nul_padded(ipb: &[u8]) -> Result<String, BusError> {
+    let end = ipb.iter().position(|&b| b == 0).unwrap_or(ipb.len());
+    if ipb[end..].iter().any(|&b| b != 0) {
+        return Err(BusError::BadPayload("announce ip not NUL padded"));
+    }
+    std::str::from_utf8(&ipb[..end])
+        .map(str::to_owned)
+        .map_err(|_| BusError::BadPayload("announce ip not UTF-8"))
 }
 
 fn job_err(e: CodecError) -> BusError {
@@ -704,7 +775,7 @@ fn parse_body_shape(ty: u16, p: &[u8]) -> Result<Shape, BusError> {
         }
     };
     match ty {
-        PING | PONG | MEET => parse_gossip(p).map(Shape::Gossip),
+        PING | PONG | MEET => parse_gossip(p).map(|(g, a)| Shape::Gossip(g, a)),
         FAIL => exact(40, "FAIL payload must be 40 bytes"),
         t if JobMsg::from_type(t).is_some() => exact(44, "job-id block must be 44 bytes"),
         AUTH_CHALLENGE => exact(16, "AUTHCHALLENGE payload must be 16 bytes"),
@@ -762,7 +833,7 @@ impl Shape {
         use msg_type::*;
         let mut r = Reader { buf: p, pos: 0 };
         Ok(match self {
-            Shape::Gossip(g) => match ty {
+            Shape::Gossip(g, _) => match ty {
                 PING => Body::Ping(g),
                 PONG => Body::Pong(g),
                 _ => Body::Meet(g),
@@ -829,6 +900,7 @@ mod tests {
 
     fn hdr(mflags: u8) -> Header {
         Header {
+            announce: None,
             sender: *b"0123456789abcdef0123456789abcdef01234567",
             port: 7711,
             flags: 0x80,
@@ -991,6 +1063,28 @@ mod tests {
             assert_eq!(&d, m);
             assert_eq!(&b[..], b"DbuZ", "exactly one frame consumed");
         }
+    }
+
+    #[test]
+    fn announce_trailer_only_on_membership_frames() {
+        let mut h = hdr(0);
+        h.announce = Some(Announce {
+            ip: Some("10.1.2.3".parse().unwrap()),
+            bus_port: 30002,
+        });
+        let ping = Message::new(h, Body::Ping(Vec::new()));
+        let mut b = BytesMut::new();
+        ping.encode(&mut b);
+        assert_eq!(b.len(), HEADER_LEN + 2 + ANNOUNCE_LEN);
+        assert_eq!(decode(&mut b).unwrap().unwrap(), ping);
+        // Without announce settings the frame is the plain one.
+        let plain = Message::new(hdr(0), Body::Ping(Vec::new()));
+        assert_eq!(plain.encoded_len(), HEADER_LEN + 2);
+        // Other types never carry it (and decode without it).
+        let fail = Message::new(h, Body::Fail { node: [b'a'; 40] });
+        let mut b = BytesMut::new();
+        fail.encode(&mut b);
+        assert_eq!(decode(&mut b).unwrap().unwrap().header.announce, None);
     }
 
     #[test]

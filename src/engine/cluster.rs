@@ -47,6 +47,8 @@ pub struct NodeInfo {
     pub reconnect_at: u64,
     /// Current back-off step in ms (0 after a successful link).
     pub backoff: u64,
+    /// Bus port the node announced (0: client port + 10000).
+    pub bus_port: u16,
 }
 
 impl NodeInfo {
@@ -65,6 +67,7 @@ impl NodeInfo {
             fail_reports: Vec::new(),
             reconnect_at: 0,
             backoff: 0,
+            bus_port: 0,
         }
     }
     pub fn has(&self, f: u16) -> bool {
@@ -110,6 +113,18 @@ pub struct Cluster {
     pub stats_received: u64,
     pub node_timeout: u64,
     pub last_ping_round: u64,
+    /// `cluster-announce-*`: the address peers should use for this node.
+    pub announce: Announced,
+}
+
+/// This node's announced address (all unset = what the peers see).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Announced {
+    pub ip: Option<std::net::IpAddr>,
+    /// 0: the bound client port.
+    pub port: u16,
+    /// 0: client port + 10000.
+    pub bus_port: u16,
 }
 
 impl Cluster {
@@ -123,6 +138,7 @@ impl Cluster {
             stats_received: 0,
             node_timeout: 15_000,
             last_ping_round: 0,
+            announce: Announced::default(),
         }
     }
 

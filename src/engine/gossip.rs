@@ -27,9 +27,16 @@ pub const BUS_OFFSET: u16 = 10000;
 impl Engine {
     pub fn header(&self, mflags: u8) -> Header {
         let me = self.cluster.myself();
+        let a = self.cluster.announce;
         Header {
             sender: me.id,
-            port: me.port,
+            port: if a.port != 0 { a.port } else { me.port },
+            announce: (a.ip.is_some() || a.bus_port != 0).then_some(
+                crate::cluster::message::Announce {
+                    ip: a.ip,
+                    bus_port: a.bus_port,
+                },
+            ),
             flags: if me.has(FLAG_LEAVING) {
                 FLAG_LEAVING
             } else {
@@ -165,7 +172,16 @@ impl Engine {
         };
         let is_meet = matches!(msg.body, Body::Meet(_));
         let is_ping = matches!(msg.body, Body::Ping(_)) || is_meet;
-        if is_ping && (is_meet || self.cluster.myself().ip.is_empty()) && !local_ip.is_empty() {
+        // A node behind NAT says where it can be reached; its own
+        // announced IP is never replaced by a socket address.
+        let announced_ip = h.announce.and_then(|a| a.ip).map(|i| i.to_string());
+        let peer_ip = announced_ip.as_deref().unwrap_or(peer_ip);
+        let bus_port = h.announce.map_or(0, |a| a.bus_port);
+        if is_ping
+            && self.cluster.announce.ip.is_none()
+            && (is_meet || self.cluster.myself().ip.is_empty())
+            && !local_ip.is_empty()
+        {
             let me = self.cluster.myself_mut();
             if me.ip != local_ip {
                 me.ip = local_ip.to_string();
@@ -174,13 +190,10 @@ impl Engine {
         }
         if is_meet && sender.is_none() {
             let id = crate::engine::cluster::random_node_id(&mut self.rng);
-            self.cluster.nodes.push(super::cluster::NodeInfo::new(
-                id,
-                peer_ip.to_string(),
-                h.port,
-                FLAG_HANDSHAKE,
-                now,
-            ));
+            let mut n =
+                super::cluster::NodeInfo::new(id, peer_ip.to_string(), h.port, FLAG_HANDSHAKE, now);
+            n.bus_port = bus_port;
+            self.cluster.nodes.push(n);
             self.cluster.dirty = true;
             self.process_gossip(None, gossip, now);
         }
@@ -194,9 +207,11 @@ impl Engine {
             if is_ping {
                 // A known node talking from a new address moved.
                 if let Some(n) = self.cluster.nodes.get_mut(s as usize) {
-                    if !peer_ip.is_empty() && (n.ip != peer_ip || n.port != h.port) && s != 0 {
+                    let moved = n.ip != peer_ip || n.port != h.port || n.bus_port != bus_port;
+                    if !peer_ip.is_empty() && moved && s != 0 {
                         n.ip = peer_ip.to_string();
                         n.port = h.port;
+                        n.bus_port = bus_port;
                         n.flags &= !FLAG_NOADDR;
                         self.cluster.dirty = true;
                         if n.link {
@@ -383,7 +398,11 @@ impl Engine {
                 && now >= n.reconnect_at
             {
                 n.connecting = true;
-                let port = n.port.saturating_add(BUS_OFFSET);
+                let port = if n.bus_port != 0 {
+                    n.bus_port
+                } else {
+                    n.port.saturating_add(BUS_OFFSET)
+                };
                 self.out.connect.push((idx, n.ip.clone(), port));
             }
             let n = &mut self.cluster.nodes[i];

@@ -279,6 +279,16 @@ impl Engine {
 
     /// CLUSTER LEAVING yes|no: flips this node's LEAVING flag, which the
     /// next PING/PONG carries to every peer, and saves nodes.conf.
+    /// `cluster-announce-ip/port/bus-port`: sent in PING/PONG/MEET, and the
+    /// announced IP is this node's own address in the node table.
+    pub fn set_announce(&mut self, a: cluster::Announced) {
+        self.cluster.announce = a;
+        if let Some(ip) = a.ip {
+            self.cluster.myself_mut().ip = ip.to_string();
+            self.cluster.dirty = true;
+        }
+    }
+
     pub fn set_leaving(&mut self, on: bool) {
         let me = self.cluster.myself_mut();
         if on {

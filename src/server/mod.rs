@@ -268,6 +268,11 @@ pub async fn run(config: crate::config::Config) -> Result<Exit, String> {
     // The persisted LEAVING flag and address come with the myself line;
     // the port is always the one bound now.
     engine.set_node_timeout(config.cluster_node_timeout);
+    engine.set_announce(crate::engine::cluster::Announced {
+        ip: config.deploy.announce_ip,
+        port: config.deploy.announce_port,
+        bus_port: config.deploy.announce_bus_port,
+    });
     engine.set_port(port);
     engine.set_memory_counter(crate::memory::allocated);
     engine.set_memory_limit(config.maxmemory, crate::node::memory_policy(&config));

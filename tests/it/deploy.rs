@@ -363,3 +363,81 @@ fn sigterm_drains_queued_jobs_to_a_consumer_elsewhere() {
     let me = conf.lines().find(|l| l.contains("myself")).unwrap_or("");
     assert!(!me.contains("leaving"), "{conf}");
 }
+
+/// A port mapping (what a NAT or `docker -p` does): connections to the
+/// returned port are relayed to `to` on loopback. Counts connections.
+fn forwarder(to: u16) -> (u16, Arc<std::sync::atomic::AtomicUsize>) {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let l = std::net::TcpListener::bind("0.0.0.0:0").expect("bind forwarder");
+    let port = l.local_addr().expect("addr").port();
+    let count = Arc::new(AtomicUsize::new(0));
+    let seen = count.clone();
+    std::thread::spawn(move || {
+        for down in l.incoming().map_while(Result::ok) {
+            seen.fetch_add(1, Ordering::Relaxed);
+            let Ok(up) = std::net::TcpStream::connect(("127.0.0.1", to)) else {
+                continue;
+            };
+            for (mut from, mut to) in [
+                (down.try_clone(), up.try_clone()),
+                (up.try_clone(), down.try_clone()),
+            ]
+            .into_iter()
+            .filter_map(|(a, b)| Some((a.ok()?, b.ok()?)))
+            {
+                std::thread::spawn(move || {
+                    let _ = std::io::copy(&mut from, &mut to);
+                    let _ = to.shutdown(std::net::Shutdown::Both);
+                });
+            }
+        }
+    });
+    (port, count)
+}
+
+#[test]
+fn announced_address_and_ports_are_what_peers_use() {
+    let port = free_port_pair();
+    let (client_fwd, _) = forwarder(port);
+    let (bus_fwd, bus_conns) = forwarder(port + 10000);
+    let a = Server::start(ServerOpts {
+        port: Some(port),
+        ..ServerOpts::with_args(&[
+            "--cluster-announce-ip",
+            "127.0.0.2",
+            "--cluster-announce-port",
+            &client_fwd.to_string(),
+            "--cluster-announce-bus-port",
+            &bus_fwd.to_string(),
+        ])
+    });
+    let b = Server::start_default();
+    let (mut ca, mut cb) = (a.client(), b.client());
+    // B meets A at its real address; A's PONG/PING announce the mapped one.
+    cb.cmd(&["CLUSTER", "MEET", "127.0.0.1", &port.to_string()]);
+    let want = format!("127.0.0.2:{client_fwd}");
+    assert!(
+        wait_until(WAIT, POLL, || cb
+            .cmd(&["CLUSTER", "NODES"])
+            .text()
+            .contains(&want)
+            && cluster_field(&mut ca, "cluster_reachable_nodes") == 1
+            && cluster_field(&mut cb, "cluster_reachable_nodes") == 1),
+        "{}",
+        cb.cmd(&["CLUSTER", "NODES"]).text()
+    );
+    // B's bus link to A goes through the announced bus port.
+    assert!(wait_until(WAIT, POLL, || bus_conns
+        .load(std::sync::atomic::Ordering::Relaxed)
+        > 0));
+    // A reports the announced IP as its own.
+    let mine = ca.cmd(&["CLUSTER", "NODES"]).text();
+    assert!(
+        mine.lines()
+            .any(|l| l.contains("myself") && l.contains("127.0.0.2:")),
+        "{mine}"
+    );
+    // And a job replicated across the mapping works.
+    let id = addjob(&mut ca, "q", "x", &["REPLICATE", "2"]);
+    assert!(cb.cmd(&["SHOW", &id]).array().len() > 2);
+}
