@@ -10,23 +10,30 @@
 //! `dedup-window` seconds after the first ADDJOB. Keys are written to the
 //! AOF (`DEDUP` records, also in rewrites) so they survive restarts.
 //!
+//! When a bus link comes up (a new or restarted node, a healed partition),
+//! the node sends the peer its newest keys (up to 1024), so nodes that
+//! missed a key, or restarted without an AOF, catch up.
+//!
 //! Guarantee: a retry that starts after the first ADDJOB returned finds
 //! the key on every node that was connected to the creating node when it
-//! returned. Not covered: two ADDJOBs with the same key running at the
-//! same time on different nodes (both create a job), and nodes that were
-//! partitioned away when the key was sent (best effort, like every bus
-//! message). When two different IDs meet for one key, every node keeps the
-//! smaller, so the table still converges.
+//! returned, and on every node that has since connected to a node holding
+//! the key. Not covered: two ADDJOBs with the same key running at the same
+//! time on different nodes (both create a job), and a retry that reaches a
+//! node cut off from every node holding the key. When two different IDs
+//! meet for one key, every node keeps the smaller, so the table converges.
 
 use std::collections::{BTreeSet, HashMap};
 
 use bytes::{BufMut, Bytes, BytesMut};
 
 use super::{AofRecord, BusOut, Engine, JobHandle};
-use crate::job::JobId;
+use crate::job::{JobId, NodeIdx};
 
 /// Default `dedup-window` in seconds.
 pub const DEFAULT_WINDOW: u64 = 300;
+/// Keys sent to a peer whose link comes up: the newest ones, well below
+/// the bus link's queue bound.
+const SYNC_MAX_KEYS: usize = 1024;
 
 #[derive(Default)]
 pub struct DedupTable {
@@ -175,6 +182,41 @@ impl Engine {
         let (id, created) = (j.id, j.ctime / 1_000_000);
         let expires = created + self.dedup_window * 1000;
         self.dedup_insert(queue, key, id, expires, now);
+    }
+
+    /// A link to `peer` came up (first contact, reconnect after a
+    /// partition, restarted node): send it our newest keys, so a node that
+    /// missed them - or restarted without an AOF - learns them too.
+    pub(crate) fn dedup_sync_to(&mut self, peer: NodeIdx, now: u64) {
+        if self.dedup.is_empty() {
+            return;
+        }
+        let newest: Vec<(u64, Bytes, Bytes)> = self
+            .dedup
+            .expiry
+            .iter()
+            .rev()
+            .take(SYNC_MAX_KEYS)
+            .cloned()
+            .collect();
+        for (exp, queue, key) in newest {
+            let Some(&(id, _)) = self.dedup.entries.get(&(queue.clone(), key.clone())) else {
+                continue;
+            };
+            if exp <= now {
+                continue;
+            }
+            let mut entry = BytesMut::new();
+            encode_entry(&queue, &key, &id, &mut entry);
+            let window = (exp - now).div_ceil(1000);
+            self.out.bus.push((
+                peer,
+                BusOut::Dedup {
+                    entry: entry.freeze(),
+                    window: u32::try_from(window).unwrap_or(u32::MAX),
+                },
+            ));
+        }
     }
 
     /// DEDUP message: `window` seconds left.

@@ -120,6 +120,7 @@ impl Engine {
         n.link_time = now;
         n.backoff = 0;
         self.send_ping(idx, now);
+        self.dedup_sync_to(idx, now);
     }
 
     /// Our outbound link to `idx` failed or closed.

@@ -449,13 +449,16 @@ fn qlen_cluster_on_a_single_node_is_qlen() {
     assert_eq!(info.array()[1].array()[0].text(), "redrive");
 }
 
-/// Wait until every frame node `from` sent before now has been processed
-/// by node `to`: links are ordered, so a PAUSE broadcast sent afterwards
-/// arriving means everything before it arrived.
+/// Wait until every frame node `from` sent on its current link to `to`
+/// has been processed by `to`: links are ordered, so a PAUSE broadcast
+/// sent afterwards arriving means everything before it arrived. The PAUSE
+/// is re-sent while it does not arrive (a broadcast skips a peer whose
+/// link is still down).
 fn bus_barrier(from: &mut Client, to: &mut Client, tag: &str) {
-    from.cmd(&["PAUSE", tag, "in", "bcast"]);
-    assert!(wait_until(WAIT, POLL, || to.cmd(&["PAUSE", tag, "state"])
-        == Reply::Status("in".into())));
+    assert!(wait_until(WAIT, POLL, || {
+        from.cmd(&["PAUSE", tag, "in", "bcast"]);
+        to.cmd(&["PAUSE", tag, "state"]) == Reply::Status("in".into())
+    }));
 }
 
 #[test]
@@ -607,4 +610,23 @@ fn dead_job_state_survives_an_aof_restart() {
     let show = c.cmd(&["SHOW", &id]);
     assert_eq!(show.field("queue").text(), "rq");
     assert_eq!(show.field("dead").int(), 0);
+}
+
+#[test]
+fn dedup_keys_reach_a_node_restarted_without_aof() {
+    let mut nodes = cluster(3);
+    let id = addjob(
+        &mut nodes[0].client(),
+        "rk",
+        "b",
+        &["REPLICATE", "1", "DEDUP", "again"],
+    );
+    nodes[2].kill9();
+    nodes[2].restart();
+    crate::cluster::wait_full_mesh(&nodes);
+    let mut c0 = nodes[0].client();
+    let mut c2 = nodes[2].client();
+    bus_barrier(&mut c0, &mut c2, "barrier-restart");
+    assert_eq!(addjob(&mut c2, "rk", "b", &["DEDUP", "again"]), id);
+    assert_eq!(c2.cmd(&["QLEN", "rk"]).int(), 0);
 }

@@ -2,7 +2,8 @@
 //! same in-memory network as the Disque scenarios: dead letters under
 //! loss, partitions and a crash (a job never stays both dead-lettered and
 //! queued in its original queue), DEDUP retries across nodes of a
-//! connected cluster (never two live jobs for one key), and BACKOFF
+//! connected cluster, also on a node that was cut off when the key was
+//! created (never two live jobs for one key), and BACKOFF
 //! periods between re-deliveries. Seeds are printed on failure.
 
 use std::collections::{HashMap, HashSet};
@@ -242,6 +243,15 @@ fn dedup_scenario(seed: u64) {
     for k in 0..60u64 {
         let key = Bytes::from(format!("key-{k}"));
         let first_node = (k as usize) % n;
+        // Every fifth key is created while one node is cut off; that node
+        // must learn the key when its links come back.
+        let isolated = (k % 5 == 0).then_some((first_node + 2) % n);
+        if let Some(iso) = isolated {
+            for j in (0..n).filter(|&j| j != iso) {
+                sim.cut.insert((iso.min(j), iso.max(j)));
+            }
+            sim.run_for(100);
+        }
         let mut pending = Vec::new();
         let x = ext(|x| x.dedup_key = Some(key.clone()));
         let repl = 1 + (k % 3) as u32;
@@ -259,9 +269,17 @@ fn dedup_scenario(seed: u64) {
             }
             sim.step();
         }
+        if isolated.is_some() {
+            sim.run_for(200);
+            sim.cut.clear();
+            sim.run_for(3000);
+        }
         for r in 0..3 {
             sim.run_for(50);
-            let node = (first_node + 1 + r + (k as usize)) % n;
+            let node = match (r, isolated) {
+                (0, Some(iso)) => iso,
+                _ => (first_node + 1 + r + (k as usize)) % n,
+            };
             let x = ext(|x| x.dedup_key = Some(key.clone()));
             got.extend(add(&mut sim, node, b"q", x, 1, &mut pending));
             for _ in 0..200 {
