@@ -604,3 +604,29 @@ fn the_endpoint_speaks_https_when_tls_is_configured() {
     let _ = plain.read_to_end(&mut buf);
     assert!(!String::from_utf8_lossy(&buf).contains("200 OK"));
 }
+
+#[test]
+fn readyz_waits_for_cluster_join() {
+    // A client port whose bus port is free too, for the seed started later.
+    let seed_port = (0..100)
+        .find_map(|_| {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").ok()?;
+            let p = l.local_addr().ok()?.port();
+            (p <= 55535 && std::net::TcpListener::bind(("127.0.0.1", p + 10000)).is_ok())
+                .then_some(p)
+        })
+        .expect("a free port pair");
+    let a = http_node(&["--cluster-join", &format!("127.0.0.1:{seed_port}")]);
+    let (st, why) = get(a.http_port(), "/readyz");
+    assert_eq!(st, 503, "{why}");
+    assert!(why.contains("joining"), "{why}");
+    let _seed = Server::start(ServerOpts {
+        port: Some(seed_port),
+        ..ServerOpts::default()
+    });
+    assert!(
+        wait_until(WAIT, POLL, || get(a.http_port(), "/readyz").0 == 200),
+        "not ready after joining: {}",
+        get(a.http_port(), "/readyz").1
+    );
+}

@@ -1,6 +1,7 @@
 //! Probes: `/healthz` answers while the process serves HTTP at all;
 //! `/readyz` answers 200 only when the node can do useful work: its AOF is
-//! loaded (503 "loading" meanwhile) and writable, it is not shutting down, and (with
+//! loaded (503 "loading" meanwhile) and writable, it is not shutting down,
+//! it has met a node when `cluster-join` names seeds, and (with
 //! `readyz-require-peer yes`, the default) a node that knows other nodes
 //! has at least one of them reachable. Both stay open without
 //! `requirepass`: they reveal nothing and probes rarely carry credentials.
@@ -52,12 +53,15 @@ pub(crate) fn readiness(node: &Node) -> Result<(), String> {
     if let Some(e) = node.aof_write_error() {
         return Err(format!("AOF write error: {e}"));
     }
+    let peers = node.engine.peer_stats();
+    let others = peers
+        .iter()
+        .filter(|p| !p.myself && !p.flags.contains("handshake"))
+        .count();
+    if others == 0 && !node.config.deploy.join.is_empty() {
+        return Err("joining: no cluster-join seed reached yet".into());
+    }
     if node.config.readyz_require_peer {
-        let peers = node.engine.peer_stats();
-        let others = peers
-            .iter()
-            .filter(|p| !p.myself && !p.flags.contains("handshake"))
-            .count();
         let reachable = peers.iter().filter(|p| !p.myself && p.reachable).count();
         if others > 0 && reachable == 0 {
             return Err(format!("none of {others} known peers is reachable"));
