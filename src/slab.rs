@@ -2,17 +2,33 @@
 //! list. Jobs and queues live in slabs so that indexes and ordered sets can
 //! refer to them with 4 bytes instead of a 40-byte ID, and so that SCAN
 //! cursors are plain slot numbers that stay valid while the table changes.
+//!
+//! Slots live in fixed-size segments rather than one contiguous vector:
+//! growing never copies existing slots and never allocates more than one
+//! segment at a time, so used memory rises in small steps (a doubling
+//! vector of 8k jobs would jump by a megabyte in one insert, straight past
+//! the 75% maxmemory level to the 95% one) and a large table has no
+//! multi-gigabyte reallocation stall. The first segment still starts small
+//! and doubles up to the segment size, so a nearly empty slab stays cheap.
 
 enum Slot<T> {
     Used(T),
     Free(u32),
 }
 
+/// Slots per segment: a power of two so a handle splits with a shift.
+const SEG_BITS: u32 = 10;
+const SEG: usize = 1 << SEG_BITS;
+const SEG_MASK: usize = SEG - 1;
+
 /// Handle-addressed storage. Handles are reused after removal.
 pub struct Slab<T> {
-    slots: Vec<Slot<T>>,
+    /// Every segment but the last is full (`SEG` slots).
+    segs: Vec<Vec<Slot<T>>>,
     free_head: u32,
     len: usize,
+    /// Slots ever allocated (the next never-used handle).
+    slots: usize,
 }
 
 const NONE: u32 = u32::MAX;
@@ -20,9 +36,10 @@ const NONE: u32 = u32::MAX;
 impl<T> Default for Slab<T> {
     fn default() -> Self {
         Slab {
-            slots: Vec::new(),
+            segs: Vec::new(),
             free_head: NONE,
             len: 0,
+            slots: 0,
         }
     }
 }
@@ -38,31 +55,58 @@ impl<T> Slab<T> {
 
     /// Number of slots ever allocated (upper bound for handles and cursors).
     pub fn capacity_slots(&self) -> usize {
-        self.slots.len()
+        self.slots
+    }
+
+    fn slot(&self, h: u32) -> Option<&Slot<T>> {
+        let h = h as usize;
+        self.segs.get(h >> SEG_BITS)?.get(h & SEG_MASK)
+    }
+
+    fn slot_mut(&mut self, h: u32) -> Option<&mut Slot<T>> {
+        let h = h as usize;
+        self.segs.get_mut(h >> SEG_BITS)?.get_mut(h & SEG_MASK)
     }
 
     pub fn insert(&mut self, value: T) -> u32 {
         self.len += 1;
         if self.free_head != NONE {
             let h = self.free_head;
-            if let Some(slot) = self.slots.get_mut(h as usize) {
-                if let Slot::Free(next) = *slot {
-                    self.free_head = next;
+            let mut next = NONE;
+            if let Some(slot) = self.slot_mut(h) {
+                if let Slot::Free(n) = *slot {
+                    next = n;
                 }
                 *slot = Slot::Used(value);
             }
+            self.free_head = next;
             return h;
         }
-        self.slots.push(Slot::Used(value));
-        (self.slots.len() - 1) as u32
+        let h = self.slots;
+        if self.segs.last().is_none_or(|seg| seg.len() >= SEG) {
+            // Later segments are allocated whole: one bounded step.
+            let cap = if self.segs.is_empty() { 0 } else { SEG };
+            self.segs.push(Vec::with_capacity(cap));
+        }
+        if let Some(seg) = self.segs.last_mut() {
+            if seg.len() == seg.capacity() {
+                // Only the first segment grows in place, doubling up to SEG.
+                let want = (seg.capacity() * 2).clamp(4, SEG);
+                seg.reserve_exact(want - seg.len());
+            }
+            seg.push(Slot::Used(value));
+        }
+        self.slots += 1;
+        h as u32
     }
 
     pub fn remove(&mut self, h: u32) -> Option<T> {
-        let slot = self.slots.get_mut(h as usize)?;
+        let free_head = self.free_head;
+        let slot = self.slot_mut(h)?;
         if matches!(slot, Slot::Free(_)) {
             return None;
         }
-        let old = std::mem::replace(slot, Slot::Free(self.free_head));
+        let old = std::mem::replace(slot, Slot::Free(free_head));
         self.free_head = h;
         self.len -= 1;
         match old {
@@ -72,28 +116,37 @@ impl<T> Slab<T> {
     }
 
     pub fn get(&self, h: u32) -> Option<&T> {
-        match self.slots.get(h as usize) {
+        match self.slot(h) {
             Some(Slot::Used(v)) => Some(v),
             _ => None,
         }
     }
 
     pub fn get_mut(&mut self, h: u32) -> Option<&mut T> {
-        match self.slots.get_mut(h as usize) {
+        match self.slot_mut(h) {
             Some(Slot::Used(v)) => Some(v),
             _ => None,
         }
     }
 
-    /// Iterate used slots starting at `from` (inclusive).
+    /// Iterate used slots starting at `from` (inclusive), without walking
+    /// the slots before it.
     pub fn iter_from(&self, from: usize) -> impl Iterator<Item = (u32, &T)> {
-        self.slots
+        let first = from >> SEG_BITS;
+        let offset = from & SEG_MASK;
+        self.segs
             .iter()
             .enumerate()
-            .skip(from)
-            .filter_map(|(i, s)| match s {
-                Slot::Used(v) => Some((i as u32, v)),
-                Slot::Free(_) => None,
+            .skip(first)
+            .flat_map(move |(si, seg)| {
+                let skip = if si == first { offset } else { 0 };
+                seg.iter()
+                    .enumerate()
+                    .skip(skip)
+                    .filter_map(move |(i, s)| match s {
+                        Slot::Used(v) => Some(((si << SEG_BITS | i) as u32, v)),
+                        Slot::Free(_) => None,
+                    })
             })
     }
 
@@ -106,10 +159,11 @@ impl<T> Slab<T> {
     }
 
     pub fn clear(&mut self) {
-        self.slots.clear();
-        self.slots.shrink_to_fit();
+        self.segs.clear();
+        self.segs.shrink_to_fit();
         self.free_head = NONE;
         self.len = 0;
+        self.slots = 0;
     }
 }
 
@@ -130,5 +184,34 @@ mod tests {
         assert_eq!(s.get(b), Some(&"b"));
         assert_eq!(s.iter_from(1).count(), 1);
         assert_eq!(s.len(), 2);
+    }
+
+    #[test]
+    fn handles_span_segments_and_iterate_from_any_slot() {
+        let mut s = Slab::default();
+        let n = 3 * SEG + 17;
+        for i in 0..n {
+            assert_eq!(s.insert(i), i as u32);
+        }
+        assert_eq!(s.capacity_slots(), n);
+        // Later segments are allocated whole, the first grew to exactly SEG.
+        assert!(s.segs.iter().all(|seg| seg.capacity() == SEG));
+        for h in [0, SEG - 1, SEG, 2 * SEG + 5, n - 1] {
+            assert_eq!(s.get(h as u32), Some(&h));
+        }
+        assert_eq!(s.get(n as u32), None);
+        assert_eq!(s.remove(SEG as u32), Some(SEG));
+        assert_eq!(s.remove((SEG + 1) as u32), Some(SEG + 1));
+        let from: Vec<u32> = s.iter_from(SEG - 1).map(|(h, _)| h).take(3).collect();
+        assert_eq!(from, vec![SEG as u32 - 1, SEG as u32 + 2, SEG as u32 + 3]);
+        assert_eq!(s.iter_from(n).count(), 0);
+        assert_eq!(s.iter().count(), n - 2);
+        // Freed slots are reused before a new one is allocated.
+        assert_eq!(s.insert(7), SEG as u32 + 1);
+        assert_eq!(s.insert(8), SEG as u32);
+        assert_eq!(s.insert(9), n as u32);
+        s.clear();
+        assert_eq!((s.len(), s.capacity_slots(), s.iter().count()), (0, 0, 0));
+        assert_eq!(s.insert(1), 0);
     }
 }

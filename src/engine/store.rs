@@ -4,6 +4,12 @@
 //! any job), and the scheduler's timer buckets. Lookup is O(1),
 //! scheduling O(log buckets).
 //!
+//! The index is split by other hash bits into `SHARDS` independent tables
+//! so that a table doubling rehashes and allocates 1/`SHARDS` of it: used
+//! memory grows in small steps (the maxmemory levels are crossed one at a
+//! time) and ten million jobs never stall on one big rehash. The slab is
+//! segmented for the same reason.
+//!
 //! Timers are 10 ms buckets of handles with lazy deletion: rescheduling
 //! only appends the handle to its new bucket, and a popped entry counts
 //! only if the job's current wake-up time still falls in that bucket. This
@@ -21,11 +27,18 @@ pub type JobHandle = u32;
 
 pub struct JobStore {
     slab: Slab<Job>,
-    /// `hash32 << 32 | handle`.
-    index: HashTable<u64>,
+    /// `hash32 << 32 | handle`, in the shard picked by the hash's low byte.
+    index: Box<[HashTable<u64>; SHARDS]>,
     hasher: std::collections::hash_map::RandomState,
     /// bucket end time (ms) -> handles that may be due by then.
     awake: BTreeMap<u64, Vec<JobHandle>>,
+}
+
+/// Index shards: a power of two up to 256 (the shard is a hash byte).
+const SHARDS: usize = 256;
+
+fn empty_index() -> Box<[HashTable<u64>; SHARDS]> {
+    Box::new(std::array::from_fn(|_| HashTable::new()))
 }
 
 /// Timer granularity in ms.
@@ -45,7 +58,7 @@ impl Default for JobStore {
     fn default() -> Self {
         JobStore {
             slab: Slab::default(),
-            index: HashTable::new(),
+            index: empty_index(),
             hasher: std::collections::hash_map::RandomState::new(),
             awake: BTreeMap::new(),
         }
@@ -53,10 +66,12 @@ impl Default for JobStore {
 }
 
 impl JobStore {
-    /// 32 bits of a keyed SipHash of the ID (client-chosen IDs cannot
-    /// flood one bucket).
-    fn hash32(&self, id: &JobId) -> u32 {
-        (self.hasher.hash_one(id.0) >> 32) as u32
+    /// The index shard and 32 stored bits of a keyed SipHash of the ID
+    /// (client-chosen IDs cannot flood one bucket). The shard comes from
+    /// bits that are not stored: within a shard all 32 stored bits vary.
+    fn hash(&self, id: &JobId) -> (usize, u32) {
+        let h = self.hasher.hash_one(id.0);
+        (h as usize % SHARDS, (h >> 32) as u32)
     }
 
     pub fn len(&self) -> usize {
@@ -68,9 +83,9 @@ impl JobStore {
     }
 
     pub fn lookup(&self, id: &JobId) -> Option<JobHandle> {
-        let h32 = self.hash32(id);
+        let (shard, h32) = self.hash(id);
         let slab = &self.slab;
-        self.index
+        self.index[shard]
             .find(spread(h32), |&v| {
                 (v >> 32) as u32 == h32 && slab.get(v as u32).is_some_and(|j| j.id == *id)
             })
@@ -80,10 +95,10 @@ impl JobStore {
     /// Insert a job unless its ID is already present (one hash, one probe).
     /// None (the job dropped) on a duplicate ID.
     pub fn insert_new(&mut self, job: Job) -> Option<JobHandle> {
-        let h32 = self.hash32(&job.id);
+        let (shard, h32) = self.hash(&job.id);
         let slab = &self.slab;
         let id = job.id;
-        let entry = self.index.entry(
+        let entry = self.index[shard].entry(
             spread(h32),
             |&v| (v >> 32) as u32 == h32 && slab.get(v as u32).is_some_and(|j| j.id == id),
             |&v| spread((v >> 32) as u32),
@@ -102,9 +117,9 @@ impl JobStore {
     /// Remove a job from the table and the scheduler.
     pub fn remove(&mut self, h: JobHandle) -> Option<Job> {
         let job = self.slab.get(h)?;
-        let h32 = self.hash32(&job.id);
+        let (shard, h32) = self.hash(&job.id);
         // Its timer entry goes stale and is skipped when popped.
-        if let Ok(entry) = self.index.find_entry(spread(h32), |&v| v as u32 == h) {
+        if let Ok(entry) = self.index[shard].find_entry(spread(h32), |&v| v as u32 == h) {
             entry.remove();
         }
         self.slab.remove(h)
@@ -176,7 +191,7 @@ impl JobStore {
 
     pub fn clear(&mut self) {
         self.slab.clear();
-        self.index = HashTable::new();
+        self.index = empty_index();
         self.awake.clear();
     }
 }

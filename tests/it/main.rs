@@ -20,6 +20,7 @@ mod getjob;
 mod jobs;
 mod leaving;
 mod memory;
+mod memory_growth;
 mod observe;
 mod pki;
 mod protocol;
