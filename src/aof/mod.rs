@@ -7,8 +7,10 @@
 //! - `rewrite`: one rewrite as the writer runs it (temp file, diff, rename).
 //! - `loader`: replaying a file into the engine at startup / DEBUG LOADAOF.
 //! - `check`: `disque-server --check-aof FILE [--fix]`.
+//! - `faults`: injected fsync errors and slow writes (`DEBUG DISK-FAULT`).
 
 pub mod check;
+pub mod faults;
 pub mod loader;
 pub mod reader;
 mod rewrite;

@@ -88,7 +88,7 @@ impl Rewrite {
         self.since_fsync += bytes.len() as u64;
         if self.incremental_fsync && self.since_fsync >= INCREMENTAL_FSYNC_BYTES {
             self.since_fsync = 0;
-            if let Err(e) = tmp.sync_data() {
+            if let Err(e) = super::faults::sync_data(tmp) {
                 self.error = Some(strerror(&e));
             }
         }
@@ -113,7 +113,7 @@ impl Rewrite {
             return Err("no temp file".into());
         };
         tmp.write_all(&self.diff).map_err(|e| strerror(&e))?;
-        tmp.sync_all()
+        super::faults::sync_all(&tmp)
             .map_err(|e| format!("fsync: {}", strerror(&e)))?;
         let size = tmp.metadata().map_err(|e| strerror(&e))?.len();
         std::fs::rename(&self.tmp_path, aof).map_err(|e| format!("rename: {}", strerror(&e)))?;

@@ -82,12 +82,25 @@ pub struct RewriteReport {
 #[derive(Default)]
 pub struct Report {
     pub write_error: Option<String>,
+    /// An fsync failed: what the kernel held may be gone although a later
+    /// fsync succeeds, so only a rewrite from memory clears `write_error`.
+    pub fsync_failed: bool,
+    pub rewrite: Option<RewriteReport>,
+}
+
+/// What a `take_report` hands the node.
+pub struct ReportTaken {
+    pub write_error: Option<String>,
+    pub fsync_failed: bool,
     pub rewrite: Option<RewriteReport>,
 }
 
 /// What the writer thread publishes for the rest of the node.
 pub struct Published {
     synced: watch::Sender<u64>,
+    /// The current write/fsync error: waiters give up with it instead of
+    /// hanging until the disk recovers.
+    failed: watch::Sender<Option<String>>,
     /// Mirrors `written` for waiters (everysec/no replies wait for it).
     written_w: watch::Sender<u64>,
     pub written: AtomicU64,
@@ -107,16 +120,31 @@ impl Published {
     }
 
     /// Take the report if it changed since the last call.
-    pub fn take_report(&self) -> Option<(Option<String>, Option<RewriteReport>)> {
-        if !self.report_dirty.swap(false, Ordering::AcqRel) {
+    pub fn take_report(&self) -> Option<ReportTaken> {
+        // A plain load first: this runs before every write command.
+        if !self.report_dirty.load(Ordering::Acquire)
+            || !self.report_dirty.swap(false, Ordering::AcqRel)
+        {
             return None;
         }
         let mut r = self.report.lock().unwrap_or_else(|e| e.into_inner());
-        Some((r.write_error.clone(), r.rewrite.take()))
+        Some(ReportTaken {
+            write_error: r.write_error.clone(),
+            fsync_failed: r.fsync_failed,
+            rewrite: r.rewrite.take(),
+        })
     }
 
     pub fn subscribe(&self) -> watch::Receiver<u64> {
         self.synced.subscribe()
+    }
+
+    fn wait_on(&self, rx: watch::Receiver<u64>, seq: u64) -> SyncWait {
+        SyncWait {
+            rx,
+            failed: self.failed.subscribe(),
+            seq,
+        }
     }
 
     fn publish_written(&self, seq: u64) {
@@ -126,17 +154,35 @@ impl Published {
 }
 
 /// "Reply after fsync": resolves once the record numbered `seq` is durable
-/// according to the policy. False if the writer went away first (shutdown),
-/// in which case the caller must not claim success.
+/// according to the policy. The caller must not claim success otherwise.
 pub struct SyncWait {
     rx: watch::Receiver<u64>,
+    failed: watch::Receiver<Option<String>>,
     seq: u64,
 }
 
+/// Why a `SyncWait` did not complete.
+#[derive(Debug, PartialEq, Eq)]
+pub enum NotDurable {
+    /// Writing or fsyncing the AOF fails (the text is the `strerror`):
+    /// the records stay queued and are retried, the client is told now.
+    Disk(String),
+    /// The writer went away (shutdown).
+    Gone,
+}
+
 impl SyncWait {
-    pub async fn wait(mut self) -> bool {
+    pub async fn wait(mut self) -> Result<(), NotDurable> {
         let seq = self.seq;
-        self.rx.wait_for(|&s| s >= seq).await.is_ok()
+        tokio::select! {
+            // Done wins over a failure reported in the same instant.
+            biased;
+            r = self.rx.wait_for(|&s| s >= seq) => r.map(|_| ()).map_err(|_| NotDurable::Gone),
+            r = self.failed.wait_for(Option::is_some) => match r {
+                Ok(e) => Err(NotDurable::Disk(e.clone().unwrap_or_default())),
+                Err(_) => Err(NotDurable::Gone),
+            },
+        }
     }
 }
 
@@ -169,6 +215,7 @@ impl Writer {
         let (synced, _) = watch::channel(0u64);
         let published = Arc::new(Published {
             synced,
+            failed: watch::channel(None).0,
             written: AtomicU64::new(0),
             written_w: watch::channel(0).0,
             current_size: AtomicU64::new(size),
@@ -191,6 +238,7 @@ impl Writer {
             policy,
             last_fsync: Instant::now(),
             error: None,
+            fsync_failed: false,
             rewrite: None,
             published: published.clone(),
         };
@@ -231,18 +279,14 @@ impl Writer {
     }
 
     pub fn sync_wait(&self, seq: u64) -> SyncWait {
-        SyncWait {
-            rx: self.published.subscribe(),
-            seq,
-        }
+        let p = &self.published;
+        p.wait_on(p.subscribe(), seq)
     }
 
     /// Completes once records up to `seq` were handed to the kernel.
     pub fn write_wait(&self, seq: u64) -> SyncWait {
-        SyncWait {
-            rx: self.published.written_w.subscribe(),
-            seq,
-        }
+        let p = &self.published;
+        p.wait_on(p.written_w.subscribe(), seq)
     }
 
     /// Flush, fsync and stop the thread (graceful shutdown).
@@ -289,6 +333,9 @@ struct Thread {
     policy: AppendFsync,
     last_fsync: Instant,
     error: Option<String>,
+    /// Sticky after a failed fsync until a rewrite is adopted (see
+    /// `Report::fsync_failed`).
+    fsync_failed: bool,
     rewrite: Option<Rewrite>,
     published: Arc<Published>,
 }
@@ -408,6 +455,10 @@ impl Thread {
     }
 
     fn set_error(&mut self, e: Option<String>) {
+        if e.is_none() && self.fsync_failed {
+            // Only an adopted rewrite clears an fsync failure.
+            return;
+        }
         if self.error != e {
             if let Some(msg) = &e {
                 tracing::warn!(error = %msg, "Error writing to the AOF file.");
@@ -415,7 +466,14 @@ impl Thread {
                 tracing::info!("AOF write error solved: the AOF can be written again.");
             }
             self.error = e.clone();
-            self.published.publish_report(|r| r.write_error = e);
+            let fsync_failed = self.fsync_failed;
+            // Report first: a waiter told of the failure and retrying at
+            // once must find the node already refusing writes.
+            self.published.publish_report(|r| {
+                r.write_error = e.clone();
+                r.fsync_failed = fsync_failed;
+            });
+            self.published.failed.send_replace(e);
         }
     }
 
@@ -426,6 +484,9 @@ impl Thread {
             self.publish_synced(self.seen_seq);
             return;
         };
+        if !self.buf.is_empty() {
+            super::faults::before_write();
+        }
         let mut done = 0;
         let mut err = None;
         while done < self.buf.len() {
@@ -441,6 +502,11 @@ impl Thread {
                     break;
                 }
             }
+        }
+        if err.is_some() && done > 0 && file.set_len(self.size).is_ok() {
+            // A full disk took part of the buffer: cut the file back so it
+            // ends on a record boundary (loadable as is) and retry it all.
+            done = 0;
         }
         if done > 0 {
             self.size += done as u64;
@@ -487,7 +553,7 @@ impl Thread {
         }
         let upto = self.written_seq;
         let started = Instant::now();
-        let r = file.sync_data();
+        let r = super::faults::sync_data(file);
         crate::metrics::shell()
             .fsync
             .observe(started.elapsed().as_micros() as u64);
@@ -497,7 +563,13 @@ impl Thread {
                 self.last_fsync = Instant::now();
                 self.publish_synced(upto);
             }
-            Err(e) => self.set_error(Some(format!("fsync: {}", strerror(&e)))),
+            Err(e) => {
+                // The kernel may have dropped the pages it failed to write
+                // and a later fsync would not notice: the file is suspect
+                // until a rewrite from memory replaces it.
+                self.fsync_failed = true;
+                self.set_error(Some(format!("fsync: {}", strerror(&e))));
+            }
         }
     }
 
@@ -544,6 +616,7 @@ impl Thread {
             self.published.publish_written(self.written_seq);
             self.published.current_size.store(size, Ordering::Relaxed);
             self.publish_synced(self.seen_seq);
+            self.fsync_failed = false;
             self.set_error(None);
         }
         tracing::info!(
@@ -607,7 +680,7 @@ mod tests {
         let ok = rt.block_on(async {
             tokio::time::timeout(Duration::from_secs(10), w.sync_wait(2).wait()).await
         });
-        assert_eq!(ok, Ok(true));
+        assert_eq!(ok, Ok(Ok(())));
         assert_eq!(w.published.written.load(Ordering::Acquire), 2);
         assert_eq!(
             read(&path),
@@ -676,7 +749,7 @@ mod tests {
         let ok = rt.block_on(async {
             tokio::time::timeout(Duration::from_secs(10), w.sync_wait(1).wait()).await
         });
-        assert_eq!(ok, Ok(true));
+        assert_eq!(ok, Ok(Ok(())));
         w.stop(Duration::from_secs(10)).unwrap();
         assert!(!path.exists());
     }

@@ -37,6 +37,28 @@ pub fn debug(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
             Err(e) => Reply::from(WireError::Other(e)).into(),
         };
     }
+    if eq_ic(sub, "disk-fault") && (n == 3 || n == 4) {
+        // Test and drill hook (docs/PERSISTENCE.md, "Disk faults").
+        use crate::aof::faults::{self, Fault};
+        let fault = match (args.get(2), args.get(3)) {
+            (Some(f), None) if eq_ic(f, "none") => Fault::None,
+            (Some(f), None) if eq_ic(f, "fsync-error") => Fault::FsyncError,
+            (Some(f), Some(ms)) if eq_ic(f, "slow-writes") => match super::string2ll(ms) {
+                Some(ms) if (0..=60_000).contains(&ms) => {
+                    Fault::SlowWrites(std::time::Duration::from_millis(ms as u64))
+                }
+                _ => return Reply::from(WireError::Other("invalid delay".into())).into(),
+            },
+            _ => {
+                return Reply::from(WireError::Other(
+                    "DEBUG DISK-FAULT none | fsync-error | slow-writes <ms>".into(),
+                ))
+                .into()
+            }
+        };
+        faults::set(fault);
+        return Reply::ok().into();
+    }
     if eq_ic(sub, "structsize") && n == 2 {
         let text = format!(
             "bits:{} job:{} queue:{} nodeset:{}\r\n",

@@ -403,8 +403,9 @@ pub fn dispatch(node: &mut Node, client: &mut ClientState, args: &[Bytes], now: 
             return err(WireError::Oom);
         }
     }
-    if let Some(e) = node.aof_write_error() {
-        if spec.flags & F_WRITE != 0 || spec.name == "ping" {
+    if spec.flags & F_WRITE != 0 || spec.name == "ping" {
+        crate::node::persistence::poll_writer(node, now);
+        if let Some(e) = node.aof_write_error() {
             return err(WireError::Misconf(e.to_string()));
         }
     }

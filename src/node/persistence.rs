@@ -58,6 +58,8 @@ impl AofState {
 pub struct AofStatus {
     pub state: AofState,
     pub last_write_error: Option<String>,
+    /// An fsync failed and no rewrite has replaced the file since.
+    pub fsync_failed: bool,
     pub rewrite_in_progress: bool,
     pub rewrite_scheduled: bool,
     pub last_rewrite_ok: bool,
@@ -83,6 +85,7 @@ impl Default for AofStatus {
         AofStatus {
             state: AofState::Off,
             last_write_error: None,
+            fsync_failed: false,
             rewrite_in_progress: false,
             rewrite_scheduled: false,
             last_rewrite_ok: true,
@@ -221,12 +224,28 @@ pub fn dispatch(node: &mut Node, recs: Vec<AofRecord>, now: u64) {
     }
     let p = &aof.writer.published;
     node.aof.current_size = p.current_size.load(Ordering::Relaxed);
-    if let Some((err, rewrite)) = p.take_report() {
-        node.aof.last_write_error = err;
-        if let Some(r) = rewrite {
+    if let Some(report) = p.take_report() {
+        node.aof.last_write_error = report.write_error;
+        if report.fsync_failed && !node.aof.fsync_failed {
+            // The file may have lost what the kernel failed to write: a
+            // rewrite from memory replaces it (retried until it succeeds,
+            // MISCONF until then).
+            tracing::warn!("AOF fsync failed: rewriting the AOF from memory.");
+            node.aof.rewrite_scheduled = true;
+            aof.retry_rewrite_at = now;
+        }
+        node.aof.fsync_failed = report.fsync_failed;
+        if let Some(r) = report.rewrite {
             rewrite_done(node, r, now);
         }
     }
+}
+
+/// Pick up what the writer reported (a write error, a finished rewrite)
+/// now rather than at the next cron: called before each write command so
+/// -MISCONF starts with the first command after a failure.
+pub fn poll_writer(node: &mut Node, now: u64) {
+    dispatch(node, Vec::new(), now);
 }
 
 /// The wait a connection must complete before writing the replies of the
@@ -412,7 +431,7 @@ fn rewrite_done(node: &mut Node, r: writer::RewriteReport, now: u64) {
         Err(e) => {
             tracing::warn!(error = %e, "Background AOF rewrite terminated with error.");
             node.aof.last_rewrite_ok = false;
-            if node.aof.state == AofState::WaitRewrite {
+            if node.aof.state == AofState::WaitRewrite || node.aof.fsync_failed {
                 node.aof.rewrite_scheduled = true;
                 if let Some(a) = &mut node.aof_writer {
                     a.retry_rewrite_at = now + REWRITE_RETRY_MS;

@@ -16,6 +16,7 @@ use tokio::sync::{mpsc, oneshot};
 use tracing::Instrument;
 
 use super::Shared;
+use crate::aof::writer::NotDurable;
 use crate::commands::{self, Outcome};
 use crate::errors::WireError;
 use crate::node::{ClientInfo, ClientState, ReplyMode};
@@ -135,15 +136,21 @@ async fn serve<S: ClientStream>(
                 read_bytes,
                 &mut spent,
             );
-            spent.clear();
             read_bytes = 0;
-            // appendfsync always: no reply of this batch leaves before its
-            // AOF records are fsynced (awaited outside the lock).
+            // No reply of this batch leaves before its AOF records are
+            // written (fsynced with `always`), awaited outside the lock.
+            // If the disk fails meanwhile, the commands that produced
+            // records are answered -MISCONF instead of hanging.
             if let Some(w) = aof_sync {
-                if !w.wait().await {
-                    return Ok(());
+                match w.wait().await {
+                    Ok(()) => {}
+                    Err(NotDurable::Gone) => return Ok(()),
+                    Err(NotDurable::Disk(e)) => {
+                        misconf_replies(&mut wbuf, &spent.durable, &e, client.proto)
+                    }
                 }
             }
+            spent.clear();
             match step {
                 Step::Continue => {}
                 Step::Paused(until) => {
@@ -257,7 +264,9 @@ fn run_batch(
             if before == ReplyMode::Skip {
                 client.reply_mode = ReplyMode::On;
             }
+            let records_before = node.engine.pending_aof_records();
             let out = commands::dispatch(node, client, &args, now);
+            let durable = node.engine.pending_aof_records() > records_before;
             let after = client.reply_mode;
             let suppress = matches!(after, ReplyMode::Off | ReplyMode::Skip)
                 || (before == ReplyMode::Skip && after == ReplyMode::On);
@@ -265,7 +274,11 @@ fn run_batch(
             match out {
                 Outcome::Reply(r) => {
                     if !suppress {
+                        let at = wbuf.len();
                         encode(&r, client.proto, wbuf);
+                        if durable {
+                            spent.durable.push((at, wbuf.len()));
+                        }
                     }
                     spent.replies.push(r);
                     // As in Redis, the first 16 KB (its static reply
@@ -336,13 +349,38 @@ fn run_batch(
 struct Spent {
     args: Vec<Vec<Bytes>>,
     replies: Vec<Reply>,
+    /// `wbuf` ranges of the replies of commands that produced AOF records.
+    durable: Vec<(usize, usize)>,
 }
 
 impl Spent {
     fn clear(&mut self) {
         self.args.clear();
         self.replies.clear();
+        self.durable.clear();
     }
+}
+
+/// The AOF could not be written: replace the replies of the commands whose
+/// records it holds (`spans`, ascending) by -MISCONF. Their effects stay in
+/// memory and reach the file once the disk recovers; the client is told
+/// that they are not on disk.
+fn misconf_replies(wbuf: &mut BytesMut, spans: &[(usize, usize)], error: &str, proto: u8) {
+    let Some(&(first, _)) = spans.first() else {
+        return;
+    };
+    let old = wbuf.split_off(first);
+    let mut at = first;
+    for &(start, end) in spans {
+        wbuf.extend_from_slice(&old[at - first..start - first]);
+        encode(
+            &Reply::from(WireError::Misconf(error.to_string())),
+            proto,
+            wbuf,
+        );
+        at = end;
+    }
+    wbuf.extend_from_slice(&old[at - first..]);
 }
 
 /// Await a blocked command's reply; Ok(None) when the client went away.
@@ -381,8 +419,10 @@ async fn wait_blocked<S: ClientStream>(
         crate::node::persistence::produced_sync(node)
     });
     if let Some(w) = aof_sync {
-        if !w.wait().await {
-            return Ok(None);
+        match w.wait().await {
+            Ok(()) => {}
+            Err(NotDurable::Gone) => return Ok(None),
+            Err(NotDurable::Disk(e)) => return Ok(Some(WireError::Misconf(e).into())),
         }
     }
     // The engine always answers before dropping a waiter; a dropped sender

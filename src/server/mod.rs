@@ -201,7 +201,7 @@ impl Shared {
         if let Some(wait) = durable {
             let bus = self.bus.clone();
             tokio::spawn(async move {
-                if wait.wait().await {
+                if wait.wait().await.is_ok() {
                     for (to, frame) in deferred {
                         bus.send(to, frame);
                     }

@@ -55,15 +55,23 @@ impl NodesConf {
         ))
     }
 
-    /// Replace the file atomically and durably.
+    /// Replace the file atomically and durably. On failure the old file
+    /// is untouched and the temp file removed (a full disk must not keep a
+    /// half-written copy).
     pub fn save(&mut self, text: &str) -> std::io::Result<()> {
         let tmp = format!("{}.tmp-{}", self.path, std::process::id());
-        {
-            let mut f = File::create(&tmp)?;
+        let written = File::create(&tmp).and_then(|mut f| {
             f.write_all(text.as_bytes())?;
-            f.sync_all()?;
+            f.sync_all()
+        });
+        if let Err(e) = written {
+            let _ = std::fs::remove_file(&tmp);
+            return Err(e);
         }
-        std::fs::rename(&tmp, &self.path)?;
+        if let Err(e) = std::fs::rename(&tmp, &self.path) {
+            let _ = std::fs::remove_file(&tmp);
+            return Err(e);
+        }
         let dir = std::path::Path::new(&self.path)
             .parent()
             .filter(|p| !p.as_os_str().is_empty())

@@ -52,32 +52,52 @@ fn sample_stats(node: &mut crate::node::Node, now: u64) {
 }
 
 /// Saves nodes.conf whenever `Shared::with` finds the table changed
-/// (notifications coalesce while a save is running).
+/// (notifications coalesce while a save is running). A failed save (full
+/// disk, I/O error) is logged and retried every second with the newest
+/// table until it succeeds; the old file stays intact meanwhile.
 pub async fn nodes_conf_saver(shared: Arc<Shared>) {
     let mut shutdown = shared.shutdown_rx();
+    let mut failed: Option<String> = None;
     loop {
+        let retry = failed.is_some();
         tokio::select! {
-            _ = shared.save_notify.notified() => save_nodes_conf(&shared).await,
+            _ = shared.save_notify.notified() => {}
+            _ = tokio::time::sleep(Duration::from_secs(1)), if retry => {}
             _ = shutdown.changed() => return,
         }
+        failed = save_nodes_conf_or(&shared, failed.take()).await;
     }
 }
 
 /// Persist the node table if it changed: the text is taken under the
 /// engine lock, the write and its two fsyncs run on a blocking thread.
 pub async fn save_nodes_conf(shared: &Arc<Shared>) {
-    let text = shared.with(|node, _| node.engine.take_nodes_conf());
-    let Some(text) = text else { return };
+    save_nodes_conf_or(shared, None).await;
+}
+
+/// Save the newest table, or `previous` (a failed save's text) when the
+/// table has not changed since. Returns the text when the save failed.
+async fn save_nodes_conf_or(shared: &Arc<Shared>, previous: Option<String>) -> Option<String> {
+    let text = shared
+        .with(|node, _| node.engine.take_nodes_conf())
+        .or(previous)?;
     let shared = shared.clone();
     let save = tokio::task::spawn_blocking(move || {
         let mut guard = shared.nodes_conf.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(nc) = guard.as_mut() {
-            if let Err(e) = nc.save(&text) {
-                tracing::warn!(path = %nc.path, error = %e, "Could not save the cluster configuration.");
+        let nc = guard.as_mut()?;
+        match nc.save(&text) {
+            Ok(()) => None,
+            Err(e) => {
+                tracing::warn!(path = %nc.path, error = %e, "Could not save the cluster configuration, retrying in 1 second.");
+                Some(text)
             }
         }
     });
-    if let Err(e) = save.await {
-        tracing::warn!(error = %e, "The cluster configuration save task failed.");
+    match save.await {
+        Ok(failed) => failed,
+        Err(e) => {
+            tracing::warn!(error = %e, "The cluster configuration save task failed.");
+            None
+        }
     }
 }

@@ -15,6 +15,7 @@ mod cluster;
 mod compat;
 mod config;
 mod deploy;
+mod disk_faults;
 mod extensions;
 mod getjob;
 mod jobs;

@@ -1,0 +1,63 @@
+//! Injected disk faults for tests and drills (`DEBUG DISK-FAULT`): make the
+//! AOF writer's fsyncs fail with EIO, or delay each of its writes. A full
+//! disk needs no hook (tests mount a small tmpfs); a failing fsync and a
+//! slow device cannot be produced honestly without root-only device-mapper
+//! tricks, so the writer asks this module before touching the device.
+//! Process-wide and off by default; every check is one relaxed load.
+
+use std::fs::File;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::time::Duration;
+
+static FSYNC_FAILS: AtomicBool = AtomicBool::new(false);
+static WRITE_DELAY_MS: AtomicU64 = AtomicU64::new(0);
+
+/// The fault currently injected.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fault {
+    None,
+    /// Every fsync of an AOF file (live or rewrite temp) fails with EIO.
+    FsyncError,
+    /// Every write to an AOF file first sleeps this long.
+    SlowWrites(Duration),
+}
+
+pub fn set(fault: Fault) {
+    let (fail, delay) = match fault {
+        Fault::None => (false, 0),
+        Fault::FsyncError => (true, 0),
+        Fault::SlowWrites(d) => (false, d.as_millis() as u64),
+    };
+    FSYNC_FAILS.store(fail, Relaxed);
+    WRITE_DELAY_MS.store(delay, Relaxed);
+    if fault != Fault::None {
+        tracing::warn!(?fault, "Disk fault injected (DEBUG DISK-FAULT).");
+    }
+}
+
+fn fsync_fault() -> std::io::Result<()> {
+    if FSYNC_FAILS.load(Relaxed) {
+        return Err(std::io::Error::from_raw_os_error(libc::EIO));
+    }
+    Ok(())
+}
+
+/// `File::sync_data`, unless fsyncs are made to fail.
+pub fn sync_data(f: &File) -> std::io::Result<()> {
+    fsync_fault()?;
+    f.sync_data()
+}
+
+/// `File::sync_all`, unless fsyncs are made to fail.
+pub fn sync_all(f: &File) -> std::io::Result<()> {
+    fsync_fault()?;
+    f.sync_all()
+}
+
+/// Called before each write: the injected latency of a slow device.
+pub fn before_write() {
+    let ms = WRITE_DELAY_MS.load(Relaxed);
+    if ms > 0 {
+        std::thread::sleep(Duration::from_millis(ms));
+    }
+}
