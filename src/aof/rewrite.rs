@@ -113,8 +113,7 @@ impl Rewrite {
             return Err("no temp file".into());
         };
         tmp.write_all(&self.diff).map_err(|e| strerror(&e))?;
-        super::faults::sync_all(&tmp)
-            .map_err(|e| format!("fsync: {}", strerror(&e)))?;
+        super::faults::sync_all(&tmp).map_err(|e| format!("fsync: {}", strerror(&e)))?;
         let size = tmp.metadata().map_err(|e| strerror(&e))?.len();
         std::fs::rename(&self.tmp_path, aof).map_err(|e| format!("rename: {}", strerror(&e)))?;
         // Make the rename itself durable.
