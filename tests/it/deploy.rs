@@ -441,3 +441,49 @@ fn announced_address_and_ports_are_what_peers_use() {
     let id = addjob(&mut ca, "q", "x", &["REPLICATE", "2"]);
     assert!(cb.cmd(&["SHOW", &id]).array().len() > 2);
 }
+
+#[test]
+fn a_node_back_with_a_new_address_keeps_its_id_and_peers_follow() {
+    let dir = temp_dir("moved");
+    let mut b = Server::start(ServerOpts {
+        dir: Some(dir.clone()),
+        ..ServerOpts::default()
+    });
+    let a = Server::start_default();
+    let mut ca = a.client();
+    ca.cmd(&["CLUSTER", "MEET", "127.0.0.1", &b.port().to_string()]);
+    assert!(wait_until(WAIT, POLL, || cluster_field(
+        &mut ca,
+        "cluster_reachable_nodes"
+    ) == 1));
+    let mut cb = b.client();
+    assert!(wait_until(WAIT, POLL, || cluster_field(
+        &mut cb,
+        "cluster_reachable_nodes"
+    ) == 1));
+    let id = cb.cmd(&["CLUSTER", "MYID"]).text();
+    let port = b.port();
+    b.sigterm();
+    assert!(b.wait_exit(WAIT).is_some());
+    drop(b);
+    // Same nodes.conf, new address (127.0.0.3 stands for a new pod IP).
+    let b = Server::start(ServerOpts {
+        dir: Some(dir.clone()),
+        port: Some(port),
+        ..ServerOpts::with_args(&["--cluster-announce-ip", "127.0.0.3"])
+    });
+    assert_eq!(b.client().cmd(&["CLUSTER", "MYID"]).text(), id);
+    let want = format!("{id} 127.0.0.3:{port}");
+    assert!(
+        wait_until(WAIT, POLL, || ca
+            .cmd(&["CLUSTER", "NODES"])
+            .text()
+            .contains(&want)
+            && cluster_field(&mut ca, "cluster_reachable_nodes") == 1),
+        "A: {}\nB: {}",
+        ca.cmd(&["CLUSTER", "NODES"]).text(),
+        b.client().cmd(&["CLUSTER", "NODES"]).text()
+    );
+    drop(b);
+    let _ = std::fs::remove_dir_all(&dir);
+}
