@@ -236,6 +236,10 @@ impl Shared {
 
 /// Start a node with this configuration and serve until shutdown.
 pub async fn run(config: crate::config::Config) -> Result<Exit, String> {
+    // Registered before anything is printed: a SIGTERM that arrives right
+    // after the ready line must take the clean path (AOF flushed, pidfile
+    // removed), not the default action.
+    let mut stop_signals = StopSignals::register();
     warn_unsupported(&config);
     let mut config = config;
     crate::cgroup::size_maxmemory(&mut config);
@@ -363,7 +367,7 @@ pub async fn run(config: crate::config::Config) -> Result<Exit, String> {
         std::process::id()
     );
 
-    if wait_for_shutdown(&shared).await {
+    if wait_for_shutdown(&shared, &mut stop_signals).await {
         drain::drain(&shared).await;
     }
     tracing::info!("Shutting down.");
@@ -429,23 +433,47 @@ fn warn_unsupported(c: &crate::config::Config) {
     }
 }
 
-/// True when the shutdown was asked by SIGTERM (which may drain first).
-async fn wait_for_shutdown(shared: &Shared) -> bool {
-    let mut rx = shared.shutdown_rx();
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
+/// SIGTERM and SIGINT streams, registered once at startup.
+struct StopSignals {
+    term: Option<tokio::signal::unix::Signal>,
+    int: Option<tokio::signal::unix::Signal>,
+}
+
+impl StopSignals {
+    fn register() -> Self {
+        use tokio::signal::unix::{signal, SignalKind};
+        let open = |kind, name: &str| match signal(kind) {
+            Ok(s) => Some(s),
+            Err(e) => {
+                tracing::warn!(error = %e, signal = name, "Could not install a signal handler.");
+                None
             }
-            Err(_) => std::future::pending::<()>().await,
+        };
+        StopSignals {
+            term: open(SignalKind::terminate(), "SIGTERM"),
+            int: open(SignalKind::interrupt(), "SIGINT"),
         }
-    };
+    }
+}
+
+async fn recv_or_pending(s: &mut Option<tokio::signal::unix::Signal>) {
+    match s {
+        Some(s) => {
+            s.recv().await;
+        }
+        None => std::future::pending::<()>().await,
+    }
+}
+
+/// True when the shutdown was asked by SIGTERM (which may drain first).
+async fn wait_for_shutdown(shared: &Shared, signals: &mut StopSignals) -> bool {
+    let mut rx = shared.shutdown_rx();
     tokio::select! {
-        _ = tokio::signal::ctrl_c() => {
+        _ = recv_or_pending(&mut signals.int) => {
             tracing::info!("Received SIGINT.");
             false
         }
-        _ = term => {
+        _ = recv_or_pending(&mut signals.term) => {
             tracing::info!("Received SIGTERM.");
             true
         }

@@ -209,7 +209,7 @@ fn aof_truncated_tail_is_cut_with_load_truncated_yes() {
         assert!(show_state(&mut c, id).is_some(), "{id} lost");
     }
     assert!(
-        s.output().contains(&format!("offset {good}")),
+        s.wait_output(&format!("offset {good}"), Duration::from_secs(10)),
         "warning should name the offset {good}:\n{}",
         s.output()
     );

@@ -174,7 +174,10 @@ fn protected_mode_serves_only_loopback_without_password_or_bind() {
     assert!(text.ends_with("\r\n"), "{text}");
     let mut c = s.client();
     assert_eq!(c.info_int("rejected_connections"), 1);
-    assert!(s.output().contains("protected mode"), "refusal logged");
+    assert!(
+        s.wait_output("protected mode", Duration::from_secs(10)),
+        "refusal logged"
+    );
     assert_eq!(
         c.cmd(&["CONFIG", "GET", "protected-mode"]).array()[1].text(),
         "yes"

@@ -197,7 +197,11 @@ fn maxmemory_defaults_to_80_percent_of_the_cgroup_limit() {
         let r = c.cmd(&["CONFIG", "GET", "maxmemory"]);
         assert_eq!(r.array()[1].text(), want, "{args:?}");
         if args.is_empty() {
-            assert!(p.output().contains("cgroup memory limit"), "{}", p.output());
+            assert!(
+                wait_until(WAIT, POLL, || p.output().contains("cgroup memory limit")),
+                "{}",
+                p.output()
+            );
         }
         drop(p);
         let _ = std::fs::remove_dir_all(&dir);
@@ -357,7 +361,7 @@ fn sigterm_drains_queued_jobs_to_a_consumer_elsewhere() {
     ids.sort();
     assert_eq!(got, ids);
     assert!(a.wait_exit(WAIT).is_some_and(|s| s.success()));
-    assert!(a.output().contains("Drained"), "{}", a.output());
+    assert!(a.wait_output("Drained", WAIT), "{}", a.output());
     // The drain's LEAVING flag is not persisted: A comes back a member.
     let conf = std::fs::read_to_string(a.dir().join("nodes.conf")).expect("nodes.conf");
     let me = conf.lines().find(|l| l.contains("myself")).unwrap_or("");

@@ -344,7 +344,7 @@ fn certificates_reload_with_config_set() {
     );
     let mut again = TlsClient::connect(port, &next.cert, Some(&client)).unwrap();
     assert_eq!(again.cmd(&["PING"]), Reply::Status("PONG".into()));
-    assert!(s.output().contains("TLS configuration reloaded"));
+    assert!(s.wait_output("TLS configuration reloaded", Duration::from_secs(10)));
 }
 
 /// `redis-cli`, or a failure saying how to get it. Set

@@ -156,7 +156,9 @@ fn peers_without_a_cluster_ca_certificate_are_refused_and_logged() {
         a.output(),
         b.output()
     );
-    assert!(a.output().contains("peer=127.0.0.1:") || b.output().contains("peer=127.0.0.1:"));
+    assert!(wait_until(Duration::from_secs(10), POLL, || {
+        a.output().contains("peer=127.0.0.1:") || b.output().contains("peer=127.0.0.1:")
+    }));
     // Bounded negative check: nobody got in within several handshakes.
     let joined = wait_until(Duration::from_secs(4), POLL, || {
         reachable(&mut a.client()) > 1

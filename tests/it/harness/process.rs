@@ -312,6 +312,15 @@ impl Server {
             .clone()
     }
 
+    /// Wait until the server's output contains `needle` (log lines reach
+    /// the captured output through a reader thread, so a line written just
+    /// before a reply may not be there yet when the reply arrives).
+    pub fn wait_output(&self, needle: &str, timeout: Duration) -> bool {
+        wait_until(timeout, Duration::from_millis(10), || {
+            self.output().contains(needle)
+        })
+    }
+
     /// Whether the child is still running.
     pub fn is_running(&mut self) -> bool {
         match self.child.as_mut() {
