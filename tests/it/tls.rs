@@ -351,19 +351,28 @@ fn certificates_reload_with_config_set() {
 /// DISQUE_SKIP_REDIS_CLI=1 to skip on a machine without it
 /// (scripts/ci-deps.sh installs it for CI).
 fn redis_cli() -> Option<PathBuf> {
-    let found = std::env::var_os("PATH").and_then(|paths| {
-        std::env::split_paths(&paths)
-            .map(|p| p.join("redis-cli"))
-            .find(|p| p.is_file())
-    });
-    if found.is_none() && std::env::var("DISQUE_SKIP_REDIS_CLI").as_deref() == Ok("1") {
+    let find = || {
+        std::env::var_os("PATH").and_then(|paths| {
+            std::env::split_paths(&paths)
+                .map(|p| p.join("redis-cli"))
+                .find(|p| p.is_file())
+        })
+    };
+    if find().is_none() && std::env::var("DISQUE_SKIP_REDIS_CLI").as_deref() == Ok("1") {
         eprintln!("redis-cli not found: skipped because DISQUE_SKIP_REDIS_CLI=1");
         return None;
     }
-    Some(found.unwrap_or_else(|| {
+    if find().is_none() {
+        // `cargo test` on a fresh machine: the project's own script installs
+        // Debian's redis-tools (it fails loudly when it cannot).
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/ci-deps.sh");
+        let status = Command::new("bash").arg(&script).status();
+        eprintln!("redis-cli missing: ran {} ({status:?})", script.display());
+    }
+    Some(find().unwrap_or_else(|| {
         panic!(
-            "redis-cli is required for this test (apt-get install redis-tools, \
-             or run scripts/ci-deps.sh); set DISQUE_SKIP_REDIS_CLI=1 to skip"
+            "redis-cli is required for this test and scripts/ci-deps.sh could not \
+             install it (apt-get install redis-tools); set DISQUE_SKIP_REDIS_CLI=1 to skip"
         )
     }))
 }
