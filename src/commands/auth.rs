@@ -17,7 +17,7 @@ const DEFAULT_USER: &str = "default";
 
 /// Compare in constant time (`subtle`), so the reply time does not tell
 /// how much of a guess was right. The length is not secret.
-fn password_matches(given: &[u8], expected: &[u8]) -> bool {
+pub fn password_matches(given: &[u8], expected: &[u8]) -> bool {
     use subtle::ConstantTimeEq;
     given.len() == expected.len() && bool::from(given.ct_eq(expected))
 }

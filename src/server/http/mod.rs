@@ -229,15 +229,7 @@ fn authorized(headers: &HeaderMap, pass: &str) -> bool {
         return false;
     };
     let expected = format!("default:{pass}");
-    same_bytes(&decoded, expected.as_bytes())
-}
-
-/// Compare without an early exit, so timing does not leak the password.
-fn same_bytes(a: &[u8], b: &[u8]) -> bool {
-    if a.len() != b.len() {
-        return false;
-    }
-    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+    crate::commands::auth::password_matches(&decoded, expected.as_bytes())
 }
 
 async fn accept_loop(shared: Arc<Shared>, listener: TcpListener, app: Router) {
