@@ -161,23 +161,7 @@ fn dead_letter_scenario(seed: u64) {
                 }
             }
         }
-        if t == 400 {
-            sim.cut.insert((0, 1));
-            sim.cut.insert((0, 2));
-        }
-        if t == 700 {
-            sim.cut.clear();
-        }
-        if t == 900 {
-            table = sim.nodes[crash_node]
-                .as_ref()
-                .map(|e| e.cluster.nodes.clone())
-                .unwrap_or_default();
-            sim.crash(crash_node);
-        }
-        if t == 1100 {
-            sim.restart(crash_node, table.clone());
-        }
+        sim.partition_then_crash(t, crash_node, &mut table);
         sim.step();
         accepted.extend(poll(&mut pending));
     }

@@ -293,6 +293,33 @@ impl Sim {
         self.flush(i);
     }
 
+    /// The fault schedule the scenarios share: node 0 cut off from 1 and 2
+    /// at t=400, healed at t=700; `crash_node` crashed at t=900 (its node
+    /// table kept in `table`, as nodes.conf would) and restarted at t=1100.
+    pub(super) fn partition_then_crash(
+        &mut self,
+        t: u64,
+        crash_node: usize,
+        table: &mut Vec<NodeInfo>,
+    ) {
+        match t {
+            400 => {
+                self.cut.insert((0, 1));
+                self.cut.insert((0, 2));
+            }
+            700 => self.cut.clear(),
+            900 => {
+                *table = self.nodes[crash_node]
+                    .as_ref()
+                    .map(|e| e.cluster.nodes.clone())
+                    .unwrap_or_default();
+                self.crash(crash_node);
+            }
+            1100 => self.restart(crash_node, table.clone()),
+            _ => {}
+        }
+    }
+
     pub(super) fn client(&mut self) -> u64 {
         self.next_client += 1;
         self.next_client
