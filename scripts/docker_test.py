@@ -11,11 +11,12 @@ The compose command is e.g. `docker compose -f deploy/compose.yaml -p P`.
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import threading
 import time
+
+from disque_client import Client, Ledger, RespError
 
 NODES = ["disque-1", "disque-2", "disque-3"]
 PORT = 7711
@@ -24,68 +25,6 @@ JOBS_PER_STEP = 60
 
 def log(*a):
     print(time.strftime("%H:%M:%S"), *a, flush=True)
-
-
-class RespError(Exception):
-    pass
-
-
-class Client:
-    """A minimal RESP2 client with timeouts on every socket operation."""
-
-    def __init__(self, host, timeout=5.0):
-        self.sock = socket.create_connection((host, PORT), timeout=timeout)
-        self.sock.settimeout(timeout)
-        self.buf = b""
-
-    def close(self):
-        try:
-            self.sock.close()
-        except OSError:
-            pass
-
-    def _line(self):
-        while b"\r\n" not in self.buf:
-            chunk = self.sock.recv(65536)
-            if not chunk:
-                raise ConnectionError("closed")
-            self.buf += chunk
-        line, self.buf = self.buf.split(b"\r\n", 1)
-        return line
-
-    def _exact(self, n):
-        while len(self.buf) < n + 2:
-            chunk = self.sock.recv(65536)
-            if not chunk:
-                raise ConnectionError("closed")
-            self.buf += chunk
-        data, self.buf = self.buf[:n], self.buf[n + 2:]
-        return data
-
-    def _reply(self):
-        line = self._line()
-        kind, rest = line[:1], line[1:]
-        if kind == b"+":
-            return rest.decode()
-        if kind == b"-":
-            return RespError(rest.decode())
-        if kind == b":":
-            return int(rest)
-        if kind == b"$":
-            n = int(rest)
-            return None if n < 0 else self._exact(n).decode(errors="replace")
-        if kind == b"*":
-            n = int(rest)
-            return None if n < 0 else [self._reply() for _ in range(n)]
-        raise ConnectionError("bad reply %r" % line)
-
-    def cmd(self, *args):
-        out = b"*%d\r\n" % len(args)
-        for a in args:
-            a = str(a).encode()
-            out += b"$%d\r\n%s\r\n" % (len(a), a)
-        self.sock.sendall(out)
-        return self._reply()
 
 
 def run(cmd, check=True):
@@ -120,7 +59,7 @@ class Cluster:
         ip = self.ip(svc)
         if not ip:
             raise ConnectionError("%s has no address" % svc)
-        return Client(ip, timeout)
+        return Client(ip, PORT, timeout)
 
     def reachable(self, svc):
         try:
@@ -148,28 +87,6 @@ class Cluster:
                            % (deadline_s, [self.reachable(s) for s in NODES]))
 
 
-class Ledger:
-    """Every ID ADDJOB returned, and every delivery seen."""
-
-    def __init__(self):
-        self.lock = threading.Lock()
-        self.added = set()
-        self.deliveries = {}
-        self.add_errors = 0
-
-    def delivered(self, jid):
-        with self.lock:
-            self.deliveries[jid] = self.deliveries.get(jid, 0) + 1
-
-    def missing(self):
-        with self.lock:
-            return self.added - set(self.deliveries)
-
-    def duplicates(self):
-        with self.lock:
-            return sum(n - 1 for n in self.deliveries.values() if n > 1)
-
-
 def produce(cl, svc, ledger, step, n=JOBS_PER_STEP):
     """ADDJOB n jobs on one node, half REPLICATE 2 and half REPLICATE 3."""
     c = cl.client(svc)
@@ -180,10 +97,9 @@ def produce(cl, svc, ledger, step, n=JOBS_PER_STEP):
             r = c.cmd("ADDJOB", "q", "%s-%d" % (step, i), 5000,
                       "REPLICATE", repl, "RETRY", 5, "TTL", 3600)
             if isinstance(r, RespError):
-                ledger.add_errors += 1
+                ledger.add_error(str(r).split(" ")[0])
                 continue
-            with ledger.lock:
-                ledger.added.add(r)
+            ledger.add(r)
             ok += 1
     finally:
         c.close()

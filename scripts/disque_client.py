@@ -1,0 +1,155 @@
+"""RESP client and delivery ledger shared by the fault scenarios.
+
+Used by scripts/docker_test.py (the compose cluster) and scripts/chaos.py
+(the network-namespace cluster). Standard library only.
+
+* `Client`: a minimal RESP2 client; every socket operation has a timeout.
+* `Ledger`: every ID an ADDJOB returned and every delivery a consumer saw,
+  with timestamps, so a run can say which jobs were lost and which were
+  delivered more than once, and when.
+"""
+
+import socket
+import threading
+import time
+
+
+class RespError(Exception):
+    """An error reply (`-ERR ...`); returned, not raised, by `Client.cmd`."""
+
+
+class Client:
+    """A minimal RESP2 client with timeouts on every socket operation.
+
+    `make_socket`, when given, returns an unconnected socket (chaos.py makes
+    it inside a node's network namespace); otherwise a plain TCP socket.
+    """
+
+    def __init__(self, host, port, timeout=5.0, make_socket=None):
+        if make_socket is None:
+            self.sock = socket.create_connection((host, port), timeout=timeout)
+        else:
+            self.sock = make_socket()
+            try:
+                self.sock.settimeout(timeout)
+                self.sock.connect((host, port))
+            except OSError:
+                self.sock.close()
+                raise
+        self.sock.settimeout(timeout)
+        self.buf = b""
+
+    def close(self):
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+
+    def settimeout(self, timeout):
+        self.sock.settimeout(timeout)
+
+    def _fill(self):
+        chunk = self.sock.recv(65536)
+        if not chunk:
+            raise ConnectionError("closed")
+        self.buf += chunk
+
+    def _line(self):
+        while b"\r\n" not in self.buf:
+            self._fill()
+        line, self.buf = self.buf.split(b"\r\n", 1)
+        return line
+
+    def _exact(self, n):
+        while len(self.buf) < n + 2:
+            self._fill()
+        data, self.buf = self.buf[:n], self.buf[n + 2:]
+        return data
+
+    def _reply(self):
+        line = self._line()
+        kind, rest = line[:1], line[1:]
+        if kind == b"+":
+            return rest.decode()
+        if kind == b"-":
+            return RespError(rest.decode())
+        if kind == b":":
+            return int(rest)
+        if kind == b"$":
+            n = int(rest)
+            return None if n < 0 else self._exact(n).decode(errors="replace")
+        if kind == b"*":
+            n = int(rest)
+            return None if n < 0 else [self._reply() for _ in range(n)]
+        raise ConnectionError("bad reply %r" % line)
+
+    def cmd(self, *args):
+        out = b"*%d\r\n" % len(args)
+        for a in args:
+            a = a if isinstance(a, bytes) else str(a).encode()
+            out += b"$%d\r\n%s\r\n" % (len(a), a)
+        self.sock.sendall(out)
+        return self._reply()
+
+
+class Ledger:
+    """Every ID ADDJOB returned, and every delivery seen.
+
+    A *delivery* is one GETJOB reply carrying an ID to a consumer; a
+    *duplicate* is every delivery of an ID after its first. IDs delivered
+    but never returned by an ADDJOB (the producer saw an error or lost the
+    connection, yet the job exists) are *orphans*: not lost, not counted
+    as added.
+    """
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.added = set()
+        self.add_time = {}
+        # id -> list of (time, node) of every delivery, in arrival order
+        self.deliveries = {}
+        # id -> time the first ACKJOB for it returned
+        self.ack_time = {}
+        self.add_errors = 0
+        self.error_kinds = {}
+
+    def add(self, jid, t=None):
+        with self.lock:
+            self.added.add(jid)
+            self.add_time[jid] = time.time() if t is None else t
+
+    def add_error(self, kind="error"):
+        with self.lock:
+            self.add_errors += 1
+            self.error_kinds[kind] = self.error_kinds.get(kind, 0) + 1
+
+    def delivered(self, jid, t=None, node=None):
+        with self.lock:
+            self.deliveries.setdefault(jid, []).append(
+                (time.time() if t is None else t, node))
+
+    def acked(self, jid, t=None):
+        with self.lock:
+            self.ack_time.setdefault(jid, time.time() if t is None else t)
+
+    def missing(self):
+        with self.lock:
+            return self.added - set(self.deliveries)
+
+    def duplicates(self):
+        with self.lock:
+            return sum(len(d) - 1 for d in self.deliveries.values() if len(d) > 1)
+
+    def orphans(self):
+        with self.lock:
+            return set(self.deliveries) - self.added
+
+    def duplicate_deliveries(self):
+        """(id, first delivery time, this delivery time, node) of every
+        delivery after an ID's first."""
+        with self.lock:
+            out = []
+            for jid, ds in self.deliveries.items():
+                for t, node in ds[1:]:
+                    out.append((jid, ds[0][0], t, node))
+            return out
