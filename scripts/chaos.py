@@ -560,7 +560,6 @@ class Run:
         consumers = [Consumer(n, self.ledger) for n in self.nodes]
         for t in producers + consumers:
             t.start()
-        t_work = time.time()
         time.sleep(self.prof.warmup_s)
         for i, step in enumerate(self.plan):
             t0 = time.time()
@@ -570,7 +569,7 @@ class Run:
                 desc, heal = self.inject(step)
             log("fault %d: %s for %.1fs" % (i + 1, desc, step["dur"]))
             if self.fault != "calm":
-                self.events.append({"t": round(t0 - t_work, 1), "fault": desc,
+                self.events.append({"t": round(t0 - self.t_start, 1), "fault": desc,
                                     "s": round(step["dur"], 1)})
             time.sleep(step["dur"])
             heal()
@@ -578,6 +577,7 @@ class Run:
                 log("fault %d: healed" % (i + 1))
                 self.wait_joined("heal %d" % (i + 1))
                 self.windows.append((t0, time.time()))
+                self.events[-1]["reformed"] = round(time.time() - self.t_start, 1)
             time.sleep(step["gap"])
         for t in producers:
             t.stop.set()
@@ -617,7 +617,7 @@ class Run:
                         panics.append(n.idx)
             except OSError:
                 pass
-        return self.result(t_start, t_work, drained_s, converged, leftovers, acked_left,
+        return self.result(t_start, drained_s, converged, leftovers, acked_left,
                            producers, not_serving, panics)
 
     def converge(self):
@@ -676,7 +676,7 @@ class Run:
                     "faults": self.events,
                 }) + "\n")
 
-    def result(self, t_start, t_work, drained_s, converged, leftovers, acked_left,
+    def result(self, t_start, drained_s, converged, leftovers, acked_left,
                producers, not_serving, panics):
         L, p = self.ledger, self.prof
         grace = p.grace_s()
@@ -686,6 +686,11 @@ class Run:
 
         dups = L.duplicate_deliveries()
         dup_fault = sum(1 for _, t1, t2, _ in dups if in_fault(t1) or in_fault(t2))
+        with L.lock:
+            # Jobs exposed to a fault: added between a fault's start and its
+            # heal (the cluster re-formed).
+            exposed = sum(1 for t in L.add_time.values()
+                          if any(a <= t <= b for a, b in self.windows))
         with L.lock:
             after_ack = sum(1 for jid, _, t2, _ in dups
                             if jid in L.ack_time and L.ack_time[jid] <= t2)
@@ -715,6 +720,8 @@ class Run:
             "dup_pct": round(100.0 * len(dups) / added, 3) if added else 0.0,
             "dups_in_fault": dup_fault,
             "dups_calm": len(dups) - dup_fault,
+            "added_in_fault": exposed,
+            "dup_pct_in_fault": round(100.0 * dup_fault / exposed, 3) if exposed else 0.0,
             "dups_after_ack": after_ack,
             "orphans": len(L.orphans()),
             "crashes": crashes,
@@ -755,17 +762,22 @@ def run_one(args, fault, seed):
 
 def table(path):
     rows = [json.loads(line) for line in open(path) if line.strip()]
-    print("| fault | seed | R | AOF fsync | added | delivered | lost | dups | dup % "
-          "| dups in fault / calm | dups after ack | orphans | crashes | converged | duration |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("| fault | seed | R | AOF fsync | added | add errors | delivered | lost | dups | dup % "
+          "| dups in fault / calm | added in fault | dup % of those | dups after ack | orphans "
+          "| crashes | converged | duration |")
+    print("|" + "---|" * 18)
     for r in rows:
         if "error" in r:
-            print("| %s | %d | %s | | error: %s |||||||||||" % (r["fault"], r["seed"],
-                                                              r.get("replicate"), r["error"]))
+            print("| %s | %d | %s | | error: %s |||||||||||||" % (r["fault"], r["seed"],
+                                                                r.get("replicate"), r["error"]))
             continue
-        print("| %s | %d | %d | %s | %d | %d | %d | %d | %.2f | %d / %d | %d | %d | %s | %s | %ds |"
-              % (r["fault"], r["seed"], r["replicate"], r["aof"], r["added"], r["delivered"],
-                 r["lost"], r["duplicates"], r["dup_pct"], r["dups_in_fault"], r["dups_calm"],
+        print("| %s | %d | %d | %s | %d | %d | %d | %d | %d | %.2f | %d / %d | %s | %s | %d | %d "
+              "| %d | %s | %ds |"
+              % (r["fault"], r["seed"], r["replicate"], r["aof"], r["added"],
+                 sum(r["add_errors"].values()), r["delivered"], r["lost"], r["duplicates"],
+                 r["dup_pct"], r["dups_in_fault"], r["dups_calm"],
+                 r.get("added_in_fault", "–"),
+                 "%.2f" % r["dup_pct_in_fault"] if "dup_pct_in_fault" in r else "–",
                  r["dups_after_ack"], r["orphans"], len(r["crashes"]) + len(r["panics"]),
                  "yes" if r["converged"] else "NO", r["duration_s"]))
 
