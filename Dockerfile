@@ -21,9 +21,12 @@ COPY --chown=10001:10001 data/ /data/
 USER 10001:10001
 WORKDIR /data
 VOLUME ["/data"]
-EXPOSE 7711 17711
-# Ready = answers INFO with loading:0 (the binary is its own probe: the
-# image has no shell and no redis-cli).
+EXPOSE 7711 17711 7780
+# Ready = INFO readiness says ready:1: the same definition as /readyz
+# (AOF loaded, cluster joined, a peer reachable). The binary is its own
+# probe: the image has no shell, curl or redis-cli. With requirepass,
+# give the probe DISQUE_PASSWORD. 7780 is the HTTP endpoint's port in
+# deploy/ (off unless --http-port is given).
 HEALTHCHECK --interval=5s --timeout=4s --start-period=10s --retries=3 \
     CMD ["/disque-server", "--healthcheck"]
 ENTRYPOINT ["/disque-server"]
@@ -45,7 +48,7 @@ COPY --from=build --chown=10001:10001 /out/ /
 USER 10001:10001
 WORKDIR /data
 VOLUME ["/data"]
-EXPOSE 7711 17711
+EXPOSE 7711 17711 7780
 HEALTHCHECK --interval=5s --timeout=4s --start-period=10s --retries=3 \
     CMD ["/disque-server", "--healthcheck"]
 ENTRYPOINT ["/disque-server"]

@@ -3,11 +3,13 @@
 
 Usage: browser_test.py <disque-server binary> [--no-screenshots]
 
-Starts a node with the HTTP endpoint and a password, creates queues over
-RESP, then checks in the browser: every page loads without console errors,
-the queue list shows the test's queue, pausing it from the UI (with the
-confirmation dialog) makes ADDJOB answer -PAUSED and resuming makes it work
-again, a job's details open, and requests without credentials are refused.
+Starts a node with the HTTP endpoint and a password, and two peers it
+meets over RESP (a three-node cluster), creates queues, then checks in the
+browser: every page loads without console errors, the queue list shows the
+test's queue, pausing it from the UI (with the confirmation dialog) makes
+ADDJOB answer -PAUSED and resuming makes it work again, a job's details
+open, the cluster view shows each peer's queued jobs and "unknown" for a
+peer that was killed, and requests without credentials are refused.
 Screenshots go to docs/. Exits non-zero on the first failure.
 """
 
@@ -84,20 +86,33 @@ class Resp:
         raise ValueError(f"unexpected reply {line!r}")
 
 
-def start_server(binary, workdir):
-    proc = subprocess.Popen(
-        [binary, "--port", "0", "--dir", workdir, "--http-port", "auto",
-         "--http-bind", "127.0.0.1", "--requirepass", PASSWORD],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+def start_server(binary, workdir, http=True):
+    """(process, RESP port, HTTP port or None); output goes to workdir/out."""
+    args = [binary, "--port", "0", "--dir", workdir, "--cluster-node-timeout", "2000"]
+    if http:
+        args += ["--http-port", "auto", "--http-bind", "127.0.0.1", "--requirepass", PASSWORD]
+    out = open(os.path.join(workdir, "out"), "w+")
+    proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, text=True)
     deadline = time.time() + 20
     while time.time() < deadline:
-        line = proc.stdout.readline()
-        if not line:
-            fail("server exited during startup")
-        m = re.match(r"disque-server ready port=(\d+) .*http=(\d+)", line)
+        out.seek(0)
+        m = re.search(r"^disque-server ready port=(\d+) .*?(?:http=(\d+))?$", out.read(), re.M)
         if m:
-            return proc, int(m.group(1)), int(m.group(2))
+            return proc, int(m.group(1)), int(m.group(2)) if m.group(2) else None
+        if proc.poll() is not None:
+            fail("server exited during startup")
+        time.sleep(0.05)
+    proc.kill()
     fail("server not ready in time")
+
+
+def stop(proc):
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 def http_status(url, auth=None):
@@ -128,13 +143,36 @@ def main():
     shots = "--no-screenshots" not in sys.argv
     docs = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "docs")
     workdir = tempfile.mkdtemp(prefix="disque-browser-")
-    proc, port, http_port = start_server(binary, workdir)
+    procs = []
+    for sub in ["main", "peer1", "peer2"]:
+        os.makedirs(os.path.join(workdir, sub))
+    proc, port, http_port = start_server(binary, os.path.join(workdir, "main"))
+    procs.append(proc)
+    peers = []
+    for sub in ["peer1", "peer2"]:
+        p, pport, _ = start_server(binary, os.path.join(workdir, sub), http=False)
+        procs.append(p)
+        peers.append((p, pport))
     base = f"http://127.0.0.1:{http_port}"
     auth = "Basic " + base64.b64encode(f"default:{PASSWORD}".encode()).decode()
     driver = None
     try:
         r = Resp(port)
         assert r.cmd("AUTH", "default", PASSWORD) == "+OK"
+        # A three-node cluster; each peer holds some queued jobs of its own.
+        peer_ids = []
+        for n, (_, pport) in enumerate(peers):
+            if r.cmd("CLUSTER", "MEET", "127.0.0.1", str(pport)) != "+OK":
+                fail("CLUSTER MEET failed")
+            pr = Resp(pport)
+            peer_ids.append(pr.cmd("CLUSTER", "MYID"))
+            for i in range(5 + 6 * n):
+                pr.cmd("ADDJOB", f"browser:peer{n + 1}", f"job {i}", "0", "REPLICATE", "1")
+        deadline = time.time() + 30
+        while "cluster_reachable_nodes:2" not in r.cmd("CLUSTER", "INFO"):
+            if time.time() > deadline:
+                fail("the three nodes did not form a cluster")
+            time.sleep(0.1)
         ids = [r.cmd("ADDJOB", QUEUE, f'{{"order": {i}, "sku": "A-{i:03}"}}', "0")
                for i in range(42)]
         for i in range(7):
@@ -235,10 +273,32 @@ def main():
         if shots:
             driver.save_screenshot(os.path.join(docs, "dashboard-job.png"))
 
-        # The cluster view and a phone-sized window.
+        # The cluster view: every node's queue totals, then "unknown" for
+        # a peer that is gone.
+        def node_row(d, node_id):
+            rows = d.find_elements(By.CSS_SELECTOR, f'#nodes tr[data-node="{node_id}"]')
+            return [c.text for c in rows[0].find_elements(By.TAG_NAME, "td")] if rows else []
+
         driver.get(base + "/#/cluster")
         wait.until(lambda d: "this node" in d.find_element(By.ID, "nodes").text)
+        wait.until(lambda d: node_row(d, peer_ids[0])[4:5] == ["5"]
+                   and node_row(d, peer_ids[1])[4:5] == ["11"])
+        wait.until(lambda d: "all nodes" in d.find_element(By.ID, "cluster-cards").text)
         check_console(driver, "cluster")
+        if shots:
+            # Not with the previous action's toast over the table.
+            wait.until(lambda d: "show" not in (d.find_element(By.ID, "toast").get_attribute("class") or ""))
+            driver.save_screenshot(os.path.join(docs, "dashboard-cluster.png"))
+        stop(peers[1][0])
+        # The view refreshes every poll; the dead peer turns "unknown".
+        wait.until(lambda d: node_row(d, peer_ids[1])[4:5] == ["unknown"])
+        if node_row(driver, peer_ids[0])[4:5] != ["5"]:
+            fail(f"live peer's totals lost: {node_row(driver, peer_ids[0])}")
+        if "1 unknown" not in driver.find_element(By.ID, "cluster-cards").text:
+            fail("cluster card does not say a node is unknown")
+        check_console(driver, "cluster with a dead peer")
+
+        # A phone-sized window.
         driver.set_window_size(390, 844)
         driver.get(base + "/#/queues")
         wait.until(EC.presence_of_element_located(
@@ -246,7 +306,8 @@ def main():
         check_console(driver, "phone")
         if shots:
             driver.save_screenshot(os.path.join(docs, "dashboard-phone.png"))
-        print("browser-test: OK (overview, queues, pause/resume with PAUSED, job, cluster, phone, auth)")
+        print("browser-test: OK (overview, queues, pause/resume with PAUSED, job, "
+              "cluster totals and unknown, phone, auth)")
     except Exception:
         if driver is not None:
             print("browser-test: page at failure:", driver.current_url, file=sys.stderr)
@@ -256,11 +317,8 @@ def main():
     finally:
         if driver is not None:
             driver.quit()
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        for p in procs:
+            stop(p)
         shutil.rmtree(workdir, ignore_errors=True)
 
 

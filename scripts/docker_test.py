@@ -4,6 +4,10 @@
 Talks RESP to the three containers by their network IPs from the host,
 drives docker for the faults, and checks that every job whose ADDJOB
 returned an ID is delivered; prints how many deliveries were duplicates.
+First it checks the probes: every container's HEALTHCHECK
+(`disque-server --healthcheck`) turns healthy, /readyz answers 200 on the
+HTTP endpoint, and each node's dashboard API shows all three nodes' queue
+totals.
 
 Usage: docker_test.py <compose command...> -- <project>
 The compose command is e.g. `docker compose -f deploy/compose.yaml -p P`.
@@ -15,11 +19,14 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.error
+import urllib.request
 
 from disque_client import Client, Ledger, RespError
 
 NODES = ["disque-1", "disque-2", "disque-3"]
 PORT = 7711
+HTTP_PORT = 7780
 JOBS_PER_STEP = 60
 
 
@@ -150,6 +157,73 @@ class Consumer(threading.Thread):
                 time.sleep(0.2)
 
 
+def http_get(host, path):
+    """(status, body) of GET http://host:HTTP_PORT/path."""
+    try:
+        with urllib.request.urlopen("http://%s:%d%s" % (host, HTTP_PORT, path), timeout=5) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+
+
+def check_probes(cl, deadline_s=90):
+    """HEALTHCHECK healthy, /readyz 200 and the cluster view complete on every node."""
+    t0 = time.time()
+    pending = set(NODES)
+    while pending and time.time() - t0 < deadline_s:
+        for svc in sorted(pending):
+            health = run(["docker", "inspect", "-f", "{{.State.Health.Status}}", cl.container(svc)])
+            ip = cl.ip(svc)
+            ready = http_get(ip, "/readyz")[0] == 200 if ip else False
+            if health == "healthy" and ready:
+                pending.discard(svc)
+        time.sleep(0.5)
+    if pending:
+        raise RuntimeError("probes: not healthy and ready within %ds: %s" % (deadline_s, sorted(pending)))
+    log("probes: every container healthy (HEALTHCHECK) and /readyz 200 after %.1fs" % (time.time() - t0))
+    # Queue totals of every node on every node's dashboard API.
+    adds = {"disque-1": 1, "disque-2": 2, "disque-3": 3}
+    for svc, n in adds.items():
+        c = cl.client(svc)
+        try:
+            for i in range(n):
+                r = c.cmd("ADDJOB", "probe:" + svc, "p%d" % i, "0", "REPLICATE", "1")
+                if not (isinstance(r, str) and r.startswith("D-")):
+                    raise RuntimeError("probes: ADDJOB on %s: %r" % (svc, r))
+        finally:
+            c.close()
+    ids = {}
+    for svc in NODES:
+        c = cl.client(svc)
+        try:
+            ids[svc] = c.cmd("CLUSTER", "MYID")
+        finally:
+            c.close()
+    want = {ids[svc]: n for svc, n in adds.items()}
+    for svc in NODES:
+        got = None
+        t1 = time.time()
+        while time.time() - t1 < 30:
+            st, body = http_get(cl.ip(svc), "/api/cluster")
+            if st == 200:
+                got = {n["id"]: (n["totals"] or {}).get("queued") for n in json.loads(body)["nodes"]}
+                if all(got.get(i) is not None and got[i] >= q for i, q in want.items()):
+                    break
+            time.sleep(0.5)
+        else:
+            raise RuntimeError("probes: %s /api/cluster shows %r, want at least %r" % (svc, got, want))
+    log("probes: every dashboard shows all three nodes' queue totals")
+    # Consume them so the delivery ledger below starts from empty queues.
+    for svc in NODES:
+        c = cl.client(svc)
+        try:
+            jobs = c.cmd("GETJOB", "NOHANG", "COUNT", "10", "FROM", "probe:" + svc) or []
+            for j in jobs:
+                c.cmd("ACKJOB", j[1])
+        finally:
+            c.close()
+
+
 def main():
     sep = sys.argv.index("--")
     compose, project = sys.argv[1:sep], sys.argv[sep + 1]
@@ -162,6 +236,7 @@ def main():
     joined_s = time.time() - up_t0
     figures["up_to_joined_s"] = round(joined_s, 2)
     log("cluster joined %.1fs after `compose up` started" % joined_s)
+    check_probes(cl)
 
     # 1. Replicated jobs added on one node, consumed on another.
     produce(cl, "disque-1", ledger, "basic")

@@ -1,9 +1,11 @@
 //! `disque-server --healthcheck [--live] [host:port]`: a probe for images
-//! without a shell or redis-cli (Dockerfile HEALTHCHECK, Kubernetes exec
-//! probes). Exit status 0 when the node answers and, unless `--live`, has
-//! finished loading its AOF (INFO `loading:0`); 1 otherwise, with the
-//! reason on stderr. With `requirepass`, the password is read from the
-//! `DISQUE_PASSWORD` environment variable.
+//! without a shell, curl or redis-cli (the Dockerfile HEALTHCHECK, or
+//! Kubernetes exec probes where the HTTP endpoint is off). Exit status 0
+//! when the node answers and, unless `--live`, is ready by the same
+//! definition as `/readyz` (`INFO readiness` says `ready:1`: AOF loaded
+//! and writable, cluster joined, a peer reachable); 1 otherwise, with the
+//! reason on stderr. `--live` only needs a PONG. With `requirepass`, the
+//! password is read from the `DISQUE_PASSWORD` environment variable.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
@@ -55,17 +57,27 @@ fn probe(addr: &str, live: bool, password: Option<&str>) -> Result<(), String> {
             Err(format!("PING: {}", first_line(&r)))
         };
     }
-    let r = request(&mut s, &["INFO", "persistence"], deadline)?;
+    let r = request(&mut s, &["INFO", "readiness"], deadline)?;
     if r.first() != Some(&b'$') {
         return Err(format!("INFO: {}", first_line(&r)));
     }
-    let text = String::from_utf8_lossy(&r);
-    if text.lines().any(|l| l.trim_end() == "loading:0") {
-        Ok(())
-    } else if text.lines().any(|l| l.trim_end() == "loading:1") {
-        Err("loading the AOF".into())
-    } else {
-        Err("INFO has no loading field".into())
+    readiness(&String::from_utf8_lossy(&r))
+}
+
+/// The verdict of an `INFO readiness` reply.
+fn readiness(info: &str) -> Result<(), String> {
+    let field = |name: &str| {
+        info.lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
+            .map(str::trim_end)
+    };
+    match field("ready") {
+        Some("1") => Ok(()),
+        Some(_) => Err(format!(
+            "not ready: {}",
+            field("not_ready_reason").unwrap_or("")
+        )),
+        None => Err("INFO has no readiness section".into()),
     }
 }
 
@@ -123,7 +135,15 @@ fn complete(buf: &[u8]) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::complete;
+    use super::{complete, readiness};
+
+    #[test]
+    fn verdict_from_info_readiness() {
+        assert!(readiness("$40\r\n# Readiness\r\nready:1\r\nnot_ready_reason:\r\n").is_ok());
+        let e = readiness("# Readiness\r\nready:0\r\nnot_ready_reason:joining: no seed\r\n");
+        assert_eq!(e, Err("not ready: joining: no seed".to_string()));
+        assert!(readiness("$0\r\n\r\n").is_err());
+    }
 
     #[test]
     fn reply_framing() {

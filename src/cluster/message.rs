@@ -18,7 +18,7 @@
 //! | 16 | 2  | sender node flags (receivers only honour LEAVING, 0x80) |
 //! | 18 | 2  | sender client port (base port, not bus port) |
 //! | 20 | 40 | sender node ID |
-//! | 60 | 1  | mflags: bit0 NOREPLY, bit1 INCR_NACKS, bit2 INCR_DELIV |
+//! | 60 | 1  | mflags: bit0 NOREPLY, bit1 INCR_NACKS, bit2 INCR_DELIV, bit3 TOTALS |
 //! | 61 | .. | payload |
 //!
 //! The checksum covers every byte of the frame except itself - including the
@@ -44,8 +44,16 @@
 //! | DEDUP | 19 | u32 window seconds, u32 len, entry | 8 + len |
 //! | QLENREQ | 20 | u32 request, u32 qlen, queue | 8 + qlen |
 //! | QLENREP | 21 | u32 request, u32 8, u64 queued jobs | 16 |
+//! | QLENREP (totals) | 21 | u32 request, u32 32, u64 queued, jobs, queues, blocked | 40 |
 //!
 //! Types 18..21 carry our extensions (docs/COMPATIBILITY.md).
+//!
+//! Node totals ride on QLENREQ/QLENREP so that a node predating them
+//! keeps its link: a QLENREQ with the TOTALS mflag (and an empty queue
+//! name) asks for the receiver's node-wide totals, and only a node that
+//! knows the flag answers with the 40-byte QLENREP; an older node ignores
+//! the flag and answers the 16-byte form, which tells the asker that this
+//! peer's totals are unknown.
 //!
 //! PING/PONG/MEET of a node with `cluster-announce-*` settings end with an
 //! announce trailer (48 bytes, so the payload is 2 + 98*count + 48):
@@ -94,6 +102,8 @@ pub const MFLAG_NOREPLY: u8 = 0x01;
 pub const MFLAG_INCR_NACKS: u8 = 0x02;
 /// QUEUED: increment the additional-deliveries counter.
 pub const MFLAG_INCR_DELIV: u8 = 0x04;
+/// QLENREQ: answer with the node's totals (40-byte QLENREP), not a queue's length.
+pub const MFLAG_TOTALS: u8 = 0x08;
 
 /// Wire type numbers (0..15 as Disque numbers them, then ours).
 pub mod msg_type {
@@ -279,6 +289,24 @@ pub enum Body {
         req: u32,
         len: u64,
     },
+    /// Answer to a [`Body::QLenReq`] sent with [`MFLAG_TOTALS`]: the
+    /// sender's node-wide totals (wire type QLENREP, longer payload).
+    QLenTotals {
+        req: u32,
+        totals: NodeTotals,
+    },
+}
+
+/// One node's queue totals (the dashboard's cluster view).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct NodeTotals {
+    /// Jobs queued, all queues.
+    pub queued: u64,
+    /// Jobs the node holds in any state (queued, active, acked).
+    pub jobs: u64,
+    pub queues: u64,
+    /// Consumers blocked in GETJOB.
+    pub blocked: u64,
 }
 
 /// A complete bus message.
@@ -385,7 +413,7 @@ impl Body {
             Body::Auth { .. } => AUTH,
             Body::Dedup { .. } => DEDUP,
             Body::QLenReq { .. } => QLENREQ,
-            Body::QLenRep { .. } => QLENREP,
+            Body::QLenRep { .. } | Body::QLenTotals { .. } => QLENREP,
         }
     }
 
@@ -416,6 +444,7 @@ impl Body {
             | Body::QLenReq { queue, .. }
             | Body::Dedup { entry: queue, .. } => 8 + queue.len(),
             Body::QLenRep { .. } => 16,
+            Body::QLenTotals { .. } => 40,
             Body::YourJobs { jobs } => 4 + jobs.iter().map(Bytes::len).sum::<usize>(),
             Body::AuthChallenge { .. } => 16,
             Body::Auth { .. } => 48,
@@ -450,6 +479,13 @@ impl Body {
                 out.put_u32(*req);
                 out.put_u32(8);
                 out.put_u64(*len);
+            }
+            Body::QLenTotals { req, totals: t } => {
+                out.put_u32(*req);
+                out.put_u32(32);
+                for v in [t.queued, t.jobs, t.queues, t.blocked] {
+                    out.put_u64(v);
+                }
             }
             Body::NeedJobs { count: a, queue }
             | Body::Pause { flags: a, queue }
@@ -780,7 +816,12 @@ fn parse_body_shape(ty: u16, p: &[u8]) -> Result<Shape, BusError> {
         t if JobMsg::from_type(t).is_some() => exact(44, "job-id block must be 44 bytes"),
         AUTH_CHALLENGE => exact(16, "AUTHCHALLENGE payload must be 16 bytes"),
         AUTH => exact(48, "AUTH payload must be 48 bytes"),
-        QLENREP => exact(16, "QLENREP payload must be 16 bytes"),
+        QLENREP => match (p.len(), p.get(4..8)) {
+            (16, Some([0, 0, 0, 8])) | (40, Some([0, 0, 0, 32])) => Ok(Shape::Fixed),
+            _ => Err(BusError::BadPayload(
+                "QLENREP payload must be 16 or 40 bytes",
+            )),
+        },
         NEEDJOBS | PAUSE | QLENREQ | DEDUP => {
             let mut r = Reader { buf: p, pos: 0 };
             r.u32()?;
@@ -875,11 +916,25 @@ impl Shape {
                 QLENREP => {
                     let req = r.u32()?;
                     let _len_field = r.u32()?;
-                    let hi = u64::from(r.u32()?);
-                    let lo = u64::from(r.u32()?);
-                    Body::QLenRep {
-                        req,
-                        len: (hi << 32) | lo,
+                    let mut u64s = [0u64; 4];
+                    let n = p.len().saturating_sub(8) / 8;
+                    for v in u64s.iter_mut().take(n) {
+                        let hi = u64::from(r.u32()?);
+                        *v = (hi << 32) | u64::from(r.u32()?);
+                    }
+                    if n == 1 {
+                        Body::QLenRep { req, len: u64s[0] }
+                    } else {
+                        let [queued, jobs, queues, blocked] = u64s;
+                        Body::QLenTotals {
+                            req,
+                            totals: NodeTotals {
+                                queued,
+                                jobs,
+                                queues,
+                                blocked,
+                            },
+                        }
                     }
                 }
                 _ => {
@@ -1033,6 +1088,15 @@ mod tests {
             Body::QLenRep {
                 req: 7,
                 len: (5 << 32) | 9,
+            },
+            Body::QLenTotals {
+                req: 8,
+                totals: NodeTotals {
+                    queued: 1,
+                    jobs: (3 << 32) | 2,
+                    queues: 4,
+                    blocked: 5,
+                },
             },
         ];
         bodies
@@ -1258,6 +1322,25 @@ mod tests {
             decode(&mut BytesMut::from(&f[..])),
             Err(BusError::BadPayload(_))
         ));
+        // QLENREP: the inner length must match the size (8 or 32).
+        for (body, at) in [
+            (Body::QLenRep { req: 1, len: 2 }, HEADER_LEN + 7),
+            (
+                Body::QLenTotals {
+                    req: 1,
+                    totals: NodeTotals::default(),
+                },
+                HEADER_LEN + 7,
+            ),
+        ] {
+            let mut f = Message::new(hdr(0), body).to_bytes().to_vec();
+            f[at] ^= 40;
+            reseal(&mut f);
+            assert!(matches!(
+                decode(&mut BytesMut::from(&f[..])),
+                Err(BusError::BadPayload(_))
+            ));
+        }
         // Gossip count lying.
         let p = Message::new(hdr(0), Body::Ping(gossip())).to_bytes();
         let mut f = p.to_vec();

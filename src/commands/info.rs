@@ -8,8 +8,9 @@ use super::{syntax_error, Ctx, Outcome, COMMANDS};
 use crate::node::Node;
 use crate::resp::Reply;
 
-/// `jobstats` (our extension) is last so the default set stays Disque's.
-const SECTIONS: [&str; 10] = [
+/// `jobstats` and `readiness` (our extensions) are last so the default
+/// set stays Disque's.
+const SECTIONS: [&str; 11] = [
     "server",
     "clients",
     "memory",
@@ -20,6 +21,7 @@ const SECTIONS: [&str; 10] = [
     "cpu",
     "commandstats",
     "jobstats",
+    "readiness",
 ];
 
 pub fn info(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
@@ -62,6 +64,19 @@ pub fn human_bytes(n: u64) -> String {
 fn section(node: &Node, name: &str, now: u64, out: &mut String) {
     if name == "jobstats" {
         info_jobstats(node, out);
+        return;
+    }
+    if name == "readiness" {
+        // What /readyz answers (one definition: Node::readiness), for
+        // `disque-server --healthcheck` and redis-cli users.
+        let (ready, why) = match node.readiness() {
+            Ok(()) => (1, String::new()),
+            Err(why) => (0, why.replace(['\r', '\n'], " ")),
+        };
+        let _ = write!(
+            out,
+            "# Readiness\r\nready:{ready}\r\nnot_ready_reason:{why}\r\n"
+        );
         return;
     }
     let mut line = |k: &str, v: &dyn std::fmt::Display| {

@@ -16,7 +16,7 @@ use super::codec::Flavor;
 use super::gossip::LinkKind;
 use super::{BusOut, Engine, JobHandle};
 use crate::cluster::message::{
-    Body, JobMsg, Message, MFLAG_INCR_DELIV, MFLAG_INCR_NACKS, MFLAG_NOREPLY,
+    Body, JobMsg, Message, MFLAG_INCR_DELIV, MFLAG_INCR_NACKS, MFLAG_NOREPLY, MFLAG_TOTALS,
 };
 use crate::job::{JobId, NodeIdx};
 use crate::queue::{PAUSE_IN, PAUSE_OUT};
@@ -79,6 +79,14 @@ impl Engine {
                 BusOut::Dedup { entry, window } => (0, Body::Dedup { window, entry }),
                 BusOut::QLenReq { queue, req } => (0, Body::QLenReq { req, queue }),
                 BusOut::QLenRep { req, len } => (0, Body::QLenRep { req, len }),
+                BusOut::TotalsReq { req } => (
+                    MFLAG_TOTALS,
+                    Body::QLenReq {
+                        req,
+                        queue: Bytes::new(),
+                    },
+                ),
+                BusOut::TotalsRep { req, totals } => (0, Body::QLenTotals { req, totals }),
                 BusOut::Pause { queue, flags } => (
                     0,
                     Body::Pause {
@@ -143,8 +151,12 @@ impl Engine {
                 aux,
             } => self.on_deadletter(from, &job_id, aux, now),
             Body::Dedup { window, entry } => self.on_dedup(&entry, window, now),
+            Body::QLenReq { req, .. } if mflags & MFLAG_TOTALS != 0 => {
+                self.on_totals_req(from, req)
+            }
             Body::QLenReq { req, queue } => self.on_qlen_req(from, req, &queue),
             Body::QLenRep { req, len } => self.on_qlen_rep(from, req, len, now),
+            Body::QLenTotals { req, totals } => self.on_totals_rep(from, req, Some(totals)),
             Body::Job {
                 kind: JobMsg::Working,
                 job_id,

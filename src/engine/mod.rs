@@ -100,6 +100,14 @@ pub enum BusOut {
         req: u32,
         len: u64,
     },
+    /// Our extension: node totals request / answer (engine::qlen_cluster).
+    TotalsReq {
+        req: u32,
+    },
+    TotalsRep {
+        req: u32,
+        totals: crate::cluster::message::NodeTotals,
+    },
     NeedJobs {
         queue: Bytes,
         count: u32,

@@ -8,6 +8,13 @@
 //! no link, or do not answer in time are left out (the reply then
 //! undercounts), and a job counts where it is queued (normally on one
 //! node at a time).
+//!
+//! The dashboard's cluster view asks for every peer's node totals (jobs
+//! queued, jobs held, queues, blocked consumers) the same way: QLENREQ
+//! with the TOTALS mflag, answered by a longer QLENREP (the layout and why
+//! it reuses these types are in `cluster::message`). There a peer that
+//! did not answer in time, or answered the short form because it predates
+//! totals, is reported as unknown, never as zero.
 
 use std::collections::{BTreeSet, HashMap};
 
@@ -15,6 +22,7 @@ use bytes::Bytes;
 use tokio::sync::oneshot;
 
 use super::{BusOut, Engine};
+use crate::cluster::message::NodeTotals;
 use crate::job::NodeIdx;
 use crate::resp::Reply;
 
@@ -30,10 +38,25 @@ struct Pending {
     qstat: Option<Vec<(&'static str, Reply)>>,
 }
 
+/// Every peer asked for its totals, by node index; None = unknown (no
+/// answer in time, or a peer that does not know totals).
+pub type PeerTotals = Vec<(NodeIdx, Option<NodeTotals>)>;
+
+struct PendingTotals {
+    tx: oneshot::Sender<PeerTotals>,
+    got: PeerTotals,
+    waiting: Vec<NodeIdx>,
+    deadline: u64,
+}
+
+/// Requests of both kinds share `next_req` and `timeouts`, so a request
+/// number names one of them only.
 #[derive(Default)]
 pub struct ClusterCounts {
-    next_req: u32,
+    /// The last request number handed out (the simulation reads it).
+    pub(super) next_req: u32,
     pending: HashMap<u32, Pending>,
+    totals: HashMap<u32, PendingTotals>,
     timeouts: BTreeSet<(u64, u32)>,
 }
 
@@ -64,6 +87,89 @@ fn finish(p: Pending) {
 }
 
 impl Engine {
+    /// Reachable peers with a live link: the ones worth asking.
+    fn linked_peers(&self) -> Vec<NodeIdx> {
+        self.cluster
+            .reachable
+            .iter()
+            .copied()
+            .filter(|&i| self.cluster.get(i).is_some_and(|n| n.link))
+            .collect()
+    }
+
+    fn count_wait(&self) -> u64 {
+        (self.cluster.node_timeout / 2).clamp(1, MAX_WAIT_MS)
+    }
+
+    /// This node's totals (one pass over the queues).
+    pub fn node_totals(&self) -> NodeTotals {
+        let mut t = NodeTotals {
+            jobs: self.store.len() as u64,
+            queues: self.queues.len() as u64,
+            ..NodeTotals::default()
+        };
+        for (_, q) in self.queues.iter() {
+            t.queued += q.len() as u64;
+            t.blocked += q.blocked.len() as u64;
+        }
+        t
+    }
+
+    /// Ask every linked reachable peer for its totals; the receiver gets
+    /// them when all answered or after the QLEN CLUSTER wait.
+    pub fn cluster_totals(&mut self, now: u64) -> oneshot::Receiver<PeerTotals> {
+        let (tx, rx) = oneshot::channel();
+        let peers = self.linked_peers();
+        if peers.is_empty() {
+            let _ = tx.send(Vec::new());
+            return rx;
+        }
+        let deadline = now + self.count_wait();
+        let c = &mut self.counts;
+        c.next_req = c.next_req.wrapping_add(1);
+        let req = c.next_req;
+        c.timeouts.insert((deadline, req));
+        c.totals.insert(
+            req,
+            PendingTotals {
+                tx,
+                got: peers.iter().map(|&n| (n, None)).collect(),
+                waiting: peers.clone(),
+                deadline,
+            },
+        );
+        for n in peers {
+            self.out.bus.push((n, BusOut::TotalsReq { req }));
+        }
+        rx
+    }
+
+    pub(crate) fn on_totals_req(&mut self, from: NodeIdx, req: u32) {
+        let totals = self.node_totals();
+        self.out.bus.push((from, BusOut::TotalsRep { req, totals }));
+    }
+
+    /// A peer's totals for request `req` (None: it answered the short
+    /// QLENREP form, so it does not know totals).
+    pub(crate) fn on_totals_rep(&mut self, from: NodeIdx, req: u32, totals: Option<NodeTotals>) {
+        let Some(p) = self.counts.totals.get_mut(&req) else {
+            return;
+        };
+        let Some(pos) = p.waiting.iter().position(|&n| n == from) else {
+            return;
+        };
+        p.waiting.swap_remove(pos);
+        if let Some(slot) = p.got.iter_mut().find(|(n, _)| *n == from) {
+            slot.1 = totals;
+        }
+        if p.waiting.is_empty() {
+            if let Some(p) = self.counts.totals.remove(&req) {
+                self.counts.timeouts.remove(&(p.deadline, req));
+                let _ = p.tx.send(p.got);
+            }
+        }
+    }
+
     /// Start a cluster-wide count of `queue`. `qstat`: the local QSTAT
     /// fields when the caller is QSTAT CLUSTER.
     pub fn count_cluster(
@@ -73,18 +179,12 @@ impl Engine {
         now: u64,
     ) -> CountOutcome {
         let local = self.queue_len(&queue) as u64;
-        let peers: Vec<NodeIdx> = self
-            .cluster
-            .reachable
-            .iter()
-            .copied()
-            .filter(|&i| self.cluster.get(i).is_some_and(|n| n.link))
-            .collect();
+        let peers = self.linked_peers();
         if peers.is_empty() {
             return CountOutcome::Reply(reply_of(local, qstat));
         }
         let (tx, rx) = oneshot::channel();
-        let wait = (self.cluster.node_timeout / 2).clamp(1, MAX_WAIT_MS);
+        let wait = self.count_wait();
         let p = Pending {
             tx,
             total: local,
@@ -117,6 +217,8 @@ impl Engine {
 
     pub(crate) fn on_qlen_rep(&mut self, from: NodeIdx, req: u32, len: u64, _now: u64) {
         let Some(p) = self.counts.pending.get_mut(&req) else {
+            // The short answer to a totals request: an older peer.
+            self.on_totals_rep(from, req, None);
             return;
         };
         let Some(pos) = p.waiting.iter().position(|&n| n == from) else {
@@ -141,6 +243,9 @@ impl Engine {
             self.counts.timeouts.remove(&(t, req));
             if let Some(p) = self.counts.pending.remove(&req) {
                 finish(p);
+            }
+            if let Some(p) = self.counts.totals.remove(&req) {
+                let _ = p.tx.send(p.got);
             }
         }
     }

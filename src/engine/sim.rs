@@ -3,10 +3,11 @@
 //! partitions and crash/restart, checking Disque's delivery invariants.
 //! Run more seeds with `DISQUE_SIM_SEEDS=200 cargo test sim_`. The
 //! network harness is `net`; this file holds Disque's scenarios and
-//! `extensions` ours.
+//! `extensions` and `totals` ours.
 
 mod extensions;
 mod net;
+mod totals;
 
 use std::collections::{HashMap, HashSet};
 

@@ -8,6 +8,7 @@
 
 pub mod metrics;
 pub mod persistence;
+mod readiness;
 
 use std::collections::{HashMap, VecDeque};
 

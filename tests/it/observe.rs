@@ -607,26 +607,175 @@ fn the_endpoint_speaks_https_when_tls_is_configured() {
 
 #[test]
 fn readyz_waits_for_cluster_join() {
-    // A client port whose bus port is free too, for the seed started later.
-    let seed_port = (0..100)
+    // The seed starts after `a`, on a port chosen before `a` started, so
+    // another process can take that port (or its bus port) in between.
+    // That is the environment, not the scenario: start over on a fresh
+    // port pair then, a few times at most.
+    for attempt in 1..=5 {
+        let seed_port = free_port_pair();
+        let a = http_node(&["--cluster-join", &format!("127.0.0.1:{seed_port}")]);
+        let (st, why) = get(a.http_port(), "/readyz");
+        assert_eq!(st, 503, "{why}");
+        assert!(why.contains("joining"), "{why}");
+        // The image's probe gives the same answer (one definition).
+        let (ok, why) = healthcheck(a.port());
+        assert!(!ok && why.contains("joining"), "{why}");
+        let info = a.client().cmd(&["INFO", "readiness"]).text();
+        assert!(info.contains("ready:0"), "{info}");
+        let seed = std::panic::catch_unwind(|| {
+            Server::start(ServerOpts {
+                port: Some(seed_port),
+                ..ServerOpts::default()
+            })
+        });
+        let _seed = match seed {
+            Ok(s) => s,
+            Err(e) => {
+                let msg = e
+                    .downcast_ref::<String>()
+                    .cloned()
+                    .or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string()))
+                    .unwrap_or_default();
+                if attempt < 5 && msg.contains("in use") {
+                    eprintln!("seed port {seed_port} was taken meanwhile; new port pair");
+                    continue;
+                }
+                std::panic::resume_unwind(e);
+            }
+        };
+        assert!(
+            wait_until(WAIT, POLL, || get(a.http_port(), "/readyz").0 == 200),
+            "not ready after joining: {}",
+            get(a.http_port(), "/readyz").1
+        );
+        let (ok, why) = healthcheck(a.port());
+        assert!(ok, "{why}");
+        return;
+    }
+}
+
+/// `disque-server --healthcheck 127.0.0.1:<port>`: (exit 0, stderr).
+fn healthcheck(port: u16) -> (bool, String) {
+    let out = std::process::Command::new(crate::harness::SERVER_BIN)
+        .args(["--healthcheck", &format!("127.0.0.1:{port}")])
+        .output()
+        .expect("run --healthcheck");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// A client port whose bus port (+10000) is free too, right now.
+fn free_port_pair() -> u16 {
+    (0..100)
         .find_map(|_| {
             let l = std::net::TcpListener::bind("127.0.0.1:0").ok()?;
             let p = l.local_addr().ok()?.port();
             (p <= 55535 && std::net::TcpListener::bind(("127.0.0.1", p + 10000)).is_ok())
                 .then_some(p)
         })
-        .expect("a free port pair");
-    let a = http_node(&["--cluster-join", &format!("127.0.0.1:{seed_port}")]);
-    let (st, why) = get(a.http_port(), "/readyz");
-    assert_eq!(st, 503, "{why}");
-    assert!(why.contains("joining"), "{why}");
-    let _seed = Server::start(ServerOpts {
-        port: Some(seed_port),
-        ..ServerOpts::default()
-    });
+        .expect("a free port pair")
+}
+
+/// `/api/cluster` as JSON.
+fn cluster_view(port: u16) -> serde_json::Value {
+    let (st, body) = get(port, "/api/cluster");
+    assert_eq!(st, 200, "{body}");
+    serde_json::from_str(&body).expect("json")
+}
+
+/// (queued, jobs, queues, blocked) per node ID; None = unknown.
+fn totals_by_node(v: &serde_json::Value) -> Vec<(String, Option<[u64; 4]>)> {
+    v["nodes"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .map(|n| {
+                    let t = &n["totals"];
+                    let f = |k: &str| t[k].as_u64();
+                    let totals =
+                        (|| Some([f("queued")?, f("jobs")?, f("queues")?, f("blocked")?]))();
+                    (n["id"].as_str().unwrap_or("").to_string(), totals)
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn node_id(s: &Server) -> String {
+    s.client().cmd(&["CLUSTER", "MYID"]).text()
+}
+
+#[test]
+fn cluster_view_shows_every_nodes_queue_totals() {
+    let nodes: Vec<Server> = (0..3)
+        .map(|_| http_node(&["--cluster-node-timeout", "1000"]))
+        .collect();
+    let mut c0 = nodes[0].client();
+    for s in &nodes[1..] {
+        c0.cmd(&["CLUSTER", "MEET", "127.0.0.1", &s.port().to_string()]);
+    }
+    crate::cluster::wait_full_mesh(&nodes);
+    let ids: Vec<String> = nodes.iter().map(node_id).collect();
+    let mut clients: Vec<_> = nodes.iter().map(Server::client).collect();
+    // REPLICATE 1: each job is held and queued on the node it was added to.
+    for (i, (c, queues)) in clients
+        .iter_mut()
+        .zip([&["t:a"][..], &["t:b", "t:b2"], &["t:c"]])
+        .enumerate()
+    {
+        for q in queues {
+            for k in 0..(i + 2) {
+                addjob(c, q, &format!("job {k}"), &["REPLICATE", "1"]);
+            }
+        }
+    }
+    let expect = |view: &serde_json::Value, want: &[Option<[u64; 4]>]| {
+        let got = totals_by_node(view);
+        ids.iter()
+            .zip(want)
+            .all(|(id, w)| got.iter().any(|(gid, t)| gid == id && t == w))
+    };
+    // Every node's dashboard shows the same per-node totals.
+    let want = [Some([2, 2, 1, 0]), Some([6, 6, 2, 0]), Some([4, 4, 1, 0])];
+    for s in &nodes {
+        let mut last = serde_json::Value::Null;
+        assert!(
+            wait_until(WAIT, POLL, || {
+                last = cluster_view(s.http_port());
+                expect(&last, &want)
+            }),
+            "node {}: {last}",
+            s.port()
+        );
+        assert_eq!(last["queued_known"], 12, "{last}");
+        assert_eq!(last["nodes_unknown"], 0, "{last}");
+    }
+    // Consuming on node 2 moves its queued figure, not its job count
+    // (delivered jobs stay held until acknowledged).
+    let got = get_ids(&mut clients[2], "t:c", 3);
+    assert_eq!(got.len(), 3);
+    let want = [Some([2, 2, 1, 0]), Some([6, 6, 2, 0]), Some([1, 4, 1, 0])];
+    let mut last = serde_json::Value::Null;
     assert!(
-        wait_until(WAIT, POLL, || get(a.http_port(), "/readyz").0 == 200),
-        "not ready after joining: {}",
-        get(a.http_port(), "/readyz").1
+        wait_until(WAIT, POLL, || {
+            last = cluster_view(nodes[0].http_port());
+            expect(&last, &want)
+        }),
+        "{last}"
     );
+    // A node that is gone is unknown, not zero, and the view still
+    // answers within the QLEN CLUSTER wait.
+    let mut nodes = nodes;
+    nodes[1].kill9();
+    let t0 = std::time::Instant::now();
+    let v = cluster_view(nodes[0].http_port());
+    assert!(t0.elapsed() < Duration::from_secs(3), "{:?}", t0.elapsed());
+    assert!(
+        expect(&v, &[Some([2, 2, 1, 0]), None, Some([1, 4, 1, 0])]),
+        "{v}"
+    );
+    assert_eq!(v["nodes_unknown"], 1, "{v}");
+    assert_eq!(v["queued_known"], 3, "{v}");
 }

@@ -12,6 +12,7 @@ use bytes::Bytes;
 use serde_json::{json, Map, Value};
 
 use super::AppState;
+use crate::cluster::message::NodeTotals;
 use crate::commands::{self, Outcome};
 use crate::node::{ClientState, Node, ReplyMode};
 use crate::resp::Reply;
@@ -126,7 +127,7 @@ pub(super) async fn overview(State(st): State<AppState>) -> Json<Value> {
                 "version": crate::VERSION,
                 "port": node.tcp_port,
                 "uptime_s": now.saturating_sub(node.start_time) / 1000,
-                "ready": super::health::readiness(node).err(),
+                "ready": node.readiness().err(),
             },
             "counters": {
                 "added": c.added, "delivered": c.delivered, "acked": c.acked,
@@ -156,6 +157,66 @@ pub(super) async fn overview(State(st): State<AppState>) -> Json<Value> {
         })
     });
     Json(v)
+}
+
+/// Longest /api/cluster waits for the peers' totals: the engine answers
+/// by itself after at most `MAX_WAIT_MS`; this only guards against a
+/// request that is never answered.
+const CLUSTER_WAIT: std::time::Duration =
+    std::time::Duration::from_millis(crate::engine::qlen_cluster::MAX_WAIT_MS + 1000);
+
+fn totals_json(t: &NodeTotals) -> Value {
+    json!({ "queued": t.queued, "jobs": t.jobs, "queues": t.queues, "blocked": t.blocked })
+}
+
+/// Every known node with its link state and queue totals. Peers are
+/// asked over the bus (QLENREQ with the TOTALS flag, as QLEN CLUSTER
+/// does), only while someone requests this; a peer that is not linked,
+/// not reachable, does not answer within the QLEN CLUSTER wait or
+/// predates totals has `"totals": null` (unknown, not zero).
+pub(super) async fn cluster(State(st): State<AppState>) -> Json<Value> {
+    let (mut nodes, idx, rx, now) = st.shared.with(|node, now| {
+        let mine = node.engine.node_totals();
+        let mut idx = Vec::new();
+        let nodes: Vec<Value> = node
+            .engine
+            .peer_stats()
+            .into_iter()
+            .map(|p| {
+                idx.push((p.idx, p.myself));
+                json!({
+                    "id": p.id, "addr": p.addr, "flags": p.flags,
+                    "myself": p.myself, "link": p.link, "reachable": p.reachable,
+                    "totals": if p.myself { totals_json(&mine) } else { Value::Null },
+                })
+            })
+            .collect();
+        (nodes, idx, node.engine.cluster_totals(now), now)
+    });
+    let answers = match tokio::time::timeout(CLUSTER_WAIT, rx).await {
+        Ok(Ok(a)) => a,
+        _ => Vec::new(),
+    };
+    let mut known = 0u64;
+    let mut queued = 0u64;
+    for (entry, (i, myself)) in nodes.iter_mut().zip(idx) {
+        if !myself {
+            if let Some((_, Some(t))) = answers.iter().find(|(n, _)| *n == i) {
+                entry["totals"] = totals_json(t);
+            }
+        }
+        if let Some(q) = entry["totals"]["queued"].as_u64() {
+            known += 1;
+            queued += q;
+        }
+    }
+    let unknown = nodes.len() as u64 - known;
+    Json(json!({
+        "nodes": nodes,
+        "queued_known": queued,
+        "nodes_unknown": unknown,
+        "now": now,
+    }))
 }
 
 pub(super) async fn queues(State(st): State<AppState>) -> Json<Value> {

@@ -139,6 +139,7 @@ fn router(state: AppState) -> Router {
         .route("/assets/{file}", get(api::asset))
         .route("/metrics", get(metrics))
         .route("/api/overview", get(api::overview))
+        .route("/api/cluster", get(api::cluster))
         .route("/api/queues", get(api::queues))
         .route("/api/queues/{name}/jobs", get(api::queue_jobs))
         .route("/api/queues/{name}/pause", post(api::pause))

@@ -5,7 +5,7 @@
 
 const POLL_MS = 2000;
 const state = {
-  view: "overview", queue: null, job: null, overview: null, queues: null,
+  view: "overview", queue: null, job: null, overview: null, queues: null, cluster: null,
   prevQueues: new Map(), prevQueuesAt: 0, prevCounters: null, prevCountersAt: 0,
   sort: { key: "len", dir: "desc" }, cursor: "0", nextCursor: "0", timer: null,
 };
@@ -141,7 +141,6 @@ function renderOverview() {
   ready.title = o.node.ready || "The node is ready";
   $("node-id").textContent = o.node.id.slice(0, 8) + " · :" + o.node.port;
   renderTopQueues();
-  renderCluster();
 }
 
 function renderTopQueues() {
@@ -261,17 +260,29 @@ async function loadJob() {
   } catch (e) { toast("Loading the job failed: " + e.message, true); }
 }
 
+// Each node's totals come from /api/cluster, which asks the peers over the
+// bus; a peer that did not answer in time has totals null: "unknown".
 function renderCluster() {
-  const o = state.overview; if (!o) return;
+  const c = state.cluster; if (!c) return;
+  const known = c.nodes.length - c.nodes_unknown;
+  $("cluster-cards").replaceChildren(
+    card("Nodes", fmtNum(c.nodes.length), fmtNum(c.nodes.filter((n) => n.myself || n.reachable).length) + " reachable"),
+    card("Queued jobs", fmtNum(c.queued_known), c.nodes_unknown ? "on " + known + " of " + c.nodes.length + " nodes (" + c.nodes_unknown + " unknown)" : "all nodes"));
+  const tot = (n, k) => n.totals ? el("td", { class: "num", text: fmtNum(n.totals[k]) })
+    : el("td", { class: "num muted", text: "unknown", title: "no answer in time (not linked, unreachable or an older version)" });
   table($("nodes"), [{ label: "Node" }, { label: "Address" }, { label: "Flags" }, { label: "Link" },
-    { label: "Queued", num: true }, { label: "Queues", num: true }],
-  o.cluster.map((n) => el("tr", {},
+    { label: "Queued", num: true }, { label: "Jobs", num: true }, { label: "Queues", num: true }, { label: "Consumers", num: true }],
+  c.nodes.map((n) => el("tr", { "data-node": n.id },
     el("td", { class: "mono", text: n.id.slice(0, 12) + (n.myself ? " (this node)" : "") }),
     el("td", { class: "mono", text: n.addr }),
     el("td", { text: n.flags }),
     el("td", {}, el("span", { class: "dot " + (n.myself ? "ok" : n.link ? "ok" : "bad") }), n.myself ? "self" : n.link ? (n.reachable ? "connected" : "linked, failing") : "disconnected"),
-    el("td", { class: "num", text: n.myself ? fmtNum(o.totals.queued) : "–" }),
-    el("td", { class: "num", text: n.myself ? fmtNum(o.totals.queues) : "–" }))));
+    tot(n, "queued"), tot(n, "jobs"), tot(n, "queues"), tot(n, "blocked"))));
+}
+
+async function refreshCluster() {
+  try { state.cluster = await api("/api/cluster"); renderCluster(); }
+  catch (e) { toast("Loading the cluster failed: " + e.message, true); }
 }
 
 async function refresh() {
@@ -283,6 +294,7 @@ async function refresh() {
     renderOverview();
     if (state.view === "queues") renderQueues();
     if (state.view === "queue") renderQueueHeader();
+    if (state.view === "cluster") refreshCluster();
   } catch (e) {
     $("ready").textContent = "offline";
     $("ready").className = "badge bad";
@@ -304,6 +316,7 @@ function route() {
   if (view === "queues") renderQueues();
   if (view === "queue") { renderQueueHeader(); loadJobs(); }
   if (view === "job") loadJob();
+  if (view === "cluster") refreshCluster();
 }
 
 function schedule() {

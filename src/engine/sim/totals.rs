@@ -1,0 +1,116 @@
+//! Node totals for the dashboard's cluster view (engine::qlen_cluster):
+//! every linked peer's totals arrive, a crashed peer is reported unknown
+//! once the QLEN CLUSTER wait is over, and a peer answering the short
+//! QLENREP form (one that predates totals) is unknown rather than zero.
+
+use bytes::Bytes;
+use tokio::sync::oneshot;
+
+use super::{Faults, Sim};
+use crate::cluster::message::NodeTotals;
+use crate::engine::addjob::{AddJobOutcome, AddJobRequest};
+use crate::engine::qlen_cluster::{PeerTotals, MAX_WAIT_MS};
+use crate::job::NodeIdx;
+
+fn add(sim: &mut Sim, node: usize, queue: &'static [u8], n: usize) {
+    for _ in 0..n {
+        let client = sim.client();
+        let now = sim.now;
+        let Some(e) = sim.nodes[node].as_mut() else {
+            return;
+        };
+        let req = AddJobRequest {
+            replicate: Some(1),
+            ..AddJobRequest::new(Bytes::from_static(queue), Bytes::from_static(b"b"))
+        };
+        let out = e.addjob(client, req, now);
+        assert!(
+            matches!(out, AddJobOutcome::Reply(crate::resp::Reply::Status(_))),
+            "ADDJOB REPLICATE 1 is accepted at once"
+        );
+        sim.flush(node);
+    }
+}
+
+/// Node 0's index for sim node `i`.
+fn idx(sim: &Sim, i: usize) -> NodeIdx {
+    sim.nodes[0]
+        .as_ref()
+        .and_then(|e| e.cluster().find(&sim.ids[i]))
+        .expect("node 0 knows the node")
+}
+
+/// Step until `rx` resolves (at most `ms` of simulated time).
+fn wait(sim: &mut Sim, mut rx: oneshot::Receiver<PeerTotals>, ms: u64) -> Option<PeerTotals> {
+    for _ in 0..ms / super::net::STEP {
+        if let Ok(v) = rx.try_recv() {
+            return Some(v);
+        }
+        sim.step();
+    }
+    rx.try_recv().ok()
+}
+
+fn ask(sim: &mut Sim) -> oneshot::Receiver<PeerTotals> {
+    let now = sim.now;
+    let rx = sim.nodes[0]
+        .as_mut()
+        .expect("node 0 up")
+        .cluster_totals(now);
+    sim.flush(0);
+    rx
+}
+
+fn of(v: &PeerTotals, i: NodeIdx) -> Option<NodeTotals> {
+    v.iter().find(|(n, _)| *n == i).and_then(|(_, t)| *t)
+}
+
+#[test]
+fn sim_node_totals_reach_the_asker_and_missing_peers_are_unknown() {
+    let mut sim = Sim::new(
+        3,
+        7,
+        Faults {
+            drop: 0.0,
+            dup: 0.0,
+            max_delay: 5,
+        },
+    );
+    sim.join_all();
+    add(&mut sim, 0, b"a", 1);
+    add(&mut sim, 1, b"b", 2);
+    add(&mut sim, 1, b"b2", 1);
+    add(&mut sim, 2, b"c", 4);
+    let (n1, n2) = (idx(&sim, 1), idx(&sim, 2));
+
+    let rx = ask(&mut sim);
+    let v = wait(&mut sim, rx, MAX_WAIT_MS).expect("answered");
+    let t = |queued, queues| NodeTotals {
+        queued,
+        jobs: queued,
+        queues,
+        blocked: 0,
+    };
+    assert_eq!(of(&v, n1), Some(t(3, 2)), "{v:?}");
+    assert_eq!(of(&v, n2), Some(t(4, 1)), "{v:?}");
+    let local = sim.nodes[0].as_ref().map(|e| e.node_totals());
+    assert_eq!(local, Some(t(1, 1)));
+
+    // Node 1 answers with the short QLENREP (a node that predates totals).
+    let rx = ask(&mut sim);
+    let now = sim.now;
+    if let Some(e) = sim.nodes[0].as_mut() {
+        let req = e.counts.next_req;
+        e.on_qlen_rep(n1, req, 9, now);
+    }
+    let v = wait(&mut sim, rx, MAX_WAIT_MS).expect("answered");
+    assert_eq!(of(&v, n1), None, "{v:?}");
+    assert_eq!(of(&v, n2), Some(t(4, 1)), "{v:?}");
+
+    // A crashed node: unknown once the wait is over, never zero.
+    sim.crash(2);
+    let rx = ask(&mut sim);
+    let v = wait(&mut sim, rx, MAX_WAIT_MS + 100).expect("answered in time");
+    assert_eq!(of(&v, n1), Some(t(3, 2)), "{v:?}");
+    assert_eq!(of(&v, n2), None, "{v:?}");
+}
