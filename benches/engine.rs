@@ -80,8 +80,12 @@ impl Setup {
         for i in 0..jobs {
             add(&mut engine, &names[i % queues], &body);
         }
-        let per_job = (disque::memory::allocated() - before) as f64 / jobs as f64;
+        let heap = disque::memory::allocated() - before;
+        let per_job = heap as f64 / jobs as f64;
         eprintln!("{jobs} jobs in {queues} queue(s): heap {per_job:.0} B/job");
+        if queues == 1 {
+            accounting(&engine, heap, &names[0]);
+        }
         Setup {
             engine,
             names,
@@ -122,6 +126,40 @@ impl Setup {
         }
         total
     }
+}
+
+/// Where the heap bytes of the queued jobs go, per job (docs/PERFORMANCE.md,
+/// "Round 2: memory per job"). Capacities, as requested from the allocator;
+/// the allocator's own per-allocation overhead comes on top.
+fn accounting(e: &Engine, heap: usize, queue: &Bytes) {
+    let f = e.store().footprint();
+    let n = f.jobs.max(1) as f64;
+    // The queue's order index, measured alone: the same ascending inserts
+    // into a fresh queue, counted by the allocator.
+    let before = disque::memory::allocated();
+    let mut q = disque::queue::Queue::new(queue.clone(), 0);
+    for h in 0..f.jobs as u32 {
+        q.insert(NOW * 1_000_000 + u64::from(h), h);
+    }
+    let qindex = disque::memory::allocated() - before;
+    drop(q);
+    let known = f.slab + f.bodies + f.index + f.timers + f.node_lists + qindex;
+    eprintln!(
+        "  per job: record {} B (slot {} B), slab {:.1}, bodies {:.1} in {:.2} allocations, \
+         ID index {:.1}, queue index {:.1}, timer handles {:.1}, node lists {:.1}, \
+         rest {:.1}; total {:.1}",
+        f.record,
+        f.slot,
+        f.slab as f64 / n,
+        f.bodies as f64 / n,
+        f.body_allocs as f64 / n,
+        f.index as f64 / n,
+        qindex as f64 / n,
+        f.timers as f64 / n,
+        f.node_lists as f64 / n,
+        (heap as f64 - known as f64) / n,
+        heap as f64 / n,
+    );
 }
 
 fn sizes() -> Vec<usize> {

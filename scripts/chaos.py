@@ -54,9 +54,9 @@ DESCRIPTIONS = {
     "isolate": "one node cut off from all others",
     "oneway": "one node's packets to 2 peers dropped, the reverse flows",
     "loss": "30% packet loss and 50 ms one-way delay on every link",
-    "aof-always": "AOF appendfsync always; kill -9 of all 5 nodes, restart",
-    "aof-everysec": "AOF appendfsync everysec; kill -9 of all 5 nodes, restart",
-    "aof-no": "AOF appendfsync no; kill -9 of all 5 nodes, restart",
+    "aof-always": "AOF appendfsync always; whole-cluster kill -9 / SIGTERM, restart",
+    "aof-everysec": "AOF appendfsync everysec; whole-cluster kill -9 / SIGTERM, restart",
+    "aof-no": "AOF appendfsync no; whole-cluster kill -9 / SIGTERM, restart",
 }
 
 
@@ -194,15 +194,22 @@ class Node:
                 log("CRASH: node %d exited with status %s" % (self.idx, rc))
 
     def reachable(self):
+        """Peers this node reaches: not failing by its own account
+        (cluster_reachable_nodes) *and* with a bus link up (CLUSTER NODES
+        says connected; right after a restart nodes.conf lists peers that
+        are not failing yet but not linked either). -1 if not answering."""
         try:
             info = self.cmd("CLUSTER", "INFO", timeout=2.0)
+            nodes = self.cmd("CLUSTER", "NODES", timeout=2.0)
         except (OSError, ConnectionError):
             return -1
-        if isinstance(info, RespError) or not isinstance(info, str):
+        if not isinstance(info, str) or not isinstance(nodes, str):
             return -1
+        linked = sum(1 for line in nodes.splitlines()
+                     if line.strip() and "myself" not in line and line.rstrip().endswith(" connected"))
         for line in info.splitlines():
             if line.startswith("cluster_reachable_nodes:"):
-                return int(line.split(":")[1])
+                return min(int(line.split(":")[1]), linked)
         return -1
 
 
@@ -377,6 +384,8 @@ def plan(fault, seed, prof, replicate):
             step["dur"] = prof.loss_fault_s * rng.uniform(1.0, 1.2)
         elif fault.startswith("aof-"):
             step["dur"] = rng.uniform(1.0, 3.0)
+            # kill -9 first (the harder case), then alternate with SIGTERM
+            step["how"] = "kill" if len(steps) % 2 == 0 else "term"
         step["gap"] = prof.gap_s * rng.uniform(1.0, 1.5)
         step = {k: round(v, 2) if isinstance(v, float) else v for k, v in step.items()}
         steps.append(step)
@@ -389,6 +398,8 @@ class Run:
         self.fault = fault
         self.seed = seed
         self.prof = Profile(args.quick)
+        if args.cycles:
+            self.prof.cycles = args.cycles
         self.replicate = args.replicate
         self.plan = plan(fault, seed, self.prof, args.replicate)
         self.aof = fault[4:] if fault.startswith("aof-") else None
@@ -510,9 +521,19 @@ class Run:
             desc = "30% loss + 50 ms delay on all links"
             heal = self.net.heal
         elif f.startswith("aof-"):
-            for n in self.nodes:
-                n.signal(signal.SIGKILL)
-            desc = "kill -9 of all %d nodes (appendfsync %s)" % (NODES, self.aof)
+            if step["how"] == "kill":
+                for n in self.nodes:
+                    n.signal(signal.SIGKILL)
+            else:
+                for n in self.nodes:
+                    n.signal(signal.SIGTERM)
+                for n in self.nodes:
+                    rc = n.proc.wait(30)
+                    if rc != 0:
+                        n.crashes.append("exit status %d after SIGTERM" % rc)
+                        log("CRASH: node %d exited with status %d after SIGTERM" % (n.idx, rc))
+            desc = "%s of all %d nodes (appendfsync %s)" % (
+                "kill -9" if step["how"] == "kill" else "SIGTERM (clean shutdown)", NODES, self.aof)
 
             def heal():
                 for n in self.nodes:
@@ -539,7 +560,6 @@ class Run:
         consumers = [Consumer(n, self.ledger) for n in self.nodes]
         for t in producers + consumers:
             t.start()
-        t_work = time.time()
         time.sleep(self.prof.warmup_s)
         for i, step in enumerate(self.plan):
             t0 = time.time()
@@ -549,7 +569,7 @@ class Run:
                 desc, heal = self.inject(step)
             log("fault %d: %s for %.1fs" % (i + 1, desc, step["dur"]))
             if self.fault != "calm":
-                self.events.append({"t": round(t0 - t_work, 1), "fault": desc,
+                self.events.append({"t": round(t0 - self.t_start, 1), "fault": desc,
                                     "s": round(step["dur"], 1)})
             time.sleep(step["dur"])
             heal()
@@ -557,6 +577,7 @@ class Run:
                 log("fault %d: healed" % (i + 1))
                 self.wait_joined("heal %d" % (i + 1))
                 self.windows.append((t0, time.time()))
+                self.events[-1]["reformed"] = round(time.time() - self.t_start, 1)
             time.sleep(step["gap"])
         for t in producers:
             t.stop.set()
@@ -596,7 +617,7 @@ class Run:
                         panics.append(n.idx)
             except OSError:
                 pass
-        return self.result(t_start, t_work, drained_s, converged, leftovers, acked_left,
+        return self.result(t_start, drained_s, converged, leftovers, acked_left,
                            producers, not_serving, panics)
 
     def converge(self):
@@ -655,7 +676,7 @@ class Run:
                     "faults": self.events,
                 }) + "\n")
 
-    def result(self, t_start, t_work, drained_s, converged, leftovers, acked_left,
+    def result(self, t_start, drained_s, converged, leftovers, acked_left,
                producers, not_serving, panics):
         L, p = self.ledger, self.prof
         grace = p.grace_s()
@@ -665,6 +686,11 @@ class Run:
 
         dups = L.duplicate_deliveries()
         dup_fault = sum(1 for _, t1, t2, _ in dups if in_fault(t1) or in_fault(t2))
+        with L.lock:
+            # Jobs exposed to a fault: added between a fault's start and its
+            # heal (the cluster re-formed).
+            exposed = sum(1 for t in L.add_time.values()
+                          if any(a <= t <= b for a, b in self.windows))
         with L.lock:
             after_ack = sum(1 for jid, _, t2, _ in dups
                             if jid in L.ack_time and L.ack_time[jid] <= t2)
@@ -694,6 +720,8 @@ class Run:
             "dup_pct": round(100.0 * len(dups) / added, 3) if added else 0.0,
             "dups_in_fault": dup_fault,
             "dups_calm": len(dups) - dup_fault,
+            "added_in_fault": exposed,
+            "dup_pct_in_fault": round(100.0 * dup_fault / exposed, 3) if exposed else 0.0,
             "dups_after_ack": after_ack,
             "orphans": len(L.orphans()),
             "crashes": crashes,
@@ -734,17 +762,22 @@ def run_one(args, fault, seed):
 
 def table(path):
     rows = [json.loads(line) for line in open(path) if line.strip()]
-    print("| fault | seed | R | AOF fsync | added | delivered | lost | dups | dup % "
-          "| dups in fault / calm | dups after ack | orphans | crashes | converged | duration |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("| fault | seed | R | AOF fsync | added | add errors | delivered | lost | dups | dup % "
+          "| dups in fault / calm | added in fault | dup % of those | dups after ack | orphans "
+          "| crashes | converged | duration |")
+    print("|" + "---|" * 18)
     for r in rows:
         if "error" in r:
-            print("| %s | %d | %s | | error: %s |||||||||||" % (r["fault"], r["seed"],
-                                                              r.get("replicate"), r["error"]))
+            print("| %s | %d | %s | | error: %s |||||||||||||" % (r["fault"], r["seed"],
+                                                                r.get("replicate"), r["error"]))
             continue
-        print("| %s | %d | %d | %s | %d | %d | %d | %d | %.2f | %d / %d | %d | %d | %s | %s | %ds |"
-              % (r["fault"], r["seed"], r["replicate"], r["aof"], r["added"], r["delivered"],
-                 r["lost"], r["duplicates"], r["dup_pct"], r["dups_in_fault"], r["dups_calm"],
+        print("| %s | %d | %d | %s | %d | %d | %d | %d | %d | %.2f | %d / %d | %s | %s | %d | %d "
+              "| %d | %s | %ds |"
+              % (r["fault"], r["seed"], r["replicate"], r["aof"], r["added"],
+                 sum(r["add_errors"].values()), r["delivered"], r["lost"], r["duplicates"],
+                 r["dup_pct"], r["dups_in_fault"], r["dups_calm"],
+                 r.get("added_in_fault", "–"),
+                 "%.2f" % r["dup_pct_in_fault"] if "dup_pct_in_fault" in r else "–",
                  r["dups_after_ack"], r["orphans"], len(r["crashes"]) + len(r["panics"]),
                  "yes" if r["converged"] else "NO", r["duration_s"]))
 
@@ -767,6 +800,7 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--fault", default="all", help="|".join(FAULTS) + " or all")
     ap.add_argument("--replicate", type=int, default=3)
+    ap.add_argument("--cycles", type=int, help="fault cycles per run (default 3, 1 with --quick)")
     ap.add_argument("--out", help="append each run's JSON result to this file")
     ap.add_argument("--keep", action="store_true", help="keep node directories and logs")
     ap.add_argument("--commit", default="", help="recorded in the results")

@@ -226,6 +226,13 @@ impl NodeSet {
         let kept: Vec<NodeIdx> = self.iter().filter(|&x| x != n).collect();
         *self = NodeSet::from_slice(&kept);
     }
+    /// Heap bytes of a spilled set (0 inline).
+    pub fn heap_bytes(&self) -> usize {
+        match self {
+            NodeSet::Inline { .. } => 0,
+            NodeSet::Heap(v) => 24 + v.capacity() * 4,
+        }
+    }
     pub fn from_slice(s: &[NodeIdx]) -> NodeSet {
         let mut set = NodeSet::default();
         for &n in s {

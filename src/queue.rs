@@ -2,7 +2,7 @@
 //! clients blocked on it, pause flags, counters and federation bookkeeping.
 //! Jobs are referenced by their job-store handle; the engine owns both.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{HashMap, VecDeque};
 
 use bytes::Bytes;
 
@@ -50,14 +50,201 @@ impl Federation {
     }
 }
 
+/// Jobs in creation-time order, as a deque of sorted chunks of at most
+/// `CHUNK` 12-byte entries. Jobs arrive almost always in order (local
+/// creation times only grow), so an insert is an append to the last chunk
+/// and GETJOB pops from the front of the first: about 12 bytes per queued
+/// job instead of ~26 for a B-tree entry. An out-of-order insert (a job
+/// from another node, a requeue) binary-searches the chunk and shifts at
+/// most one chunk; a full chunk splits in two. Chunks grow by doubling up
+/// to `CHUNK`, so a one-job queue stays small and no allocation is ever
+/// larger than one chunk (no reallocation cliffs as the queue grows).
+#[derive(Default)]
+struct OrderIndex {
+    chunks: VecDeque<Chunk>,
+    len: usize,
+}
+
+/// Entries per chunk (3 KB).
+const CHUNK: usize = 256;
+
+/// A creation time split in two halves (no padding: 12 bytes, not 16)
+/// and the job handle.
+#[derive(Clone, Copy)]
+struct Entry {
+    hi: u32,
+    lo: u32,
+    h: u32,
+}
+
+impl Entry {
+    fn new(key: u64, h: u32) -> Entry {
+        Entry {
+            hi: (key >> 32) as u32,
+            lo: key as u32,
+            h,
+        }
+    }
+    fn key(&self) -> u64 {
+        u64::from(self.hi) << 32 | u64::from(self.lo)
+    }
+}
+
+/// Sorted entries; the first `start` are already popped (a pop from the
+/// front is O(1), not a shift of the whole chunk).
+struct Chunk {
+    start: usize,
+    entries: Vec<Entry>,
+}
+
+impl Chunk {
+    fn live(&self) -> &[Entry] {
+        &self.entries[self.start..]
+    }
+    fn last_key(&self) -> u64 {
+        self.entries.last().map_or(0, Entry::key)
+    }
+    fn is_full(&self) -> bool {
+        self.entries.len() >= CHUNK
+    }
+    /// Room for one more entry at `at` (an index into `entries`); false
+    /// when full.
+    fn insert(&mut self, at: usize, e: Entry) -> bool {
+        if self.is_full() {
+            if self.start == 0 {
+                return false;
+            }
+            // Reclaim the popped prefix instead of splitting.
+            self.entries.drain(..self.start);
+            let at = at - self.start;
+            self.start = 0;
+            self.entries.insert(at, e);
+            return true;
+        }
+        if self.entries.len() == self.entries.capacity() {
+            // Doubling up to CHUNK: never more than one chunk allocated.
+            let want = (self.entries.capacity() * 2).clamp(4, CHUNK);
+            self.entries.reserve_exact(want - self.entries.len());
+        }
+        self.entries.insert(at, e);
+        true
+    }
+}
+
+impl OrderIndex {
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    fn insert(&mut self, key: u64, h: u32) {
+        let e = Entry::new(key, h);
+        self.len += 1;
+        // Common case: not older than the newest entry, append.
+        let append = self.chunks.back().is_none_or(|c| c.last_key() <= key);
+        if append {
+            if let Some(c) = self.chunks.back_mut() {
+                let at = c.entries.len();
+                if c.insert(at, e) {
+                    return;
+                }
+            }
+            let mut entries = Vec::with_capacity(4);
+            entries.push(e);
+            self.chunks.push_back(Chunk { start: 0, entries });
+            return;
+        }
+        // The first chunk whose newest entry is newer than `key`; after
+        // every equal key, so equal creation times keep insertion order.
+        let ci = self.chunks.partition_point(|c| c.last_key() <= key);
+        let Some(c) = self.chunks.get_mut(ci) else {
+            return;
+        };
+        let at = c.start + c.live().partition_point(|x| x.key() <= key);
+        if c.insert(at, e) {
+            return;
+        }
+        // Full: split in two halves, then insert into the right one.
+        let tail: Vec<Entry> = c.entries.split_off(CHUNK / 2);
+        let right = Chunk {
+            start: 0,
+            entries: tail,
+        };
+        let (target, at) = if at <= CHUNK / 2 {
+            (ci, at)
+        } else {
+            (ci + 1, at - CHUNK / 2)
+        };
+        self.chunks.insert(ci + 1, right);
+        if let Some(c) = self.chunks.get_mut(target) {
+            c.entries.insert(at, e);
+        }
+    }
+
+    /// Remove the entry of handle `h` inserted with `key`.
+    fn remove(&mut self, key: u64, h: u32) -> bool {
+        let first = self.chunks.partition_point(|c| c.last_key() < key);
+        let mut found = None;
+        'search: for (ci, c) in self.chunks.iter().enumerate().skip(first) {
+            let from = c.start + c.live().partition_point(|x| x.key() < key);
+            for (i, x) in c.entries.iter().enumerate().skip(from) {
+                if x.key() != key {
+                    break 'search;
+                }
+                if x.h == h {
+                    found = Some((ci, i));
+                    break 'search;
+                }
+            }
+        }
+        let Some((ci, i)) = found else {
+            return false;
+        };
+        if let Some(c) = self.chunks.get_mut(ci) {
+            if i == c.start {
+                c.start += 1;
+            } else {
+                c.entries.remove(i);
+            }
+            let live = c.entries.len() - c.start;
+            if live == 0 {
+                self.chunks.remove(ci);
+            } else if live < c.entries.capacity() / 4 {
+                // Mostly emptied by removals from the middle: give the
+                // memory back (bounded at 4x the live entries).
+                c.entries.drain(..c.start);
+                c.start = 0;
+                c.entries.shrink_to(live * 2);
+            }
+        }
+        self.len -= 1;
+        true
+    }
+
+    fn pop(&mut self) -> Option<u32> {
+        let c = self.chunks.front_mut()?;
+        let e = c.entries.get(c.start).copied();
+        c.start += 1;
+        if c.start >= c.entries.len() {
+            self.chunks.pop_front();
+        }
+        let e = e?;
+        self.len -= 1;
+        Some(e.h)
+    }
+
+    fn handles(&self) -> impl DoubleEndedIterator<Item = u32> + '_ {
+        self.chunks
+            .iter()
+            .flat_map(|c| c.live().iter().map(|e| e.h))
+    }
+}
+
 pub struct Queue {
     pub name: Bytes,
     /// The same name, shared by every job of the queue (one allocation).
     pub shared_name: crate::job::QueueName,
-    /// Order key (creation time) -> job handle. A key already taken (equal
-    /// ctimes from different nodes) is bumped to the next free value, which
-    /// keeps each entry at 12 bytes instead of a (ctime, handle) pair.
-    jobs: BTreeMap<u64, u32>,
+    /// Job handles ordered by creation time.
+    jobs: OrderIndex,
     /// Creation time, unix seconds.
     pub ctime: u64,
     /// Last enqueue/pop, unix seconds.
@@ -74,7 +261,7 @@ impl Queue {
         Queue {
             shared_name: crate::job::QueueName::from(&name[..]),
             name,
-            jobs: BTreeMap::new(),
+            jobs: OrderIndex::default(),
             ctime: now_s,
             atime: now_s,
             blocked: VecDeque::new(),
@@ -90,48 +277,27 @@ impl Queue {
     }
 
     pub fn is_empty(&self) -> bool {
-        self.jobs.is_empty()
+        self.jobs.len() == 0
     }
 
-    /// Insert a job handle in creation-time order.
+    /// Insert a job handle in creation-time order (after equal ones).
     pub fn insert(&mut self, ctime: u64, h: u32) {
-        let mut k = ctime;
-        // One tree descent in the common case (key free).
-        loop {
-            match self.jobs.entry(k) {
-                std::collections::btree_map::Entry::Vacant(v) => {
-                    v.insert(h);
-                    return;
-                }
-                std::collections::btree_map::Entry::Occupied(_) => k = k.wrapping_add(1),
-            }
-        }
+        self.jobs.insert(ctime, h);
     }
 
     /// Remove a job handle inserted with this ctime.
     pub fn remove(&mut self, ctime: u64, h: u32) -> bool {
-        let near = self
-            .jobs
-            .range(ctime..)
-            .take(1024)
-            .find(|(_, &v)| v == h)
-            .map(|(&k, _)| k);
-        // Bumped keys stay next to their ctime; the full scan is a safety net.
-        let key = near.or_else(|| self.jobs.iter().find(|(_, &v)| v == h).map(|(&k, _)| k));
-        match key {
-            Some(k) => self.jobs.remove(&k).is_some(),
-            None => false,
-        }
+        self.jobs.remove(ctime, h)
     }
 
     /// Oldest job.
     pub fn pop(&mut self) -> Option<u32> {
-        self.jobs.pop_first().map(|(_, h)| h)
+        self.jobs.pop()
     }
 
     /// Job handles oldest first (`.rev()` for newest first).
     pub fn handles(&self) -> impl DoubleEndedIterator<Item = u32> + '_ {
-        self.jobs.values().copied()
+        self.jobs.handles()
     }
 
     pub fn pause_name(flags: u8) -> &'static str {
@@ -172,6 +338,58 @@ mod tests {
         assert_eq!(q.pop(), Some(4));
         assert_eq!(q.pop(), Some(1));
         assert!(q.is_empty());
+    }
+
+    /// The chunked index against a plain sorted vector: in-order appends,
+    /// older inserts (splits), equal keys, removals anywhere, pops.
+    #[test]
+    fn order_index_matches_a_sorted_vector() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand::rngs::SmallRng::seed_from_u64(7);
+        for round in 0..20 {
+            let mut idx = OrderIndex::default();
+            let mut model: Vec<(u64, u32)> = Vec::new();
+            let mut next_key = 1000u64;
+            let mut next_h = 0u32;
+            for _ in 0..5000 {
+                match rng.gen_range(0..10) {
+                    0..=4 => {
+                        let key = if rng.gen_range(0..4) == 0 && next_key > 1000 {
+                            rng.gen_range(1000..next_key)
+                        } else {
+                            next_key += rng.gen_range(0..3);
+                            next_key
+                        };
+                        next_h += 1;
+                        idx.insert(key, next_h);
+                        let at = model.partition_point(|&(k, _)| k <= key);
+                        model.insert(at, (key, next_h));
+                    }
+                    5..=6 if !model.is_empty() => {
+                        let (k, h) = model.remove(rng.gen_range(0..model.len()));
+                        assert!(idx.remove(k, h));
+                        assert!(!idx.remove(k, h));
+                    }
+                    7 => {
+                        let want = (!model.is_empty()).then(|| model.remove(0).1);
+                        assert_eq!(idx.pop(), want);
+                    }
+                    _ => {}
+                }
+                assert_eq!(idx.len(), model.len());
+            }
+            let got: Vec<u32> = idx.handles().collect();
+            let want: Vec<u32> = model.iter().map(|&(_, h)| h).collect();
+            assert_eq!(got, want, "round {round}");
+            let back: Vec<u32> = idx.handles().rev().collect();
+            assert_eq!(back, want.iter().rev().copied().collect::<Vec<_>>());
+            assert!(idx
+                .chunks
+                .iter()
+                .all(|c| c.entries.capacity() <= CHUNK && c.entries.len() > c.start));
+            while idx.pop().is_some() {}
+            assert!(idx.chunks.is_empty());
+        }
     }
 
     #[test]

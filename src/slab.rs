@@ -158,6 +158,21 @@ impl<T> Slab<T> {
         self.iter().map(|(h, _)| h).collect()
     }
 
+    /// Heap bytes held by the segments (capacity, used or not).
+    pub fn heap_bytes(&self) -> usize {
+        self.segs.capacity() * std::mem::size_of::<Vec<Slot<T>>>()
+            + self
+                .segs
+                .iter()
+                .map(|s| s.capacity() * std::mem::size_of::<Slot<T>>())
+                .sum::<usize>()
+    }
+
+    /// Bytes of one slot (the value plus the free-list tag, if any).
+    pub const fn slot_bytes() -> usize {
+        std::mem::size_of::<Slot<T>>()
+    }
+
     pub fn clear(&mut self) {
         self.segs.clear();
         self.segs.shrink_to_fit();

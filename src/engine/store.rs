@@ -25,6 +25,27 @@ use crate::slab::Slab;
 
 pub type JobHandle = u32;
 
+/// Heap bytes held by each part of the job table (capacity, not only what
+/// is in use), for the memory accounting in docs/PERFORMANCE.md.
+#[derive(Debug, Default)]
+pub struct Footprint {
+    pub jobs: usize,
+    /// `size_of::<Job>()` and of one slab slot.
+    pub record: usize,
+    pub slot: usize,
+    /// Slab segments.
+    pub slab: usize,
+    /// ID index shards (hashbrown tables: entries plus control bytes).
+    pub index: usize,
+    /// Timer buckets: the handle vectors (their tree nodes not counted).
+    pub timers: usize,
+    /// Job bodies as requested from the allocator, and how many allocations.
+    pub bodies: usize,
+    pub body_allocs: usize,
+    /// Node lists that spilled to the heap.
+    pub node_lists: usize,
+}
+
 pub struct JobStore {
     slab: Slab<Job>,
     /// `hash32 << 32 | handle`, in the shard picked by the hash's low byte.
@@ -187,6 +208,26 @@ impl JobStore {
 
     pub fn handles(&self) -> Vec<JobHandle> {
         self.slab.handles()
+    }
+
+    pub fn footprint(&self) -> Footprint {
+        let mut f = Footprint {
+            jobs: self.slab.len(),
+            record: std::mem::size_of::<Job>(),
+            slot: Slab::<Job>::slot_bytes(),
+            slab: self.slab.heap_bytes(),
+            index: self.index.iter().map(|t| t.allocation_size()).sum(),
+            timers: self.awake.values().map(|v| v.capacity() * 4).sum(),
+            ..Footprint::default()
+        };
+        for (_, j) in self.slab.iter() {
+            if let Some(b) = &j.body {
+                f.bodies += b.len();
+                f.body_allocs += 1;
+            }
+            f.node_lists += j.nodes_delivered.heap_bytes();
+        }
+        f
     }
 
     pub fn clear(&mut self) {
