@@ -23,6 +23,14 @@ pub struct Federation {
     pub adhoc_attempt: u32,
     /// node -> last unix second it sent us jobs for this queue.
     pub responders: HashMap<NodeIdx, u64>,
+    /// When jobs for this queue last arrived from a node (ms): an ask sent
+    /// before that was answered.
+    pub last_import: u64,
+    /// Nodes that asked for more jobs than we had (NEEDJOBS): (node, jobs
+    /// still wanted, until when in ms). Jobs queued here meanwhile go to
+    /// them (YOURJOBS) while no local client waits, instead of waiting for
+    /// their next ask.
+    pub demand: Vec<(NodeIdx, u32, u64)>,
     pub cur_window_start: u64,
     pub cur_count: u64,
     pub prev_window_start: u64,

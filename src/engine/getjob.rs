@@ -39,7 +39,15 @@ pub enum GetJobOutcome {
 pub enum NeedReason {
     ClientsWaiting,
     ReachedZero,
+    /// Importing, clients consuming, and the queue is nearly empty: ask the
+    /// nodes that answered recently for the next batch now, so it arrives
+    /// before the consumers find the queue empty (one outstanding ask).
+    RunningLow,
 }
+
+/// Below this many queued jobs an importing queue considers asking ahead
+/// (`NeedReason::RunningLow`; the exact threshold is half the batch asked for).
+const PREFETCH_BELOW: usize = 50;
 
 impl Engine {
     /// Render a job as GETJOB does: [queue, id, body] (+ counters).
@@ -84,9 +92,7 @@ impl Engine {
                     Some((qh, h)) => {
                         jobs.push(self.job_reply(h, req.withcounters));
                         taken += 1;
-                        if self.queues.get(qh).is_some_and(|q| q.is_empty()) {
-                            self.need_jobs(name, NeedReason::ReachedZero, now);
-                        }
+                        self.after_pop(qh, name, now);
                     }
                     None => self.need_jobs(name, NeedReason::ClientsWaiting, now),
                 }
@@ -182,10 +188,22 @@ impl Engine {
                 } else {
                     self.counters.delivered += 1;
                 }
-                if self.queues.get(qh).is_some_and(|q| q.is_empty()) {
-                    self.need_jobs(&name, NeedReason::ReachedZero, now);
-                }
+                self.after_pop(qh, &name, now);
             }
+        }
+        while let Some(name) = self.fed_ready.pop() {
+            self.serve_demand(&name, now);
+        }
+    }
+
+    /// After a delivery: ask other nodes for jobs when the queue ran dry,
+    /// or, while importing, when it is about to.
+    fn after_pop(&mut self, qh: u32, name: &[u8], now: u64) {
+        let Some(q) = self.queues.get(qh) else { return };
+        if q.is_empty() {
+            self.need_jobs(name, NeedReason::ReachedZero, now);
+        } else if q.len() < PREFETCH_BELOW && q.fed.last_import != 0 {
+            self.need_jobs(name, NeedReason::RunningLow, now);
         }
     }
 
@@ -232,12 +250,11 @@ impl Engine {
             return;
         }
         let qh = self.queue_create(name, now);
-        let peers = self.cluster.linked_peers();
         let Some(q) = self.queues.get_mut(qh) else {
             return;
         };
         let rate = q.fed.import_rate(now);
-        if reason == NeedReason::ReachedZero && rate == 0 {
+        if reason != NeedReason::ClientsWaiting && rate == 0 {
             return;
         }
         let now_s = now / 1000;
@@ -247,16 +264,33 @@ impl Engine {
         let nresp = q.fed.responders.len() as u64;
         let want = rate.checked_div(nresp).map_or(5, |r| r.clamp(5, 100)) as u32;
         let mut sends = Vec::new();
+        let adhoc_delay = (25u64 << q.fed.adhoc_attempt.min(7)).min(2000);
+        if reason == NeedReason::RunningLow {
+            let answered = q.fed.last_import >= q.fed.adhoc_time;
+            let stale = now.saturating_sub(q.fed.adhoc_time) > adhoc_delay;
+            if nresp == 0 || q.len() as u64 > u64::from(want / 2) || !(answered || stale) {
+                return;
+            }
+        }
         let bcast_delay = (2000u64 << q.fed.bcast_attempt.min(5)).min(30_000);
-        if now.saturating_sub(q.fed.bcast_time) > bcast_delay && !peers.is_empty() {
+        // Peers are listed only when a broadcast is due: this function runs
+        // every time a local queue drains, federated or not.
+        let peers = if reason != NeedReason::RunningLow
+            && now.saturating_sub(q.fed.bcast_time) > bcast_delay
+        {
+            self.cluster.linked_peers()
+        } else {
+            Vec::new()
+        };
+        if !peers.is_empty() {
             q.fed.bcast_time = now;
             q.fed.bcast_attempt = q.fed.bcast_attempt.saturating_add(1);
             for &p in &peers {
                 sends.push((p, 1));
             }
         }
-        let adhoc_delay = (25u64 << q.fed.adhoc_attempt.min(7)).min(2000);
-        if (reason == NeedReason::ReachedZero || now.saturating_sub(q.fed.adhoc_time) > adhoc_delay)
+        if (reason != NeedReason::ClientsWaiting
+            || now.saturating_sub(q.fed.adhoc_time) > adhoc_delay)
             && nresp > 0
         {
             q.fed.adhoc_time = now;

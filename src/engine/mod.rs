@@ -180,6 +180,8 @@ pub struct Engine {
     add_waiting: usize,
     /// Queues that gained jobs while clients were blocked on them.
     ready: Vec<Bytes>,
+    /// Queues that got jobs while other nodes wait for them (federation demand).
+    fed_ready: Vec<Bytes>,
     rng: SmallRng,
     last_ctime: u64,
     out: Effects,
@@ -220,6 +222,7 @@ impl Engine {
             add_timeouts: BTreeSet::new(),
             add_waiting: 0,
             ready: Vec::new(),
+            fed_ready: Vec::new(),
             rng: SmallRng::seed_from_u64(seed),
             last_ctime: 0,
             out: Effects::default(),
@@ -623,6 +626,8 @@ impl Engine {
             q.jobs_in += 1;
             if !q.blocked.is_empty() && q.paused & PAUSE_OUT == 0 {
                 self.ready.push(q.name.clone());
+            } else if !q.fed.demand.is_empty() {
+                self.fed_ready.push(q.name.clone());
             }
         }
         // Share the queue's name allocation instead of one copy per job.
@@ -707,6 +712,7 @@ impl Engine {
         self.queues.clear();
         self.queue_index.clear();
         self.ready.clear();
+        self.fed_ready.clear();
     }
 
     /// Mark the job as acked (docs/COMMANDS.md#ackjob).

@@ -6,6 +6,7 @@
 //! `extensions` and `totals` ours.
 
 mod extensions;
+mod federation;
 mod net;
 mod totals;
 

@@ -9,10 +9,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
+use bytes::BytesMut;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, Notify};
 use tracing::Instrument;
 
 use super::Shared;
@@ -24,9 +24,19 @@ use crate::job::NodeIdx;
 /// Frames queued per outbound link before the link is dropped.
 const LINK_QUEUE: usize = 4096;
 
+/// One outbound link's send side: frames are encoded straight into `out`
+/// (no allocation or channel hop per frame) and the link task is woken only
+/// when `out` goes from empty to non-empty, so frames queued while it is
+/// writing or waiting for its turn leave together in one write.
 struct Link {
     gen: u64,
-    tx: mpsc::Sender<Bytes>,
+    out: BytesMut,
+    /// Frames in `out`.
+    queued: usize,
+    /// Set when the peer could not keep up: the task ends and reports the
+    /// loss; frames sent meanwhile are dropped (the bus is lossy).
+    overflowed: bool,
+    wake: Arc<Notify>,
 }
 
 #[derive(Default)]
@@ -38,33 +48,92 @@ pub struct Bus {
 /// A request to open a link, produced by the engine.
 pub type ConnectRequest = (NodeIdx, String, u16);
 
+/// What a link task finds when it comes to collect its frames.
+#[derive(Debug, PartialEq, Eq)]
+enum Take {
+    /// Frames (possibly none) moved into the caller's buffer.
+    Frames,
+    /// The link overflowed: end the task and report the link down.
+    Overflowed,
+    /// The engine closed the link, or a newer one replaced it: just end.
+    Gone,
+}
+
 impl Bus {
     fn links(&self) -> std::sync::MutexGuard<'_, HashMap<NodeIdx, Link>> {
         self.links.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Queue a frame on the node's outbound link; dropped if there is none.
-    pub fn send(&self, to: NodeIdx, frame: Bytes) {
+    /// Queue an encoded frame on the node's outbound link; dropped if there is none.
+    pub fn send(&self, to: NodeIdx, frame: &[u8]) {
+        Self::queue(&mut self.links(), to, |out| out.extend_from_slice(frame));
+    }
+
+    /// Encode messages into their links' queues, taking the link table once.
+    pub fn send_all<'a>(&self, msgs: impl IntoIterator<Item = (NodeIdx, &'a Message)>) {
         let mut links = self.links();
-        let full = match links.get(&to) {
-            Some(l) => l.tx.try_send(frame).is_err(),
-            None => false,
-        };
-        if full {
-            // Closing the channel ends the link task, which reports the loss.
-            links.remove(&to);
+        for (to, msg) in msgs {
+            Self::queue(&mut links, to, |out| msg.encode(out));
+        }
+    }
+
+    fn queue(links: &mut HashMap<NodeIdx, Link>, to: NodeIdx, encode: impl FnOnce(&mut BytesMut)) {
+        let Some(l) = links.get_mut(&to) else { return };
+        if l.overflowed {
+            return;
+        }
+        if l.queued >= LINK_QUEUE {
+            l.overflowed = true;
+            l.out = BytesMut::new();
+            l.queued = 0;
+            l.wake.notify_one();
+            return;
+        }
+        let was_empty = l.out.is_empty();
+        encode(&mut l.out);
+        l.queued += 1;
+        if was_empty {
+            l.wake.notify_one();
         }
     }
 
     pub fn disconnect(&self, idx: NodeIdx) {
-        self.links().remove(&idx);
+        if let Some(l) = self.links().remove(&idx) {
+            l.wake.notify_one();
+        }
     }
 
-    fn register(&self, idx: NodeIdx) -> (u64, mpsc::Receiver<Bytes>) {
-        let (tx, rx) = mpsc::channel(LINK_QUEUE);
+    fn register(&self, idx: NodeIdx) -> (u64, Arc<Notify>) {
+        let wake = Arc::new(Notify::new());
         let gen = self.gen.fetch_add(1, Ordering::Relaxed);
-        self.links().insert(idx, Link { gen, tx });
-        (gen, rx)
+        let link = Link {
+            gen,
+            out: BytesMut::new(),
+            queued: 0,
+            overflowed: false,
+            wake: wake.clone(),
+        };
+        if let Some(old) = self.links().insert(idx, link) {
+            old.wake.notify_one();
+        }
+        (gen, wake)
+    }
+
+    /// Move the link's queued frames into `buf` (empty on entry), handing
+    /// the link `buf`'s allocation in exchange so neither side reallocates.
+    fn take(&self, idx: NodeIdx, gen: u64, buf: &mut BytesMut) -> Take {
+        let mut links = self.links();
+        match links.get_mut(&idx) {
+            Some(l) if l.gen == gen => {
+                if l.overflowed {
+                    return Take::Overflowed;
+                }
+                std::mem::swap(&mut l.out, buf);
+                l.queued = 0;
+                Take::Frames
+            }
+            _ => Take::Gone,
+        }
     }
 
     /// Remove the link if it is still the given generation.
@@ -167,14 +236,14 @@ async fn outbound_link<S: BusStream>(
         shared.with(|node, now| node.engine.on_link_down(idx, now));
         return;
     }
-    let (gen, frames) = shared.bus.register(idx);
+    let (gen, wake) = shared.bus.register(idx);
     crate::metrics::shell().link_connected(idx);
     shared.with(|node, now| node.engine.on_link_up(idx, now));
     let r = run_link(
         &shared,
         stream,
         rbuf,
-        Some(frames),
+        Some(Outbox { idx, gen, wake }),
         LinkKind::Outbound(idx),
         ends,
     )
@@ -361,18 +430,29 @@ async fn auth_acceptor<S: BusStream>(
     Ok(())
 }
 
-/// Bytes gathered into one write when frames queue up on a link.
-const WRITE_BATCH: usize = 256 * 1024;
+/// The send side of an outbound link, as its task sees it.
+struct Outbox {
+    idx: NodeIdx,
+    gen: u64,
+    wake: Arc<Notify>,
+}
+
+/// Read buffer headroom below which the next read first grows the buffer.
+const READ_HEADROOM: usize = 4096;
+/// A write buffer larger than this is not kept between writes.
+const KEEP_WBUF: usize = 1024 * 1024;
 
 /// Read frames (and, for outbound links, write queued ones) until either side ends.
-/// Everything decoded from one read is handled under one lock, and queued
-/// frames go out in one write: the per-frame lock and syscall dominated
-/// replication cost before.
+/// Every frame decoded from one read is handled under one lock, and the
+/// frames queued on a link go out in one write, after the task has let the
+/// other ready tasks run (`yield_now`) so everything they queue in the same
+/// scheduler turn joins that write: per-frame locking, wake-ups and
+/// syscalls dominated replication cost before.
 async fn run_link<S: BusStream>(
     shared: &Shared,
     mut stream: S,
     mut rbuf: BytesMut,
-    mut frames: Option<mpsc::Receiver<Bytes>>,
+    outbox: Option<Outbox>,
     kind: LinkKind,
     ends: Ends,
 ) -> std::io::Result<()> {
@@ -381,20 +461,7 @@ async fn run_link<S: BusStream>(
     let mut shutdown = shared.shutdown_rx();
     let mut batch: Vec<Message> = Vec::new();
     loop {
-        let mut bad = None;
-        loop {
-            match decode(&mut rbuf) {
-                Ok(Some(msg)) => {
-                    crate::metrics::shell().bus_received(msg.body.msg_type());
-                    batch.push(msg);
-                }
-                Ok(None) => break,
-                Err(e) => {
-                    bad = Some(e);
-                    break;
-                }
-            }
-        }
+        let bad = decode_all(&mut rbuf, &mut batch);
         if !batch.is_empty() {
             let msgs = std::mem::take(&mut batch);
             shared.with(|node, now| {
@@ -408,22 +475,24 @@ async fn run_link<S: BusStream>(
                     }
                 }
             });
-            if !wbuf.is_empty() {
-                stream.write_all(&wbuf).await?;
-                stream.flush().await?;
-                wbuf.clear();
+            // Frames the batch queued on this link leave with its replies.
+            if let Some(o) = &outbox {
+                if !collect(shared, o, &mut wbuf) {
+                    return Ok(());
+                }
             }
+            flush(&mut stream, &mut wbuf).await?;
         }
         if let Some(e) = bad {
             tracing::warn!(peer = %peer_ip, error = %e, "Dropping bus connection after a bad frame.");
             return Ok(());
         }
-        if rbuf.capacity() - rbuf.len() < 4096 {
+        if rbuf.capacity() - rbuf.len() < READ_HEADROOM {
             rbuf.reserve(16 * 1024);
         }
-        let next_frame = async {
-            match frames.as_mut() {
-                Some(rx) => rx.recv().await,
+        let queued = async {
+            match &outbox {
+                Some(o) => o.wake.notified().await,
                 None => std::future::pending().await,
             }
         };
@@ -433,27 +502,198 @@ async fn run_link<S: BusStream>(
                     return Ok(());
                 }
             }
-            f = next_frame => match f {
-                Some(frame) => {
-                    wbuf.extend_from_slice(&frame);
-                    if let Some(rx) = frames.as_mut() {
-                        while wbuf.len() < WRITE_BATCH {
-                            match rx.try_recv() {
-                                Ok(f) => wbuf.extend_from_slice(&f),
-                                Err(_) => break,
-                            }
-                        }
+            () = queued => {
+                if let Some(o) = &outbox {
+                    // One write per scheduler turn, not one per frame.
+                    tokio::task::yield_now().await;
+                    if !collect(shared, o, &mut wbuf) {
+                        return Ok(());
                     }
-                    stream.write_all(&wbuf).await?;
-                    stream.flush().await?;
-                    wbuf.clear();
-                    if wbuf.capacity() > 4 * WRITE_BATCH {
-                        wbuf = BytesMut::new();
-                    }
+                    flush(&mut stream, &mut wbuf).await?;
                 }
-                None => return Ok(()),
-            },
+            }
             _ = shutdown.changed() => return Ok(()),
         }
+    }
+}
+
+/// Decode every complete frame in `rbuf` into `batch`; the error of a bad
+/// frame (after the good ones before it), which ends the connection.
+fn decode_all(
+    rbuf: &mut BytesMut,
+    batch: &mut Vec<Message>,
+) -> Option<crate::cluster::message::BusError> {
+    loop {
+        match decode(rbuf) {
+            Ok(Some(msg)) => {
+                crate::metrics::shell().bus_received(msg.body.msg_type());
+                batch.push(msg);
+            }
+            Ok(None) => return None,
+            Err(e) => return Some(e),
+        }
+    }
+}
+
+/// Append the link's queued frames to `wbuf`; false when the link task
+/// must end (overflow, or the engine closed the link).
+fn collect(shared: &Shared, o: &Outbox, wbuf: &mut BytesMut) -> bool {
+    if wbuf.is_empty() {
+        return shared.bus.take(o.idx, o.gen, wbuf) == Take::Frames;
+    }
+    let mut more = BytesMut::new();
+    let ok = shared.bus.take(o.idx, o.gen, &mut more) == Take::Frames;
+    wbuf.extend_from_slice(&more);
+    ok
+}
+
+async fn flush<S: BusStream>(stream: &mut S, wbuf: &mut BytesMut) -> std::io::Result<()> {
+    if wbuf.is_empty() {
+        return Ok(());
+    }
+    stream.write_all(wbuf).await?;
+    stream.flush().await?;
+    wbuf.clear();
+    if wbuf.capacity() > KEEP_WBUF {
+        *wbuf = BytesMut::new();
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cluster::message::{Header, JobMsg};
+
+    fn header() -> Header {
+        Header {
+            sender: [b'a'; 40],
+            port: 7711,
+            flags: 0,
+            mflags: 0,
+            announce: None,
+        }
+    }
+
+    fn frame(n: u32) -> Message {
+        Message::new(
+            header(),
+            Body::Job {
+                kind: JobMsg::GotJob,
+                job_id: [b'j'; 40],
+                aux: n,
+            },
+        )
+    }
+
+    fn aux(m: &Message) -> u32 {
+        match m.body {
+            Body::Job { aux, .. } => aux,
+            _ => u32::MAX,
+        }
+    }
+
+    #[test]
+    fn many_frames_in_one_read_decode_in_order() {
+        let mut rbuf = BytesMut::new();
+        for n in 0..100 {
+            frame(n).encode(&mut rbuf);
+        }
+        let mut batch = Vec::new();
+        assert!(decode_all(&mut rbuf, &mut batch).is_none());
+        assert_eq!(
+            batch.iter().map(aux).collect::<Vec<_>>(),
+            (0..100).collect::<Vec<_>>()
+        );
+        assert!(rbuf.is_empty());
+    }
+
+    #[test]
+    fn frames_split_across_reads_decode_once_complete() {
+        let mut wire = BytesMut::new();
+        for n in 0..5 {
+            frame(n).encode(&mut wire);
+        }
+        // Feed the stream in chunks that cut headers and payloads anywhere.
+        for chunk in [1usize, 3, 7, 13, 61, 64] {
+            let mut rbuf = BytesMut::new();
+            let mut batch = Vec::new();
+            for piece in wire.chunks(chunk) {
+                rbuf.extend_from_slice(piece);
+                assert!(decode_all(&mut rbuf, &mut batch).is_none());
+            }
+            assert_eq!(
+                batch.iter().map(aux).collect::<Vec<_>>(),
+                vec![0, 1, 2, 3, 4]
+            );
+            assert!(rbuf.is_empty(), "chunk {chunk}");
+        }
+    }
+
+    #[test]
+    fn a_bad_frame_after_good_ones_keeps_the_good_ones() {
+        let mut rbuf = BytesMut::new();
+        frame(1).encode(&mut rbuf);
+        frame(2).encode(&mut rbuf);
+        rbuf.extend_from_slice(b"GET / HTTP/1.1\r\n\r\n");
+        let mut batch = Vec::new();
+        assert!(decode_all(&mut rbuf, &mut batch).is_some());
+        assert_eq!(batch.iter().map(aux).collect::<Vec<_>>(), vec![1, 2]);
+    }
+
+    #[tokio::test]
+    async fn queued_frames_leave_together_and_wake_the_link_once() {
+        let bus = Bus::default();
+        let (gen, wake) = bus.register(3);
+        let msgs: Vec<Message> = (0..10).map(frame).collect();
+        bus.send_all(msgs.iter().map(|m| (3, m)));
+        bus.send(3, &frame(10).to_bytes());
+        // Frames for a node without a link are dropped.
+        bus.send_all(msgs.iter().map(|m| (4, m)));
+        // Woken once (a stored permit), not once per frame.
+        tokio::time::timeout(Duration::from_secs(5), wake.notified())
+            .await
+            .expect("link woken");
+        let mut buf = BytesMut::new();
+        assert_eq!(bus.take(3, gen, &mut buf), Take::Frames);
+        let mut batch = Vec::new();
+        assert!(decode_all(&mut buf, &mut batch).is_none());
+        assert_eq!(
+            batch.iter().map(aux).collect::<Vec<_>>(),
+            (0..=10).collect::<Vec<_>>()
+        );
+        let second = tokio::time::timeout(Duration::from_millis(50), wake.notified()).await;
+        assert!(second.is_err(), "one wake-up per batch");
+        // The next frame after a take wakes the link again.
+        bus.send(3, &frame(11).to_bytes());
+        tokio::time::timeout(Duration::from_secs(5), wake.notified())
+            .await
+            .expect("woken again");
+    }
+
+    #[test]
+    fn an_overflowing_link_is_reported_and_a_closed_one_is_gone() {
+        let bus = Bus::default();
+        let (gen, _wake) = bus.register(1);
+        let m = frame(0);
+        for _ in 0..=LINK_QUEUE {
+            bus.send_all([(1, &m)]);
+        }
+        let mut buf = BytesMut::new();
+        assert_eq!(bus.take(1, gen, &mut buf), Take::Overflowed);
+        assert!(buf.is_empty());
+        // The task then unregisters, which reports the link down.
+        assert!(bus.unregister(1, gen));
+
+        let (gen, _wake) = bus.register(2);
+        bus.disconnect(2);
+        assert_eq!(bus.take(2, gen, &mut buf), Take::Gone);
+        assert!(!bus.unregister(2, gen), "the engine already knows");
+
+        // A newer link for the same node ends the older task quietly.
+        let (old, _w1) = bus.register(5);
+        let (new, _w2) = bus.register(5);
+        assert_eq!(bus.take(5, old, &mut buf), Take::Gone);
+        assert_eq!(bus.take(5, new, &mut buf), Take::Frames);
     }
 }

@@ -168,45 +168,45 @@ impl Shared {
         let frames = node.engine.take_messages(now);
         // With appendfsync always a replica's GOTJOB must not leave before
         // its LOADJOB record is on disk (the origin then tells its client).
+        let is_gotjob = |m: &crate::cluster::message::Message| {
+            matches!(
+                m.body,
+                crate::cluster::message::Body::Job {
+                    kind: crate::cluster::message::JobMsg::GotJob,
+                    ..
+                }
+            )
+        };
         let durable = frames
             .iter()
-            .any(|(_, m)| {
-                matches!(
-                    m.body,
-                    crate::cluster::message::Body::Job {
-                        kind: crate::cluster::message::JobMsg::GotJob,
-                        ..
-                    }
-                )
-            })
+            .any(|(_, m)| is_gotjob(m))
             .then(|| crate::node::persistence::produced_sync(node))
             .flatten();
-        let mut deferred = Vec::new();
-        for (to, msg) in frames {
+        for (_, msg) in &frames {
             crate::metrics::shell().bus_sent(msg.body.msg_type());
-            if durable.is_some()
-                && matches!(
-                    msg.body,
-                    crate::cluster::message::Body::Job {
-                        kind: crate::cluster::message::JobMsg::GotJob,
-                        ..
-                    }
-                )
-            {
-                deferred.push((to, msg.to_bytes()));
-            } else {
-                self.bus.send(to, msg.to_bytes());
-            }
         }
         if let Some(wait) = durable {
+            let deferred: Vec<(crate::job::NodeIdx, bytes::Bytes)> = frames
+                .iter()
+                .filter(|(_, m)| is_gotjob(m))
+                .map(|(to, m)| (*to, m.to_bytes()))
+                .collect();
+            self.bus.send_all(
+                frames
+                    .iter()
+                    .filter(|(_, m)| !is_gotjob(m))
+                    .map(|(to, m)| (*to, m)),
+            );
             let bus = self.bus.clone();
             tokio::spawn(async move {
                 if wait.wait().await.is_ok() {
                     for (to, frame) in deferred {
-                        bus.send(to, frame);
+                        bus.send(to, &frame);
                     }
                 }
             });
+        } else {
+            self.bus.send_all(frames.iter().map(|(to, m)| (*to, m)));
         }
         let mut effects = node.engine.take_effects();
         for idx in effects.disconnect.drain(..) {

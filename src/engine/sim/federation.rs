@@ -1,0 +1,148 @@
+//! Federation streaming on the simulated network (no faults): a node
+//! asked for jobs it did not have sends the ones queued afterwards at once,
+//! and a node importing for busy consumers asks for the next batch before
+//! its queue runs dry, so consumers there do not wait a NEEDJOBS round
+//! trip per batch.
+
+use bytes::Bytes;
+use tokio::sync::oneshot;
+
+use super::{Faults, Sim};
+use crate::engine::addjob::{AddJobOutcome, AddJobRequest};
+use crate::engine::getjob::{GetJobOutcome, GetJobRequest};
+use crate::resp::Reply;
+
+const Q: &[u8] = b"fq";
+
+fn quiet_pair() -> Sim {
+    let mut sim = Sim::new(
+        2,
+        7,
+        Faults {
+            drop: 0.0,
+            dup: 0.0,
+            max_delay: 1,
+        },
+    );
+    sim.join_all();
+    sim
+}
+
+/// ADDJOB on `node` as a client would (commands then serve ready queues).
+fn add(sim: &mut Sim, node: usize, n: usize) {
+    let client = sim.client();
+    let now = sim.now;
+    let Some(e) = sim.nodes[node].as_mut() else {
+        return;
+    };
+    for k in 0..n {
+        let req = AddJobRequest {
+            replicate: Some(1),
+            retry: Some(30),
+            ttl: Some(3600),
+            ..AddJobRequest::new(Bytes::from_static(Q), Bytes::from(format!("j{k}")))
+        };
+        assert!(matches!(
+            e.addjob(client, req, now),
+            AddJobOutcome::Reply(Reply::Status(_))
+        ));
+    }
+    e.serve_ready(now);
+    sim.flush(node);
+}
+
+fn getjob(sim: &mut Sim, node: usize, nohang: bool) -> GetJobOutcome {
+    let client = sim.client();
+    let now = sim.now;
+    let req = GetJobRequest {
+        nohang,
+        timeout: 60_000,
+        count: 1,
+        withcounters: false,
+        queues: vec![Bytes::from_static(Q)],
+    };
+    let out = match sim.nodes[node].as_mut() {
+        Some(e) => e.getjob(client, req, now),
+        None => GetJobOutcome::Reply(Reply::NullArray),
+    };
+    sim.flush(node);
+    out
+}
+
+fn qlen(sim: &Sim, node: usize) -> usize {
+    sim.nodes[node]
+        .as_ref()
+        .and_then(|e| {
+            let qh = e.queue_handle(Q)?;
+            e.queues().get(qh).map(|q| q.len())
+        })
+        .unwrap_or(0)
+}
+
+#[test]
+fn sim_a_job_queued_after_an_unanswered_needjobs_goes_to_the_waiting_node() {
+    let mut sim = quiet_pair();
+    // The queue exists on node 0 but is empty.
+    add(&mut sim, 0, 1);
+    assert!(matches!(
+        getjob(&mut sim, 0, true),
+        GetJobOutcome::Reply(Reply::Array(_))
+    ));
+    // A consumer blocks on node 1: it broadcasts NEEDJOBS, node 0 has nothing.
+    let GetJobOutcome::Blocked(mut rx): GetJobOutcome = getjob(&mut sim, 1, false) else {
+        panic!("consumer did not block");
+    };
+    sim.run_for(50);
+    assert!(matches!(
+        rx.try_recv(),
+        Err(oneshot::error::TryRecvError::Empty)
+    ));
+    // Without the remembered demand node 1 would ask again only after its
+    // broadcast back-off (4 s); the job must arrive within a few hops.
+    add(&mut sim, 0, 1);
+    sim.run_for(50);
+    match rx.try_recv() {
+        Ok(Reply::Array(jobs)) => assert_eq!(jobs.len(), 1),
+        other => panic!("the waiting consumer got {other:?}"),
+    }
+    assert_eq!(qlen(&sim, 0), 0);
+}
+
+#[test]
+fn sim_an_importing_queue_asks_for_more_before_it_runs_dry() {
+    let mut sim = quiet_pair();
+    add(&mut sim, 0, 300);
+    // First batch: a blocked consumer on node 1 makes it ask.
+    let GetJobOutcome::Blocked(mut rx) = getjob(&mut sim, 1, false) else {
+        panic!("consumer did not block");
+    };
+    let mut got = 0;
+    for _ in 0..100 {
+        sim.step();
+        if rx.try_recv().is_ok() {
+            got = 1;
+            break;
+        }
+    }
+    assert_eq!(got, 1, "no first batch");
+    // Its queue emptied, so it asked for the next batch right away.
+    for _ in 0..10 {
+        if qlen(&sim, 1) > 0 {
+            break;
+        }
+        sim.step();
+    }
+    // Then one consumer takes a job every step (10 ms, messages take 1 ms):
+    // the queue must never be found empty while node 0 still has jobs.
+    while qlen(&sim, 0) > 0 {
+        match getjob(&mut sim, 1, true) {
+            GetJobOutcome::Reply(Reply::Array(_)) => got += 1,
+            _ => panic!(
+                "node 1 ran dry after {got} jobs with {} still on node 0",
+                qlen(&sim, 0)
+            ),
+        }
+        sim.step();
+    }
+    assert!(got > 100, "{got}");
+}
