@@ -598,6 +598,76 @@ fn garbage_on_the_cluster_bus_is_dropped_without_harm() {
     assert!(state(&mut nodes[1].client(), &id).is_some());
 }
 
+/// The bus reads frames in batches: many frames in one write, frames cut
+/// into single bytes across writes, and a peer that leaves in the middle of
+/// a frame. Every complete PING gets its PONG, in order, and the node keeps
+/// serving clients and replicating.
+#[test]
+fn bus_frames_batched_split_or_cut_off_are_handled() {
+    use disque::cluster::message::{decode, Body, Header, Message};
+    use std::io::{Read, Write};
+    let nodes = cluster(2);
+    let bus = nodes[0].bus_port();
+    let ping = |n: u16| {
+        let header = Header {
+            sender: [b'f'; 40],
+            port: n,
+            flags: 0,
+            mflags: 0,
+            announce: None,
+        };
+        Message::new(header, Body::Ping(Vec::new())).to_bytes()
+    };
+    let pongs = |s: &mut std::net::TcpStream, want: usize| {
+        let mut buf = bytes::BytesMut::new();
+        let mut got = 0;
+        let mut chunk = [0u8; 4096];
+        while got < want {
+            match decode(&mut buf) {
+                Ok(Some(m)) => {
+                    assert!(matches!(m.body, Body::Pong(_)), "{m:?}");
+                    got += 1;
+                    continue;
+                }
+                Ok(None) => {}
+                Err(e) => panic!("bad frame from the node: {e}"),
+            }
+            let n = s.read(&mut chunk).expect("PONG within the read timeout");
+            assert!(n > 0, "node closed the connection after {got} PONGs");
+            buf.extend_from_slice(&chunk[..n]);
+        }
+        got
+    };
+    let connect = || {
+        let s = std::net::TcpStream::connect(("127.0.0.1", bus)).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        s.set_nodelay(true).unwrap();
+        s
+    };
+    // 200 frames in one write.
+    let mut s = connect();
+    let all: Vec<u8> = (0..200).flat_map(|n| ping(n).to_vec()).collect();
+    s.write_all(&all).unwrap();
+    assert_eq!(pongs(&mut s, 200), 200);
+    // Three frames, one byte per write.
+    let some: Vec<u8> = (0..3).flat_map(|n| ping(n).to_vec()).collect();
+    for b in &some {
+        s.write_all(std::slice::from_ref(b)).unwrap();
+    }
+    assert_eq!(pongs(&mut s, 3), 3);
+    // One and a half frames, then the peer goes away.
+    let mut s = connect();
+    let f = ping(1);
+    s.write_all(&[&f[..], &f[..f.len() / 2]].concat()).unwrap();
+    assert_eq!(pongs(&mut s, 1), 1);
+    drop(s);
+    let mut c0 = nodes[0].client();
+    assert_eq!(c0.cmd(&["PING"]), Reply::Status("PONG".into()));
+    assert_eq!(cluster_info(&mut c0, "cluster_reachable_nodes"), 1);
+    let id = addjob(&mut c0, &["ADDJOB", "bq", "b", "5000", "REPLICATE", "2"]);
+    assert!(state(&mut nodes[1].client(), &id).is_some());
+}
+
 /// nodes.conf is locked: a second server in the same directory refuses to
 /// start, and the table survives a restart intact.
 #[test]
