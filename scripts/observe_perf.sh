@@ -15,7 +15,8 @@
 # plus the load average before and after, so the noise is on record.
 #
 # Knobs: REPS (7), N (100000), C (50), P (1), DASHBOARD (0),
-# SKIP_BUILD=1 to use the existing target/release binaries.
+# SKIP_BUILD=1 to use the existing target/release binaries (or SRV= and
+# BENCH= paths to other builds).
 #
 # CALLGRIND=1 measures instructions instead of time, for a machine too
 # busy for timings: the server runs under `valgrind --tool=callgrind`
@@ -36,8 +37,8 @@ P=${P:-1}
 DASHBOARD=${DASHBOARD:-0}
 command -v curl >/dev/null || { echo "observe_perf.sh: curl is not installed" >&2; exit 1; }
 [ "${SKIP_BUILD:-0}" = 1 ] || cargo build --release --bin disque-server --bin disque-benchmark >&2
-SRV=target/release/disque-server
-BENCH=target/release/disque-benchmark
+SRV=${SRV:-target/release/disque-server}
+BENCH=${BENCH:-target/release/disque-benchmark}
 OUT=$(mktemp -d)
 PID=
 SCR=

@@ -1,8 +1,11 @@
 //! The HTTP endpoint (`--http-port`): exact counter moves in /metrics
 //! under known workloads, a full parse of the exposition, the bounded
 //! per-queue series, INFO jobstats, basic auth and the CSRF header,
-//! /readyz across joining and losing the only peer, and the dashboard's
-//! JSON actions.
+//! /readyz (and the same answer from `--healthcheck`) across joining and
+//! losing the only peer, the dashboard's JSON actions and cluster view
+//! (every node's queue totals), the cluster metrics (replication latency,
+//! federation imports, reconnects per peer), and the Grafana dashboard
+//! querying only exported names.
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -778,4 +781,126 @@ fn cluster_view_shows_every_nodes_queue_totals() {
     );
     assert_eq!(v["nodes_unknown"], 1, "{v}");
     assert_eq!(v["queued_known"], 3, "{v}");
+}
+
+/// Count of a histogram (its +Inf bucket), 0 when absent.
+fn histogram_count(s: &prometheus_parse::Scrape, name: &str) -> f64 {
+    value(s, name, &[]).unwrap_or(0.0)
+}
+
+/// `disque_bus_link_connects_total` for the peer with this node ID (any address).
+fn link_connects(s: &prometheus_parse::Scrape, peer: &str) -> f64 {
+    value(s, "disque_bus_link_connects_total", &[("peer", peer)]).unwrap_or(0.0)
+}
+
+#[test]
+fn replication_latency_federation_imports_and_reconnects_are_counted() {
+    let nodes: Vec<Server> = (0..2)
+        .map(|_| http_node(&["--cluster-node-timeout", "1000"]))
+        .collect();
+    let mut a = nodes[0].client();
+    a.cmd(&["CLUSTER", "MEET", "127.0.0.1", &nodes[1].port().to_string()]);
+    crate::cluster::wait_full_mesh(&nodes);
+    let b_id = node_id(&nodes[1]);
+    let (pa, pb) = (nodes[0].http_port(), nodes[1].http_port());
+
+    // Five synchronously replicated jobs: five replication latencies, on
+    // the node that took the ADDJOBs only.
+    let before = (
+        histogram_count(&scrape(pa), "disque_replication_latency_seconds"),
+        histogram_count(&scrape(pb), "disque_replication_latency_seconds"),
+    );
+    for i in 0..5 {
+        addjob(&mut a, "repl", &format!("r{i}"), &["REPLICATE", "2"]);
+    }
+    let after = (
+        histogram_count(&scrape(pa), "disque_replication_latency_seconds"),
+        histogram_count(&scrape(pb), "disque_replication_latency_seconds"),
+    );
+    assert_eq!(after.0 - before.0, 5.0);
+    assert_eq!(after.1 - before.1, 0.0);
+
+    // Three jobs queued only on a, consumed on b: b imports exactly three.
+    for i in 0..3 {
+        addjob(&mut a, "fed", &format!("f{i}"), &["REPLICATE", "1"]);
+    }
+    let mut b = nodes[1].client();
+    // A blocked consumer is what makes b ask its peers (NEEDJOBS).
+    let mut got = 0;
+    assert!(wait_until(WAIT, POLL, || {
+        let r = b.cmd(&["GETJOB", "TIMEOUT", "1000", "COUNT", "3", "FROM", "fed"]);
+        if let Reply::Array(jobs) = r {
+            got += jobs.len();
+        }
+        got == 3
+    }));
+    assert_eq!(
+        counter(&scrape(pb), "disque_federation_imported_jobs_total"),
+        3.0
+    );
+    assert_eq!(
+        counter(&scrape(pa), "disque_federation_imported_jobs_total"),
+        0.0
+    );
+
+    // b stops answering for longer than the node timeout: a drops its
+    // link and connects again, which counts as a reconnect of that peer.
+    let first = link_connects(&scrape(pa), &b_id);
+    assert!(first >= 1.0, "{first}");
+    b.send(&["DEBUG", "SLEEP", "3"]);
+    let mut last = 0.0;
+    assert!(
+        wait_until(WAIT, POLL, || {
+            last = link_connects(&scrape(pa), &b_id);
+            last > first
+        }),
+        "connects to b stayed at {last}"
+    );
+    let _ = b.read_reply();
+}
+
+#[test]
+fn the_grafana_dashboard_queries_only_exported_metrics() {
+    let nodes: Vec<Server> = (0..2)
+        .map(|_| http_node(&["--appendonly", "yes"]))
+        .collect();
+    let mut a = nodes[0].client();
+    a.cmd(&["CLUSTER", "MEET", "127.0.0.1", &nodes[1].port().to_string()]);
+    crate::cluster::wait_full_mesh(&nodes);
+    addjob(&mut a, "g", "x", &["REPLICATE", "2"]);
+    get_ids(&mut a, "g", 1);
+    let (st, text) = get(nodes[0].http_port(), "/metrics");
+    assert_eq!(st, 200);
+    // Family names as exported (`# TYPE <name> <type>`), `_total` removed.
+    let exported: std::collections::BTreeSet<String> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE ")?.split_whitespace().next())
+        .map(|n| n.trim_end_matches("_total").to_string())
+        .collect();
+    let dashboard = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/deploy/grafana/disque-dashboard.json"
+    ))
+    .expect("read the Grafana dashboard");
+    let _: serde_json::Value = serde_json::from_str(&dashboard).expect("valid JSON");
+    let mut used = std::collections::BTreeSet::new();
+    for (i, _) in dashboard.match_indices("disque_") {
+        let name: String = dashboard[i..]
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+            .collect();
+        let family = ["_bucket", "_sum", "_count"]
+            .iter()
+            .find_map(|s| name.strip_suffix(s))
+            .unwrap_or(&name)
+            .trim_end_matches("_total")
+            .to_string();
+        used.insert(family);
+    }
+    assert!(used.len() > 10, "{used:?}");
+    let missing: Vec<_> = used.difference(&exported).collect();
+    assert!(
+        missing.is_empty(),
+        "the dashboard queries {missing:?}, not exported"
+    );
 }
