@@ -4,8 +4,9 @@
 //! /readyz (and the same answer from `--healthcheck`) across joining and
 //! losing the only peer, the dashboard's JSON actions and cluster view
 //! (every node's queue totals), the cluster metrics (replication latency,
-//! federation imports, reconnects per peer), and the Grafana dashboard
-//! querying only exported names.
+//! federation imports, reconnects per peer), JSON log lines naming the
+//! client or bus link they concern, and the Grafana dashboard querying
+//! only exported names.
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -564,6 +565,39 @@ fn json_logs_parse_line_by_line_and_name_the_client() {
         }
     }
     assert!(saw_client_span, "{text}");
+}
+
+#[test]
+fn json_logs_name_the_bus_link_a_line_is_about() {
+    let a = Server::start(ServerOpts::with_args(&[
+        "--log-format",
+        "json",
+        "--logfile",
+        "disque.log",
+    ]));
+    let b = Server::start_default();
+    a.client()
+        .cmd(&["CLUSTER", "MEET", "127.0.0.1", &b.port().to_string()]);
+    let log = a.dir().join("disque.log");
+    let mut text = String::new();
+    assert!(
+        wait_until(WAIT, POLL, || {
+            text = std::fs::read_to_string(&log).unwrap_or_default();
+            text.contains("Node joined the cluster.")
+        }),
+        "no join logged: {text}"
+    );
+    let joined: serde_json::Value = text
+        .lines()
+        .filter(|l| l.contains("Node joined the cluster."))
+        .find_map(|l| serde_json::from_str(l).ok())
+        .unwrap_or_else(|| panic!("join line is not JSON: {text}"));
+    assert_eq!(joined["span"]["name"], "bus", "{joined}");
+    assert_eq!(
+        joined["span"]["peer"],
+        format!("127.0.0.1:{}", b.bus_port()).as_str(),
+        "{joined}"
+    );
 }
 
 #[test]
