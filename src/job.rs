@@ -2,6 +2,10 @@
 //! record every node keeps per job. Behaviour lives in the engine; this
 //! module only owns the data and its invariants (ID validation, TTL parity).
 
+use std::alloc::Layout;
+use std::num::NonZeroUsize;
+use std::ptr::NonNull;
+
 use rand::RngCore;
 
 /// A job ID: exactly 40 bytes, `D-<node8>-<rand24>-<ttl4>`.
@@ -158,31 +162,175 @@ impl std::ops::Deref for QueueName {
         &self.0
     }
 }
-/// A job body: exactly its bytes, no spare capacity.
-pub type Body = Box<[u8]>;
+/// A job body in one allocation: a 4-byte length, then the bytes, held by
+/// a thin 8-byte pointer (`Box<[u8]>` is 16). A 100-byte body still fits
+/// the allocator's 112-byte size class, so the prefix costs nothing there
+/// and the job record is 8 bytes smaller. Bodies of 4 GiB or more (not
+/// reachable through the protocol's bulk limit) use a 12-byte prefix.
+pub struct Body(NonNull<u8>);
 
-/// A small set of node indexes in 16 bytes: up to 7 members below 65536
-/// inline (the common REPLICATE <= 7 case allocates nothing), else a Vec.
-#[derive(Clone, Debug)]
-pub enum NodeSet {
-    Inline { len: u8, ids: [u16; 7] },
-    Heap(Box<Vec<NodeIdx>>),
+// SAFETY: a Body exclusively owns its allocation, like Box<[u8]>.
+unsafe impl Send for Body {}
+// SAFETY: shared access is read-only.
+unsafe impl Sync for Body {}
+
+/// Length prefix: u32, or u32::MAX followed by a u64.
+const BODY_SHORT: usize = 4;
+const BODY_LONG: usize = 12;
+
+fn body_layout(prefix: usize, len: usize) -> Option<Layout> {
+    Layout::from_size_align(prefix.checked_add(len)?, 1).ok()
 }
 
-impl Default for NodeSet {
-    fn default() -> Self {
-        NodeSet::Inline {
-            len: 0,
-            ids: [0; 7],
+impl Body {
+    /// (prefix bytes, body length), read from the allocation.
+    fn header(&self) -> (usize, usize) {
+        let p = self.0.as_ptr();
+        let mut short = [0u8; 4];
+        // SAFETY: every allocation starts with at least BODY_SHORT bytes.
+        unsafe { std::ptr::copy_nonoverlapping(p, short.as_mut_ptr(), 4) };
+        let n = u32::from_le_bytes(short);
+        if n != u32::MAX {
+            return (BODY_SHORT, n as usize);
+        }
+        let mut long = [0u8; 8];
+        // SAFETY: a u32::MAX prefix is followed by 8 more length bytes.
+        unsafe { std::ptr::copy_nonoverlapping(p.add(4), long.as_mut_ptr(), 8) };
+        (BODY_LONG, u64::from_le_bytes(long) as usize)
+    }
+}
+
+impl Body {
+    /// Bytes requested from the allocator (prefix included).
+    pub fn alloc_size(&self) -> usize {
+        let (prefix, len) = self.header();
+        prefix + len
+    }
+}
+
+impl From<&[u8]> for Body {
+    fn from(b: &[u8]) -> Body {
+        let short = u32::try_from(b.len()).ok().filter(|&n| n != u32::MAX);
+        let prefix = if short.is_some() {
+            BODY_SHORT
+        } else {
+            BODY_LONG
+        };
+        let Some(layout) = body_layout(prefix, b.len()) else {
+            // Longer than isize::MAX: no such slice exists.
+            std::alloc::handle_alloc_error(Layout::new::<u8>());
+        };
+        // SAFETY: the layout is non-zero-sized (at least the prefix).
+        let raw = unsafe { std::alloc::alloc(layout) };
+        let Some(ptr) = NonNull::new(raw) else {
+            std::alloc::handle_alloc_error(layout);
+        };
+        // SAFETY: `raw` has prefix + len bytes; the source does not overlap.
+        unsafe {
+            match short {
+                Some(n) => std::ptr::copy_nonoverlapping(n.to_le_bytes().as_ptr(), raw, 4),
+                None => {
+                    std::ptr::copy_nonoverlapping(u32::MAX.to_le_bytes().as_ptr(), raw, 4);
+                    let n = (b.len() as u64).to_le_bytes();
+                    std::ptr::copy_nonoverlapping(n.as_ptr(), raw.add(4), 8);
+                }
+            }
+            std::ptr::copy_nonoverlapping(b.as_ptr(), raw.add(prefix), b.len());
+        }
+        Body(ptr)
+    }
+}
+
+impl std::ops::Deref for Body {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        let (prefix, len) = self.header();
+        // SAFETY: the allocation holds `len` initialised bytes after the prefix.
+        unsafe { std::slice::from_raw_parts(self.0.as_ptr().add(prefix), len) }
+    }
+}
+
+impl Drop for Body {
+    fn drop(&mut self) {
+        let (prefix, len) = self.header();
+        if let Some(layout) = body_layout(prefix, len) {
+            // SAFETY: allocated in `from` with this very layout.
+            unsafe { std::alloc::dealloc(self.0.as_ptr(), layout) };
         }
     }
 }
 
+impl Clone for Body {
+    fn clone(&self) -> Body {
+        Body::from(&**self)
+    }
+}
+
+impl PartialEq for Body {
+    fn eq(&self, other: &Body) -> bool {
+        **self == **other
+    }
+}
+
+impl Eq for Body {}
+
+impl std::fmt::Debug for Body {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:?}", String::from_utf8_lossy(self))
+    }
+}
+
+/// A small set of node indexes in 8 bytes, in insertion order. A tagged
+/// pointer: with the low bit set, the word itself holds up to
+/// `NODES_INLINE` members below 256 (3 length bits, then one byte each),
+/// so the common REPLICATE <= 7 case allocates nothing; otherwise it
+/// points to a boxed Vec (a Box is 8-aligned, so its low bit is clear).
+pub struct NodeSet(NonNull<Vec<NodeIdx>>);
+
+// SAFETY: a NodeSet exclusively owns its boxed Vec, like Box<Vec<u32>>.
+unsafe impl Send for NodeSet {}
+// SAFETY: shared access is read-only.
+unsafe impl Sync for NodeSet {}
+
+/// Members held in the word: one byte each above the tag/length byte.
+const NODES_INLINE: usize = (usize::BITS / 8 - 1) as usize;
+
 impl NodeSet {
+    fn from_bits(bits: usize) -> NodeSet {
+        // The tag bit makes the address non-zero; it never points anywhere.
+        NodeSet(NonNull::without_provenance(NonZeroUsize::MIN | bits))
+    }
+
+    /// The inline word, or None for a heap set.
+    fn bits(&self) -> Option<usize> {
+        let a = self.0.as_ptr().addr();
+        (a & 1 == 1).then_some(a)
+    }
+
+    fn heap(&self) -> Option<&Vec<NodeIdx>> {
+        match self.bits() {
+            Some(_) => None,
+            // SAFETY: untagged means it came from Box::into_raw and is owned.
+            None => Some(unsafe { self.0.as_ref() }),
+        }
+    }
+
+    fn heap_mut(&mut self) -> Option<&mut Vec<NodeIdx>> {
+        match self.bits() {
+            Some(_) => None,
+            // SAFETY: as in `heap`, and `&mut self` makes it exclusive.
+            None => Some(unsafe { self.0.as_mut() }),
+        }
+    }
+
+    fn from_vec(v: Vec<NodeIdx>) -> NodeSet {
+        NodeSet(NonNull::from(Box::leak(Box::new(v))))
+    }
+
     pub fn len(&self) -> usize {
-        match self {
-            NodeSet::Inline { len, .. } => *len as usize,
-            NodeSet::Heap(v) => v.len(),
+        match self.bits() {
+            Some(b) => (b >> 1) & 7,
+            None => self.heap().map_or(0, Vec::len),
         }
     }
     pub fn is_empty(&self) -> bool {
@@ -192,33 +340,37 @@ impl NodeSet {
         self.iter().any(|x| x == n)
     }
     pub fn iter(&self) -> impl Iterator<Item = NodeIdx> + '_ {
-        let (inline, heap): (&[u16], &[NodeIdx]) = match self {
-            NodeSet::Inline { len, ids } => (&ids[..*len as usize], &[]),
-            NodeSet::Heap(v) => (&[], v.as_slice()),
-        };
-        inline
-            .iter()
-            .map(|&x| NodeIdx::from(x))
-            .chain(heap.iter().copied())
+        let mut inline = [0; NODES_INLINE];
+        let mut len = 0;
+        if let Some(b) = self.bits() {
+            len = (b >> 1) & 7;
+            for (i, slot) in inline.iter_mut().enumerate().take(len) {
+                *slot = ((b >> (8 * (i + 1))) & 0xff) as NodeIdx;
+            }
+        }
+        let heap: &[NodeIdx] = self.heap().map_or(&[], Vec::as_slice);
+        inline.into_iter().take(len).chain(heap.iter().copied())
     }
     /// Returns true when newly inserted.
     pub fn insert(&mut self, n: NodeIdx) -> bool {
         if self.contains(n) {
             return false;
         }
-        match self {
-            NodeSet::Inline { len, ids }
-                if (*len as usize) < ids.len() && n <= u32::from(u16::MAX) =>
-            {
-                ids[*len as usize] = n as u16;
-                *len += 1;
+        if let Some(v) = self.heap_mut() {
+            v.push(n);
+            return true;
+        }
+        let len = self.len();
+        match self.bits() {
+            Some(b) if len < NODES_INLINE && n <= 0xff => {
+                let b = (b & !(7 << 1)) | ((len + 1) << 1) | ((n as usize) << (8 * (len + 1)));
+                *self = NodeSet::from_bits(b);
             }
-            NodeSet::Inline { .. } => {
+            _ => {
                 let mut v: Vec<NodeIdx> = self.iter().collect();
                 v.push(n);
-                *self = NodeSet::Heap(Box::new(v));
+                *self = NodeSet::from_vec(v);
             }
-            NodeSet::Heap(v) => v.push(n),
         }
         true
     }
@@ -228,10 +380,9 @@ impl NodeSet {
     }
     /// Heap bytes of a spilled set (0 inline).
     pub fn heap_bytes(&self) -> usize {
-        match self {
-            NodeSet::Inline { .. } => 0,
-            NodeSet::Heap(v) => 24 + v.capacity() * 4,
-        }
+        self.heap().map_or(0, |v| {
+            std::mem::size_of::<Vec<NodeIdx>>() + v.capacity() * std::mem::size_of::<NodeIdx>()
+        })
     }
     pub fn from_slice(s: &[NodeIdx]) -> NodeSet {
         let mut set = NodeSet::default();
@@ -239,6 +390,38 @@ impl NodeSet {
             set.insert(n);
         }
         set
+    }
+}
+
+impl Default for NodeSet {
+    fn default() -> Self {
+        NodeSet::from_bits(1)
+    }
+}
+
+impl Drop for NodeSet {
+    fn drop(&mut self) {
+        if self.bits().is_none() {
+            // SAFETY: untagged pointers come from Box::leak in `from_vec`
+            // and are dropped exactly once, here.
+            drop(unsafe { Box::from_raw(self.0.as_ptr()) });
+        }
+    }
+}
+
+impl Clone for NodeSet {
+    fn clone(&self) -> NodeSet {
+        match (self.bits(), self.heap()) {
+            (Some(b), _) => NodeSet::from_bits(b),
+            (None, Some(v)) => NodeSet::from_vec(v.clone()),
+            (None, None) => NodeSet::default(),
+        }
+    }
+}
+
+impl std::fmt::Debug for NodeSet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.iter()).finish()
     }
 }
 
@@ -321,14 +504,52 @@ mod tests {
     #[test]
     fn nodeset_spills_to_heap() {
         let mut s = NodeSet::default();
-        assert_eq!(std::mem::size_of::<NodeSet>(), 16);
+        assert_eq!(std::mem::size_of::<NodeSet>(), 8);
         for i in 0..8 {
             assert!(s.insert(i));
         }
         assert!(!s.insert(3));
         assert_eq!(s.len(), 8);
+        assert!(s.heap_bytes() > 0);
         s.remove(3);
         assert_eq!(s.len(), 7);
         assert!(!s.contains(3));
+        // Back inline after the removal.
+        assert_eq!(s.heap_bytes(), 0);
+        assert_eq!(s.iter().collect::<Vec<_>>(), vec![0, 1, 2, 4, 5, 6, 7]);
+    }
+
+    #[test]
+    fn nodeset_keeps_insertion_order_and_big_indexes() {
+        let mut s = NodeSet::from_slice(&[5, 0, 255, 9]);
+        assert_eq!(s.heap_bytes(), 0);
+        assert_eq!(s.iter().collect::<Vec<_>>(), vec![5, 0, 255, 9]);
+        // An index above a byte spills, order kept.
+        assert!(s.insert(70_000));
+        assert!(s.heap_bytes() > 0);
+        let c = s.clone();
+        assert!(s.insert(1));
+        assert_eq!(c.iter().collect::<Vec<_>>(), vec![5, 0, 255, 9, 70_000]);
+        assert_eq!(s.iter().collect::<Vec<_>>(), vec![5, 0, 255, 9, 70_000, 1]);
+        assert!(s.contains(70_000) && !s.contains(2));
+        assert_eq!(format!("{c:?}"), "[5, 0, 255, 9, 70000]");
+        let e = NodeSet::default();
+        assert!(e.is_empty() && e.clone().is_empty());
+    }
+
+    #[test]
+    fn body_is_thin_and_round_trips() {
+        assert_eq!(std::mem::size_of::<Option<Body>>(), 8);
+        for len in [0usize, 1, 100, 4096, 70_000] {
+            let data: Vec<u8> = (0..len).map(|i| i as u8).collect();
+            let b = Body::from(&data[..]);
+            assert_eq!(&b[..], &data[..]);
+            let c = b.clone();
+            drop(b);
+            assert_eq!(c.len(), len);
+            assert_eq!(&c[..], &data[..]);
+            assert_eq!(c, Body::from(&data[..]));
+        }
+        assert_eq!(format!("{:?}", Body::from(&b"ab"[..])), "\"ab\"");
     }
 }

@@ -39,7 +39,8 @@ pub struct Footprint {
     pub index: usize,
     /// Timer buckets: the handle vectors (their tree nodes not counted).
     pub timers: usize,
-    /// Job bodies as requested from the allocator, and how many allocations.
+    /// Job bodies (with their length prefix) as requested from the
+    /// allocator, and how many allocations.
     pub bodies: usize,
     pub body_allocs: usize,
     /// Node lists that spilled to the heap.
@@ -222,7 +223,7 @@ impl JobStore {
         };
         for (_, j) in self.slab.iter() {
             if let Some(b) = &j.body {
-                f.bodies += b.len();
+                f.bodies += b.alloc_size();
                 f.body_allocs += 1;
             }
             f.node_lists += j.nodes_delivered.heap_bytes();
