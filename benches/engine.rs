@@ -5,7 +5,7 @@
 //! the server's own allocator, are printed once per setup.
 //!
 //! Run with `cargo bench --bench engine`; `DISQUE_BENCH_MAX=100000` skips
-//! the 1M case. CI runs each benchmark once with `cargo bench -- --test`.
+//! the 1M case, `DISQUE_BENCH_LAYOUTS=1_queue` the many-queue setups. CI runs each benchmark once with `cargo bench -- --test`.
 
 #![allow(clippy::expect_used)] // benchmark fixtures: a failure is a bug to see
 
@@ -173,9 +173,18 @@ fn sizes() -> Vec<usize> {
         .collect()
 }
 
+/// `DISQUE_BENCH_LAYOUTS=1_queue` (or `n_queues`) skips the other layout's
+/// setup, which criterion's name filter cannot (1M queues take minutes).
+fn layout_wanted(layout: &str) -> bool {
+    std::env::var("DISQUE_BENCH_LAYOUTS").map_or(true, |v| v.split(',').any(|l| l == layout))
+}
+
 fn engine(c: &mut Criterion) {
     for jobs in sizes() {
         for (layout, queues) in [("1_queue", 1), ("n_queues", jobs)] {
+            if !layout_wanted(layout) {
+                continue;
+            }
             let mut s = Setup::new(jobs, queues);
             let mut group = c.benchmark_group(format!("engine/{layout}"));
             group.measurement_time(Duration::from_secs(3));
