@@ -45,7 +45,7 @@ QUEUES = ["chaos-q0", "chaos-q1", "chaos-q2", "chaos-q3"]
 CLONE_NEWNET = 0x40000000
 
 FAULTS = ["calm", "kill", "pause", "partition", "isolate", "oneway", "loss",
-          "aof-always", "aof-everysec", "aof-no"]
+          "aof-always", "aof-everysec", "aof-no", "mix"]
 DESCRIPTIONS = {
     "calm": "no fault (baseline)",
     "kill": "kill -9 of 1..REPLICATE-1 nodes (a fixed set per run), restart",
@@ -57,6 +57,8 @@ DESCRIPTIONS = {
     "aof-always": "AOF appendfsync always; whole-cluster kill -9 / SIGTERM, restart",
     "aof-everysec": "AOF appendfsync everysec; whole-cluster kill -9 / SIGTERM, restart",
     "aof-no": "AOF appendfsync no; whole-cluster kill -9 / SIGTERM, restart",
+    "mix": "twice the cycles, each a random one of the above network/process faults, "
+           "half of them with 10% loss + 20 ms delay at the same time",
 }
 
 
@@ -359,33 +361,42 @@ class Consumer(threading.Thread):
             c.close()
 
 
+MIX_KINDS = ["kill", "pause", "partition", "isolate", "oneway", "loss"]
+
+
 def plan(fault, seed, prof, replicate):
     """The run's fault schedule, drawn from the seed before anything starts:
-    one step per cycle with the nodes involved (1-based), the fault's
-    duration and the calm gap after the cluster re-forms."""
+    one step per cycle with its kind, the nodes involved (1-based), the
+    fault's duration and the calm gap after the cluster re-forms. `mix`
+    draws each step's kind, and half of its non-loss steps also get 10%
+    loss + 20 ms delay on every link at the same time."""
     rng = random.Random("%s/%d/schedule" % (fault, seed))
     ids = list(range(1, NODES + 1))
     # kill: a fixed set of R-1 nodes, so no job loses R copies over the run
     kill_set = sorted(rng.sample(ids, max(1, replicate - 1)))
     steps = []
-    for _ in range(prof.cycles):
-        step = {"dur": prof.fault_s * rng.uniform(1.0, 1.5)}
-        if fault == "kill":
+    cycles = prof.cycles * (2 if fault == "mix" else 1)
+    for _ in range(cycles):
+        kind = rng.choice(MIX_KINDS) if fault == "mix" else fault
+        step = {"kind": kind, "dur": prof.fault_s * rng.uniform(1.0, 1.5)}
+        if kind == "kill":
             step["nodes"] = sorted(rng.sample(kill_set, rng.randint(1, len(kill_set))))
-        elif fault == "pause":
+        elif kind == "pause":
             step["nodes"] = sorted(rng.sample(ids, rng.randint(1, max(1, replicate - 1))))
             step["dur"] = prof.node_timeout_ms / 1000.0 * rng.uniform(2.0, 3.0)
-        elif fault in ("partition", "isolate"):
-            step["nodes"] = sorted(rng.sample(ids, 2 if fault == "partition" else 1))
-        elif fault == "oneway":
+        elif kind in ("partition", "isolate"):
+            step["nodes"] = sorted(rng.sample(ids, 2 if kind == "partition" else 1))
+        elif kind == "oneway":
             step["src"] = rng.choice(ids)
             step["nodes"] = sorted(rng.sample([i for i in ids if i != step["src"]], 2))
-        elif fault == "loss":
+        elif kind == "loss":
             step["dur"] = prof.loss_fault_s * rng.uniform(1.0, 1.2)
-        elif fault.startswith("aof-"):
+        elif kind.startswith("aof-"):
             step["dur"] = rng.uniform(1.0, 3.0)
             # kill -9 first (the harder case), then alternate with SIGTERM
             step["how"] = "kill" if len(steps) % 2 == 0 else "term"
+        if fault == "mix" and kind != "loss" and rng.random() < 0.5:
+            step["overlay_loss"] = True
         step["gap"] = prof.gap_s * rng.uniform(1.0, 1.5)
         step = {k: round(v, 2) if isinstance(v, float) else v for k, v in step.items()}
         steps.append(step)
@@ -482,45 +493,41 @@ class Run:
 
     def inject(self, step):
         """Apply one planned fault; returns (description, heal action)."""
-        f = self.fault
+        kind = step["kind"]
         node = {n.idx: n for n in self.nodes}
-        if f == "kill":
-            victims = [node[i] for i in step["nodes"]]
-            for n in victims:
+        involved = [node[i] for i in step.get("nodes", [])]
+        drop, loss, delay = [], 0.0, 0.0
+        heal_procs = None
+        if kind == "kill":
+            for n in involved:
                 n.signal(signal.SIGKILL)
             desc = "kill -9 nodes %s" % step["nodes"]
 
-            def heal():
-                for n in victims:
+            def heal_procs():
+                for n in involved:
                     n.start()
-                for n in victims:
+                for n in involved:
                     self.wait_serving(n)
-        elif f == "pause":
-            victims = [node[i] for i in step["nodes"]]
-            for n in victims:
+        elif kind == "pause":
+            for n in involved:
                 n.signal(signal.SIGSTOP)
             desc = "SIGSTOP nodes %s" % step["nodes"]
 
-            def heal():
-                for n in victims:
+            def heal_procs():
+                for n in involved:
                     n.signal(signal.SIGCONT)
-        elif f in ("partition", "isolate"):
-            side = [node[i] for i in step["nodes"]]
-            rest = [n for n in self.nodes if n not in side]
-            self.net.set(drop=self.pairs_across(side, rest))
-            desc = "partition %s | %s" % ([n.idx for n in side], [n.idx for n in rest])
-            heal = self.net.heal
-        elif f == "oneway":
+        elif kind in ("partition", "isolate"):
+            rest = [n for n in self.nodes if n not in involved]
+            drop = self.pairs_across(involved, rest)
+            desc = "partition %s | %s" % (step["nodes"], [n.idx for n in rest])
+        elif kind == "oneway":
             src = node[step["src"]]
-            dsts = [node[i] for i in step["nodes"]]
-            self.net.set(drop=[(src.ip, d.ip, 1.0) for d in dsts])
+            drop = [(src.ip, d.ip, 1.0) for d in involved]
             desc = "one-way: node %d -> %s dropped" % (src.idx, step["nodes"])
-            heal = self.net.heal
-        elif f == "loss":
-            self.net.set(loss=0.3, delay_ms=50)
+        elif kind == "loss":
+            loss, delay = 0.3, 50
             desc = "30% loss + 50 ms delay on all links"
-            heal = self.net.heal
-        elif f.startswith("aof-"):
+        elif kind.startswith("aof-"):
             if step["how"] == "kill":
                 for n in self.nodes:
                     n.signal(signal.SIGKILL)
@@ -535,13 +542,25 @@ class Run:
             desc = "%s of all %d nodes (appendfsync %s)" % (
                 "kill -9" if step["how"] == "kill" else "SIGTERM (clean shutdown)", NODES, self.aof)
 
-            def heal():
+            def heal_procs():
                 for n in self.nodes:
                     n.start()
                 for n in self.nodes:
                     self.wait_serving(n)
         else:
-            raise ValueError(f)
+            raise ValueError(kind)
+        if step.get("overlay_loss"):
+            loss, delay = 0.1, 20
+            desc += " + 10% loss, 20 ms delay"
+        net_fault = bool(drop) or loss > 0
+        if net_fault:
+            self.net.set(loss=loss, delay_ms=delay, drop=drop)
+
+        def heal():
+            if net_fault:
+                self.net.heal()
+            if heal_procs is not None:
+                heal_procs()
         return desc, heal
 
     # ---- the run -------------------------------------------------------------

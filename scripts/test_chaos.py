@@ -118,6 +118,14 @@ class ScheduleTest(unittest.TestCase):
                 self.assertNotIn(step["src"], step["nodes"])
                 self.assertEqual(len(step["nodes"]), 2)
             self.assertEqual(len(chaos.plan("loss", seed, p, 3)), p.cycles)
+            mix = chaos.plan("mix", seed, p, 3)
+            self.assertEqual(len(mix), 2 * p.cycles)
+            killed = set()
+            for step in mix:
+                self.assertIn(step["kind"], chaos.MIX_KINDS)
+                if step["kind"] == "kill":
+                    killed.update(step["nodes"])
+            self.assertLessEqual(len(killed), 2)
 
 
 if __name__ == "__main__":
