@@ -801,6 +801,15 @@ def table(path):
                  "yes" if r["converged"] else "NO", r["duration_s"]))
 
 
+def process_alive(pid):
+    """True if `pid` runs (a zombie awaiting its reaper does not count)."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
 def cleanup_stale():
     """Remove namespaces left by a chaos run whose process is gone."""
     out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
@@ -808,7 +817,15 @@ def cleanup_stale():
         name = line.split()[0] if line.split() else ""
         if name.startswith("dqc") and "-n" in name:
             pid = name[3:].split("-")[0]
-            if pid.isdigit() and not os.path.exists("/proc/%s" % pid):
+            if pid.isdigit() and not process_alive(int(pid)):
+                # Servers of a killed run still live in its namespaces.
+                pids = subprocess.run(["ip", "netns", "pids", name], capture_output=True,
+                                      text=True).stdout.split()
+                for p in pids:
+                    try:
+                        os.kill(int(p), signal.SIGKILL)
+                    except (ProcessLookupError, ValueError):
+                        pass
                 subprocess.run(["ip", "netns", "del", name], capture_output=True)
 
 
