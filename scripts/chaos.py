@@ -783,22 +783,22 @@ def table(path):
     rows = [json.loads(line) for line in open(path) if line.strip()]
     print("| fault | seed | R | AOF fsync | added | add errors | delivered | lost | dups | dup % "
           "| dups in fault / calm | added in fault | dup % of those | dups after ack | orphans "
-          "| crashes | converged | duration |")
-    print("|" + "---|" * 18)
+          "| crashes | converged | duration | commit |")
+    print("|" + "---|" * 19)
     for r in rows:
         if "error" in r:
-            print("| %s | %d | %s | | error: %s |||||||||||||" % (r["fault"], r["seed"],
+            print("| %s | %d | %s | | error: %s ||||||||||||||" % (r["fault"], r["seed"],
                                                                 r.get("replicate"), r["error"]))
             continue
         print("| %s | %d | %d | %s | %d | %d | %d | %d | %d | %.2f | %d / %d | %s | %s | %d | %d "
-              "| %d | %s | %ds |"
+              "| %d | %s | %ds | %s |"
               % (r["fault"], r["seed"], r["replicate"], r["aof"], r["added"],
                  sum(r["add_errors"].values()), r["delivered"], r["lost"], r["duplicates"],
                  r["dup_pct"], r["dups_in_fault"], r["dups_calm"],
                  r.get("added_in_fault", "–"),
                  "%.2f" % r["dup_pct_in_fault"] if "dup_pct_in_fault" in r else "–",
                  r["dups_after_ack"], r["orphans"], len(r["crashes"]) + len(r["panics"]),
-                 "yes" if r["converged"] else "NO", r["duration_s"]))
+                 "yes" if r["converged"] else "NO", r["duration_s"], r.get("commit", "")))
 
 
 def process_alive(pid):
