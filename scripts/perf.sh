@@ -21,6 +21,9 @@
 #       (and LPUSH -> BRPOP on Redis for reference)
 #   (f) clients {1,10,50,100} x pipeline {1,16} sweep, both targets, charted
 #       with scripts/perf_chart.py into docs/perf-chart.svg
+#   (g) persistence: four fresh servers (AOF off, appendonly yes with
+#       appendfsync everysec / no / always), ADDJOB 50 clients unpipelined
+#       and P=16, interleaved per round; ratios against AOF off
 # Results: RESULTS_DIR/raw.csv (every run), summary.csv (medians),
 # table.md (markdown with ratios, also printed), machine.txt, sweep.csv.
 #
@@ -35,6 +38,9 @@
 #   MAXSECS [15]    hard time bound of every single run (-d)
 #   SKIP_BUILD=1    use the existing binaries
 #   SKIP_SWEEP=1    skip (f)
+#   SECTIONS ["main sweep rss cluster aof"]: which parts run; main = (a),
+#                   (b), (e) and the single-node part of (d)
+#   NA [N]          requests of an unpipelined AOF run (x5 when pipelined)
 #   CHART [docs/perf-chart.svg]
 #   CARGO_TARGET_DIR  as for cargo (default: target)
 set -euo pipefail
@@ -51,6 +57,9 @@ CYCLE_N=${CYCLE_N:-100000}
 CYCLE_RATE=${CYCLE_RATE:-20000}
 MAXSECS=${MAXSECS:-15}
 CHART=${CHART:-docs/perf-chart.svg}
+SECTIONS=${SECTIONS:-main sweep rss cluster aof}
+NA=${NA:-$N}
+has() { [[ " $SECTIONS " == *" $1 "* ]]; }
 tdir=${CARGO_TARGET_DIR:-$here/target}
 out=${1:-$tdir/perf-results/$(date +%Y%m%d-%H%M%S)}
 mkdir -p "$out"
@@ -103,11 +112,11 @@ free_port() {
 
 rss_kb() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status"; }
 
-# start_disque NAME -> sets DPORT DPID
+# start_disque NAME [EXTRA ARGS...] -> sets DPORT DPID
 start_disque() {
     local name=$1 dir=$work/$1
     mkdir -p "$dir"
-    "$SERVER" --port 0 --dir "$dir" --loglevel warning >"$dir/stdout" 2>"$dir/stderr" &
+    "$SERVER" --port 0 --dir "$dir" --loglevel warning "${@:2}" >"$dir/stdout" 2>"$dir/stderr" &
     local pid=$!
     pids+=("$pid")
     local line=""
@@ -197,6 +206,7 @@ run() {
 } >"$out/machine.txt"
 cat "$out/machine.txt" >&2
 
+if has main || has sweep; then
 start_disque single
 D1=$DPORT
 D1PID=$DPID
@@ -205,7 +215,9 @@ R1=$RPORT
 log "disque port=$D1, redis port=$R1"
 dflush="cli $D1 DEBUG FLUSHALL"
 rflush="cli $R1 FLUSHALL"
+fi
 
+if has main; then
 # ---------------------------------------------------------------- (a) + (b)
 for P in 1 16; do
     n=$N; [[ $P -gt 1 ]] && n=$NP
@@ -231,10 +243,11 @@ run cycle-paced \
 
 # ---------------------------------------------------------------- (d) replication
 run replication single-r1 "$dflush" "-p $D1 -w addjob -c 50 -n $NC --replicate 1"
+fi
 
 # ---------------------------------------------------------------- (f) sweep
 sweep=$out/sweep.csv
-if [[ -z "${SKIP_SWEEP:-}" ]]; then
+if [[ -z "${SKIP_SWEEP:-}" ]] && has sweep; then
     echo "target,workload,clients,pipeline,size,ops_per_sec,p50_us,p99_us,p999_us,max_us,ops,errors" >"$sweep"
     for w in addjob getjob; do
         for c in 1 10 50 100; do
@@ -254,8 +267,11 @@ if [[ -z "${SKIP_SWEEP:-}" ]]; then
 fi
 
 # ---------------------------------------------------------------- (c) memory
-stop_pid "$D1PID"
-stop_pid "$RPID"
+if has main || has sweep; then
+    stop_pid "$D1PID"
+    stop_pid "$RPID"
+fi
+if has rss; then
 rss=$out/rss.csv
 echo "target,rep,jobs,rss_before_kb,rss_after_kb,bytes_per_job" >"$rss"
 for r in $(seq 1 "$REPS"); do
@@ -286,8 +302,10 @@ for r in $(seq 1 "$REPS"); do
     log "rss redis #$r: $before -> $after kB for $qlen values"
     stop_pid "$rp"
 done
+fi
 
 # ---------------------------------------------------------------- (d) cluster
+if has cluster; then
 start_disque c1; C1=$DPORT
 start_disque c2; C2=$DPORT
 start_disque c3; C3=$DPORT
@@ -310,6 +328,31 @@ run replication \
     cluster-r3-sync "$cflush" "-h $hosts -w addjob -c 50 -n $NC --replicate 3" \
     cluster-r3-async "$cflush" "-h $hosts -w addjob -c 50 -n $NC --replicate 3 --async" \
     cluster-r1 "$cflush" "-h $hosts -w addjob -c 50 -n $NC --replicate 1"
+fi
+
+# ---------------------------------------------------------------- (g) AOF
+# One fresh server per policy, all running at once; every round runs the
+# four one after the other, so the ratios see the same machine noise. The
+# AOF files live in the work directory (same filesystem as /tmp).
+if has aof; then
+    declare -A aport
+    for pol in off everysec no always; do
+        if [[ $pol == off ]]; then
+            start_disque "aof-$pol" --appendonly no
+        else
+            start_disque "aof-$pol" --appendonly yes --appendfsync "$pol"
+        fi
+        aport[$pol]=$DPORT
+    done
+    for P in 1 16; do
+        n=$NA; [[ $P -gt 1 ]] && n=$((NA * 5))
+        args=()
+        for pol in off everysec no always; do
+            args+=("$pol-p$P" "cli ${aport[$pol]} DEBUG FLUSHALL" "-p ${aport[$pol]} -w addjob -c 50 -P $P -n $n")
+        done
+        run aof "${args[@]}"
+    done
+fi
 
 # ---------------------------------------------------------------- report
 echo "loadavg_at_end: $(cut -d' ' -f1-3 /proc/loadavg)" >>"$out/machine.txt"

@@ -107,6 +107,8 @@ def main():
         for ours, theirs, what in (("addjob", "lpush", "ADDJOB vs LPUSH"),
                                    ("getjob", "rpop", "GETJOB NOHANG vs RPOP")):
             a, b = g(sec, ours), g(sec, theirs)
+            if not a and not b:
+                continue  # section not run (SECTIONS)
             errors += sum(r["errors"] for r in a + b)
             ra, rb = med(a, "ops_per_sec"), med(b, "ops_per_sec")
             ratio = ra / rb if rb == rb and rb > 0 else float("nan")
@@ -173,6 +175,28 @@ def main():
             if rows:
                 p(f"| {what} | {kops(med(rows, 'ops_per_sec'))} | {us(med(rows, 'p50_us'))} | "
                   f"{us(med(rows, 'p99_us'))} | {us(med(rows, 'p999_us'))} |")
+        p("")
+    # Persistence.
+    if any(sec == "aof" for sec, _ in runs):
+        p("| ADDJOB with the AOF (50 clients, 100 B) | pipeline | ops/s | spread | p50 / p99 "
+          "| ratio vs AOF off | per-round ratios | target | |")
+        p("|---|---:|---:|---:|---|---:|---|---|---|")
+        for P in (1, 16):
+            base = g("aof", f"off-p{P}")
+            for pol, tgt in (("off", None), ("everysec", 0.95), ("no", 0.95),
+                             ("always", None)):
+                rows = g("aof", f"{pol}-p{P}")
+                if not rows:
+                    continue
+                errors += sum(r["errors"] for r in rows)
+                v = med(rows, "ops_per_sec")
+                ratio = v / med(base, "ops_per_sec") if base else float("nan")
+                what = "AOF off" if pol == "off" else f"appendfsync {pol}"
+                tcol = f"≥ {tgt}×" if tgt else "–"
+                vcol = verdict(ratio >= tgt) if tgt else ""
+                p(f"| {what} | {P} | {kops(v)} | {spread(rows)} | {us(med(rows, 'p50_us'))} / "
+                  f"{us(med(rows, 'p99_us'))} | {ratio:.2f}× | {paired(rows, base)} | {tcol} "
+                  f"| {vcol} |")
         p("")
     p(f"Errors reported by the benchmark over all runs: {errors}.")
     print("\n".join(out))

@@ -61,3 +61,9 @@ pub fn before_write() {
         std::thread::sleep(Duration::from_millis(ms));
     }
 }
+
+/// Writes are being delayed: the device is known to be slow, so writes
+/// stay on the writer thread instead of a runtime worker.
+pub fn slow_writes() -> bool {
+    WRITE_DELAY_MS.load(Relaxed) > 0
+}

@@ -1,35 +1,49 @@
-//! The single AOF writer: a dedicated OS thread that owns the open file and
-//! receives records in engine order over a channel.
+//! The AOF writer: the open file, its fsync policy, and the order in which
+//! records reach it.
 //!
-//! Why a thread and not a tokio task: `write` and `fsync` block, and a
-//! blocked runtime worker stalls unrelated clients; the engine lock must
-//! never wait for the disk either, so the engine side only does a
-//! non-blocking `send`.
+//! Records are queued in engine order (`Writer::send`, a non-blocking push
+//! under the node lock). Whoever needs them on disk writes them: normally
+//! the connection that produced them, right after releasing the node lock
+//! and before replying (`Flusher::flush`, as Disque writes its AOF buffer
+//! in the event loop before replying). One consumer at a time drains the
+//! queue (`Queue::busy`), so records leave in order and one `write()`
+//! covers every record queued meanwhile by other connections. The
+//! dedicated thread does everything that may take long: fsyncs (group
+//! commit for `always`: one fsync covers all records written before it),
+//! the once-per-second fsync of `everysec`, rewrites, retries after a
+//! write error, and the writes themselves while the disk is known to be
+//! slow, so a runtime worker never waits on the device for long.
+//!
+//! Why not write everything on the thread (as before): each reply then
+//! waited for two cross-thread wake-ups (hand-off and "written"), which
+//! cost 30-40 % of ADDJOB throughput with `appendonly yes`
+//! (docs/PERFORMANCE.md, issue 14).
 //!
 //! Progress is published as sequence numbers (every record gets one, in
 //! engine order): `written` (handed to the kernel) and `synced` (on disk as
-//! far as the fsync policy promises). With `appendfsync always` a
-//! connection waits on the `synced` watch channel before it writes the
-//! replies of a batch that produced records.
+//! far as the fsync policy promises). A connection waits (`SyncWait`) for
+//! `written` (`everysec`, `no`) or `synced` (`always`) before it writes the
+//! replies of a batch that produced records; usually its own flush already
+//! did it and the wait is one atomic load.
 //!
-//! The channel is unbounded on purpose: the records already exist in
+//! The queue is unbounded on purpose: the records already exist in
 //! memory when they are sent, blocking the sender would stall the whole
 //! node behind the disk, and dropping one would silently lose a job. The
 //! backlog is visible as `aof_buffer_length` in INFO.
 //!
-//! Background rewrites are also performed here (`super::rewrite` holds
-//! one rewrite's state), so only this thread ever
-//! touches the AOF path: the engine side streams snapshot chunks
-//! (`RewriteChunk`) into a temp file while every record produced since
-//! `RewriteBegin` is both appended to the current file and kept in a
-//! "diff" buffer, which is appended to the temp file before the atomic
-//! rename in `RewriteFinish`.
+//! Background rewrites are also performed by the thread (`super::rewrite`
+//! holds one rewrite's state), so only the writer ever touches the AOF
+//! path: the engine side streams snapshot chunks (`RewriteChunk`) into a
+//! temp file while every record produced since `RewriteBegin` is both
+//! appended to the current file and kept in a "diff" buffer, which is
+//! appended to the temp file before the atomic rename in `RewriteFinish`.
 
+use std::collections::VecDeque;
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{mpsc, Arc, Mutex};
+use std::sync::{mpsc, Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -41,6 +55,10 @@ use crate::engine::AofRecord;
 
 /// Reply channel for synchronous requests (sync, stop, blocking rewrite).
 pub type Done = mpsc::Sender<Result<u64, String>>;
+
+/// How many rounds an inline flush keeps draining records other
+/// connections queued while it wrote, before leaving the rest to the thread.
+const INLINE_ROUNDS: usize = 4;
 
 pub enum Msg {
     /// Records numbered `first_seq..first_seq + recs.len()`.
@@ -95,9 +113,11 @@ pub struct ReportTaken {
     pub rewrite: Option<RewriteReport>,
 }
 
-/// What the writer thread publishes for the rest of the node.
+/// What the writer publishes for the rest of the node.
 pub struct Published {
     synced: watch::Sender<u64>,
+    /// Mirrors `synced` for the waiters' fast path.
+    synced_seq: AtomicU64,
     /// The current write/fsync error: waiters give up with it instead of
     /// hanging until the disk recovers.
     failed: watch::Sender<Option<String>>,
@@ -135,29 +155,33 @@ impl Published {
         })
     }
 
-    pub fn subscribe(&self) -> watch::Receiver<u64> {
-        self.synced.subscribe()
-    }
-
-    fn wait_on(&self, rx: watch::Receiver<u64>, seq: u64) -> SyncWait {
-        SyncWait {
-            rx,
-            failed: self.failed.subscribe(),
-            seq,
-        }
-    }
-
     fn publish_written(&self, seq: u64) {
         self.written.store(seq, Ordering::Release);
-        self.written_w.send_replace(seq);
+        if self.written_w.receiver_count() > 0 {
+            self.written_w.send_replace(seq);
+        } else {
+            // Nobody waits: update quietly (no waker traffic).
+            self.written_w.send_if_modified(|v| {
+                *v = seq;
+                false
+            });
+        }
     }
 }
 
-/// "Reply after fsync": resolves once the record numbered `seq` is durable
-/// according to the policy. The caller must not claim success otherwise.
+/// Which progress a `SyncWait` waits for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Until {
+    Written,
+    Synced,
+}
+
+/// "Reply after write/fsync": resolves once the record numbered `seq` is
+/// durable according to the policy. The caller must not claim success
+/// otherwise.
 pub struct SyncWait {
-    rx: watch::Receiver<u64>,
-    failed: watch::Receiver<Option<String>>,
+    core: Arc<Core>,
+    until: Until,
     seq: u64,
 }
 
@@ -172,13 +196,37 @@ pub enum NotDurable {
 }
 
 impl SyncWait {
-    pub async fn wait(mut self) -> Result<(), NotDurable> {
+    fn reached(&self) -> bool {
+        let p = &self.core.published;
+        let at = match self.until {
+            Until::Written => p.written.load(Ordering::Acquire),
+            Until::Synced => p.synced_seq.load(Ordering::Acquire),
+        };
+        at >= self.seq
+    }
+
+    pub async fn wait(self) -> Result<(), NotDurable> {
+        // Normally the connection's own flush already wrote the records.
+        if self.reached() {
+            return Ok(());
+        }
+        // Records nobody flushed yet (another caller's `send`): write them.
+        self.core.flush_inline();
+        if self.reached() {
+            return Ok(());
+        }
+        let p = &self.core.published;
+        let mut rx = match self.until {
+            Until::Written => p.written_w.subscribe(),
+            Until::Synced => p.synced.subscribe(),
+        };
+        let mut failed = p.failed.subscribe();
         let seq = self.seq;
         tokio::select! {
             // Done wins over a failure reported in the same instant.
             biased;
-            r = self.rx.wait_for(|&s| s >= seq) => r.map(|_| ()).map_err(|_| NotDurable::Gone),
-            r = self.failed.wait_for(Option::is_some) => match r {
+            r = rx.wait_for(|&s| s >= seq) => r.map(|_| ()).map_err(|_| NotDurable::Gone),
+            r = failed.wait_for(Option::is_some) => match r {
                 Ok(e) => Err(NotDurable::Disk(e.clone().unwrap_or_default())),
                 Err(_) => Err(NotDurable::Gone),
             },
@@ -186,9 +234,125 @@ impl SyncWait {
     }
 }
 
-/// The engine side's handle on the writer thread.
+/// The queue between the node and the file, and who consumes it.
+#[derive(Default)]
+struct Queue {
+    msgs: VecDeque<Msg>,
+    /// A consumer (an inline flush or the thread) is draining the queue;
+    /// it re-checks the queue before clearing this, so nothing queued
+    /// meanwhile is left behind.
+    busy: bool,
+    /// The thread has work: a control message, an fsync, or records an
+    /// inline flush left for it.
+    wanted: bool,
+    /// The `Writer` is gone: flush and exit.
+    closed: bool,
+}
+
+/// Shared by the node side, inline flushes and the thread.
+struct Core {
+    queue: Mutex<Queue>,
+    /// Wakes the thread (`Queue::wanted`, `closed`, busy cleared).
+    wake: Condvar,
+    /// The file. Only the current consumer (`Queue::busy`) locks it, so it
+    /// is never contended; the mutex is what makes that safe to share.
+    state: Mutex<FileState>,
+    /// `appendfsync always`: inline flushes leave the write to the thread,
+    /// which writes and fsyncs whole groups.
+    always: AtomicBool,
+    published: Arc<Published>,
+}
+
+impl Core {
+    fn queue(&self) -> MutexGuard<'_, Queue> {
+        self.queue.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn state(&self) -> MutexGuard<'_, FileState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn push(&self, msg: Msg) {
+        let control = !matches!(msg, Msg::Records { .. });
+        let mut q = self.queue();
+        q.msgs.push_back(msg);
+        if control {
+            q.wanted = true;
+            drop(q);
+            self.wake.notify_one();
+        }
+    }
+
+    /// Ask the thread to run (with the queue locked).
+    fn want_thread(&self, mut q: MutexGuard<'_, Queue>) {
+        q.wanted = true;
+        drop(q);
+        self.wake.notify_one();
+    }
+
+    /// Write the queued records from the calling thread, unless another
+    /// consumer is at it (it picks them up before it stops) or the work
+    /// belongs to the writer thread (a control message is next, fsync
+    /// policy `always`, a failing or slow disk).
+    fn flush_inline(&self) {
+        for _ in 0..INLINE_ROUNDS {
+            let mut q = self.queue();
+            if q.busy || q.msgs.is_empty() {
+                return;
+            }
+            let records_next = matches!(q.msgs.front(), Some(Msg::Records { .. }));
+            if !records_next || self.always.load(Ordering::Relaxed) || super::faults::slow_writes()
+            {
+                return self.want_thread(q);
+            }
+            q.busy = true;
+            let mut batch = Vec::new();
+            while let Some(Msg::Records { .. }) = q.msgs.front() {
+                if let Some(m) = q.msgs.pop_front() {
+                    batch.push(m);
+                }
+            }
+            drop(q);
+            let retry_on_thread = {
+                let mut st = self.state();
+                for m in batch {
+                    st.handle(m);
+                }
+                st.write_out();
+                st.error.is_some()
+            };
+            let mut q = self.queue();
+            q.busy = false;
+            let records_next = matches!(q.msgs.front(), Some(Msg::Records { .. }));
+            if retry_on_thread || q.wanted || (!q.msgs.is_empty() && !records_next) {
+                // The thread may have been waiting for us to finish.
+                return self.want_thread(q);
+            }
+            if !records_next {
+                return;
+            }
+        }
+        let q = self.queue();
+        if !q.msgs.is_empty() {
+            self.want_thread(q);
+        }
+    }
+}
+
+/// The right (and duty) to write the records a node call just queued,
+/// taken under the node lock and used after releasing it.
+pub struct Flusher(Arc<Core>);
+
+impl Flusher {
+    /// Write the queued records now (see `Core::flush_inline`).
+    pub fn flush(self) {
+        self.0.flush_inline();
+    }
+}
+
+/// The engine side's handle on the writer.
 pub struct Writer {
-    tx: mpsc::Sender<Msg>,
+    core: Arc<Core>,
     pub published: Arc<Published>,
     thread: Option<JoinHandle<()>>,
 }
@@ -215,6 +379,7 @@ impl Writer {
         let (synced, _) = watch::channel(0u64);
         let published = Arc::new(Published {
             synced,
+            synced_seq: AtomicU64::new(0),
             failed: watch::channel(None).0,
             written: AtomicU64::new(0),
             written_w: watch::channel(0).0,
@@ -223,8 +388,7 @@ impl Writer {
             report_dirty: AtomicBool::new(false),
             report: Mutex::new(Report::default()),
         });
-        let (tx, rx) = mpsc::channel();
-        let mut state = Thread {
+        let state = FileState {
             path,
             enabled: file.is_some(),
             file,
@@ -242,26 +406,53 @@ impl Writer {
             rewrite: None,
             published: published.clone(),
         };
+        let core = Arc::new(Core {
+            queue: Mutex::new(Queue::default()),
+            wake: Condvar::new(),
+            state: Mutex::new(state),
+            always: AtomicBool::new(policy == AppendFsync::Always),
+            published: published.clone(),
+        });
+        let thread_core = core.clone();
         let thread = std::thread::Builder::new()
             .name("aof-writer".into())
-            .spawn(move || state.run(rx))
+            .spawn(move || run(&thread_core))
             .map_err(|e| format!("Can't start the AOF writer thread: {e}"))?;
         Ok(Writer {
-            tx,
+            core,
             published,
             thread: Some(thread),
         })
     }
 
-    /// Non-blocking hand-off (the channel is unbounded, see module docs).
+    /// Non-blocking hand-off (the queue is unbounded, see module docs).
+    /// Records are written by the next flush (`flusher`) or wait; control
+    /// messages wake the thread.
     pub fn send(&self, msg: Msg) -> bool {
-        if let Msg::Records { recs, .. } = &msg {
-            let bytes: usize = recs.iter().map(record_len).sum();
-            self.published
-                .backlog
-                .fetch_add(bytes as u64, Ordering::Relaxed);
+        match &msg {
+            Msg::Records { recs, .. } => {
+                let bytes: usize = recs.iter().map(record_len).sum();
+                self.published
+                    .backlog
+                    .fetch_add(bytes as u64, Ordering::Relaxed);
+            }
+            Msg::SetPolicy(p) => self
+                .core
+                .always
+                .store(*p == AppendFsync::Always, Ordering::Relaxed),
+            _ => {}
         }
-        self.tx.send(msg).is_ok()
+        if self.thread.as_ref().is_some_and(|t| t.is_finished()) {
+            return false;
+        }
+        self.core.push(msg);
+        true
+    }
+
+    /// The handle that writes what was just sent, once the node lock is
+    /// released.
+    pub fn flusher(&self) -> Flusher {
+        Flusher(self.core.clone())
     }
 
     /// Send a request and wait for its answer (bounded).
@@ -278,15 +469,22 @@ impl Writer {
             .map_err(|_| "timed out waiting for the AOF writer".to_string())?
     }
 
+    /// Completes once records up to `seq` are durable per the policy.
     pub fn sync_wait(&self, seq: u64) -> SyncWait {
-        let p = &self.published;
-        p.wait_on(p.subscribe(), seq)
+        SyncWait {
+            core: self.core.clone(),
+            until: Until::Synced,
+            seq,
+        }
     }
 
     /// Completes once records up to `seq` were handed to the kernel.
     pub fn write_wait(&self, seq: u64) -> SyncWait {
-        let p = &self.published;
-        p.wait_on(p.written_w.subscribe(), seq)
+        SyncWait {
+            core: self.core.clone(),
+            until: Until::Written,
+            seq,
+        }
     }
 
     /// Flush, fsync and stop the thread (graceful shutdown).
@@ -298,6 +496,16 @@ impl Writer {
             }
         }
         r
+    }
+}
+
+impl Drop for Writer {
+    fn drop(&mut self) {
+        // Like a closed channel: the thread flushes, fsyncs and exits.
+        let mut q = self.core.queue();
+        q.closed = true;
+        drop(q);
+        self.core.wake.notify_one();
     }
 }
 
@@ -313,7 +521,71 @@ fn open_append(path: &std::path::Path) -> std::io::Result<File> {
     OpenOptions::new().append(true).create(true).open(path)
 }
 
-struct Thread {
+/// The writer thread: waits until it is wanted (or a timer is due), then
+/// takes the queue like an inline flush does, handles every message in
+/// order, writes, and fsyncs per policy.
+fn run(core: &Core) {
+    loop {
+        let timeout = core.state().next_wakeup();
+        let deadline = Instant::now() + timeout;
+        let mut q = core.queue();
+        loop {
+            let due = Instant::now() >= deadline;
+            if !q.busy && (q.wanted || q.closed || due) {
+                break;
+            }
+            if due {
+                // An inline flush is running: it wakes us when it stops.
+                q.wanted = true;
+            }
+            let wait = deadline
+                .saturating_duration_since(Instant::now())
+                .max(Duration::from_millis(100));
+            q = core
+                .wake
+                .wait_timeout(q, wait)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+        q.busy = true;
+        q.wanted = false;
+        let closed = q.closed;
+        let msgs = std::mem::take(&mut q.msgs);
+        drop(q);
+        let mut st = core.state();
+        let mut stop = None;
+        for m in msgs {
+            // Nothing is sent after Stop.
+            if stop.is_none() {
+                stop = st.handle(m);
+            }
+        }
+        st.write_out();
+        st.fsync_per_policy();
+        if let Some(done) = stop {
+            st.flush_and_fsync();
+            st.abort_rewrite();
+            let _ = done.send(st.sync_result());
+            return;
+        }
+        if closed {
+            st.flush_and_fsync();
+            st.abort_rewrite();
+            return;
+        }
+        drop(st);
+        let mut q = core.queue();
+        q.busy = false;
+        if !q.msgs.is_empty() {
+            // Queued while we worked (group commit: the next round takes
+            // them all at once).
+            q.wanted = true;
+        }
+    }
+}
+
+/// The open file and everything known about it.
+struct FileState {
     path: PathBuf,
     /// Appending is on (a finished rewrite becomes the live file).
     enabled: bool,
@@ -340,41 +612,7 @@ struct Thread {
     published: Arc<Published>,
 }
 
-impl Thread {
-    fn run(&mut self, rx: mpsc::Receiver<Msg>) {
-        loop {
-            let msg = match rx.recv_timeout(self.next_wakeup()) {
-                Ok(m) => Some(m),
-                Err(mpsc::RecvTimeoutError::Timeout) => None,
-                Err(mpsc::RecvTimeoutError::Disconnected) => {
-                    self.flush_and_fsync();
-                    self.abort_rewrite();
-                    return;
-                }
-            };
-            let mut stop = None;
-            if let Some(m) = msg {
-                stop = self.handle(m);
-                // Group commit: take everything already queued before
-                // writing, so one write + one fsync covers many records.
-                while stop.is_none() {
-                    match rx.try_recv() {
-                        Ok(m) => stop = self.handle(m),
-                        Err(_) => break,
-                    }
-                }
-            }
-            self.write_out();
-            self.fsync_per_policy();
-            if let Some(done) = stop {
-                self.flush_and_fsync();
-                self.abort_rewrite();
-                let _ = done.send(self.sync_result());
-                return;
-            }
-        }
-    }
-
+impl FileState {
     fn next_wakeup(&self) -> Duration {
         if self.error.is_some() || !self.buf.is_empty() {
             // Retry a failed write once per second (Redis does the same).
@@ -481,6 +719,10 @@ impl Thread {
     fn write_out(&mut self) {
         let Some(file) = &mut self.file else {
             // Not appending: nothing to wait for.
+            if self.seen_seq > self.written_seq {
+                self.written_seq = self.seen_seq;
+                self.published.publish_written(self.seen_seq);
+            }
             self.publish_synced(self.seen_seq);
             return;
         };
@@ -581,6 +823,7 @@ impl Thread {
     fn publish_synced(&mut self, seq: u64) {
         if seq > self.synced_seq {
             self.synced_seq = seq;
+            self.published.synced_seq.store(seq, Ordering::Release);
             self.published.synced.send_replace(seq);
         }
     }

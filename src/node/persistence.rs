@@ -108,6 +108,8 @@ pub struct Aof {
     /// Wakes the AOF task (chunked rewrite started).
     kick: Arc<Notify>,
     retry_rewrite_at: u64,
+    /// Records were queued since the last `take_flusher`.
+    flush_due: bool,
 }
 
 impl Aof {
@@ -207,6 +209,7 @@ pub fn finish_load(
         snapshot: None,
         kick: Arc::new(Notify::new()),
         retry_rewrite_at: 0,
+        flush_due: false,
     });
     sync_engine_flag(node);
     Ok(())
@@ -221,6 +224,7 @@ pub fn dispatch(node: &mut Node, recs: Vec<AofRecord>, now: u64) {
         let first_seq = aof.next_seq;
         aof.next_seq += recs.len() as u64;
         aof.writer.send(Msg::Records { first_seq, recs });
+        aof.flush_due = true;
     }
     let p = &aof.writer.published;
     node.aof.current_size = p.current_size.load(Ordering::Relaxed);
@@ -282,6 +286,18 @@ pub fn produced_sync(node: &Node) -> Option<SyncWait> {
     let aof = node.aof_writer.as_ref()?;
     let last = aof.next_seq - 1 + node.engine.pending_aof_records() as u64;
     (last > 0).then(|| wait_for(node, aof, last))
+}
+
+/// The duty to write the records queued by this lock holder: the caller
+/// runs it right after releasing the node lock, before any reply that
+/// waits for them (so the wait is normally already over; Disque likewise
+/// writes its AOF buffer before replying).
+pub fn take_flusher(node: &mut Node) -> Option<writer::Flusher> {
+    let aof = node.aof_writer.as_mut()?;
+    if !std::mem::take(&mut aof.flush_due) {
+        return None;
+    }
+    Some(aof.writer.flusher())
 }
 
 /// Periodic work (the AOF task calls it every 100 ms, and back to back

@@ -161,6 +161,13 @@ impl Shared {
         if node.engine.nodes_conf_dirty() {
             self.save_notify.notify_one();
         }
+        // AOF records this call queued are written now, outside the node
+        // lock and before the caller replies (docs/ARCHITECTURE.md).
+        let flusher = crate::node::persistence::take_flusher(&mut node);
+        drop(node);
+        if let Some(f) = flusher {
+            f.flush();
+        }
         out
     }
 
