@@ -76,6 +76,74 @@ pub struct JobRecord {
     pub ext: Option<Bytes>,
 }
 
+/// A record's fields borrowed from wherever they live (a `Job` in the
+/// engine): encoding it writes the same bytes as the owned `JobRecord`
+/// without copying queue, body and node IDs into temporaries first (the
+/// AOF encodes one per ADDJOB).
+pub struct RecordRef<'a, N> {
+    pub id: &'a [u8; 40],
+    pub state: u8,
+    pub gc_retry: u8,
+    pub flags: u8,
+    pub repl: u16,
+    pub etime: u32,
+    pub ctime: u64,
+    pub delay: u32,
+    pub retry: u32,
+    pub nacks: u16,
+    pub deliv: u16,
+    pub queue: &'a [u8],
+    pub body: &'a [u8],
+    /// Iterated twice (count, then bytes).
+    pub nodes: N,
+    pub ext: Option<&'a [u8]>,
+}
+
+impl<'a, N: Iterator<Item = &'a RawNodeId> + Clone> RecordRef<'a, N> {
+    /// Append the record (length prefix included) to `out`.
+    ///
+    /// `state` and `gc_retry` are masked to 4 bits each because they share
+    /// one byte on the wire.
+    pub fn encode(&self, out: &mut BytesMut) {
+        let n_nodes = self.nodes.clone().count();
+        let total = 4
+            + MIN_RECORD_LEN
+            + self.queue.len()
+            + self.body.len()
+            + 40 * n_nodes
+            + self.ext.map_or(0, |e| 4 + e.len());
+        out.reserve(total);
+        out.put_u32_le(wire_len(total - 4));
+        out.put_slice(self.id);
+        out.put_u8((self.state & 0x0f) | ((self.gc_retry & 0x0f) << 4));
+        let ext_bit = if self.ext.is_some() {
+            FLAG_EXT_SECTION
+        } else {
+            0
+        };
+        out.put_u8((self.flags & !FLAG_EXT_SECTION) | ext_bit);
+        out.put_u16_le(self.repl);
+        out.put_u32_le(self.etime);
+        out.put_u64_le(self.ctime);
+        out.put_u32_le(self.delay);
+        out.put_u32_le(self.retry);
+        out.put_u16_le(self.nacks);
+        out.put_u16_le(self.deliv);
+        out.put_u32_le(wire_len(self.queue.len()));
+        out.put_slice(self.queue);
+        out.put_u32_le(wire_len(self.body.len()));
+        out.put_slice(self.body);
+        out.put_u32_le(wire_len(n_nodes));
+        for n in self.nodes.clone() {
+            out.put_slice(n);
+        }
+        if let Some(e) = self.ext {
+            out.put_u32_le(wire_len(e.len()));
+            out.put_slice(e);
+        }
+    }
+}
+
 /// Why a record could not be decoded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CodecError {
@@ -230,39 +298,28 @@ impl JobRecord {
     }
 
     /// Append the record (length prefix included) to `out`.
-    ///
-    /// `state` and `gc_retry` are masked to 4 bits each because they share
-    /// one byte on the wire.
     pub fn encode(&self, out: &mut BytesMut) {
-        let total = self.encoded_len();
-        out.reserve(total);
-        out.put_u32_le(wire_len(total - 4));
-        out.put_slice(&self.id);
-        out.put_u8((self.state & 0x0f) | ((self.gc_retry & 0x0f) << 4));
-        let ext_bit = if self.ext.is_some() {
-            FLAG_EXT_SECTION
-        } else {
-            0
-        };
-        out.put_u8((self.flags & !FLAG_EXT_SECTION) | ext_bit);
-        out.put_u16_le(self.repl);
-        out.put_u32_le(self.etime);
-        out.put_u64_le(self.ctime);
-        out.put_u32_le(self.delay);
-        out.put_u32_le(self.retry);
-        out.put_u16_le(self.nacks);
-        out.put_u16_le(self.deliv);
-        out.put_u32_le(wire_len(self.queue.len()));
-        out.put_slice(&self.queue);
-        out.put_u32_le(wire_len(self.body.len()));
-        out.put_slice(&self.body);
-        out.put_u32_le(wire_len(self.nodes.len()));
-        for n in &self.nodes {
-            out.put_slice(n);
-        }
-        if let Some(e) = &self.ext {
-            out.put_u32_le(wire_len(e.len()));
-            out.put_slice(e);
+        self.as_ref().encode(out);
+    }
+
+    /// The record's fields, borrowed.
+    pub fn as_ref(&self) -> RecordRef<'_, std::slice::Iter<'_, RawNodeId>> {
+        RecordRef {
+            id: &self.id,
+            state: self.state,
+            gc_retry: self.gc_retry,
+            flags: self.flags,
+            repl: self.repl,
+            etime: self.etime,
+            ctime: self.ctime,
+            delay: self.delay,
+            retry: self.retry,
+            nacks: self.nacks,
+            deliv: self.deliv,
+            queue: &self.queue,
+            body: &self.body,
+            nodes: self.nodes.iter(),
+            ext: self.ext.as_deref(),
         }
     }
 

@@ -312,7 +312,7 @@ pub fn encode_record(rec: &crate::engine::AofRecord, out: &mut Vec<u8>) {
         }
         crate::engine::AofRecord::Dedup(payload) => {
             out.extend_from_slice(b"*2\r\n$5\r\nDEDUP\r\n$");
-            out.extend_from_slice(payload.len().to_string().as_bytes());
+            push_decimal(payload.len(), out);
             out.extend_from_slice(b"\r\n");
             out.extend_from_slice(payload);
             out.extend_from_slice(b"\r\n");
@@ -320,9 +320,25 @@ pub fn encode_record(rec: &crate::engine::AofRecord, out: &mut Vec<u8>) {
     }
 }
 
+/// `n` in decimal, without a temporary `String` (one per record).
+fn push_decimal(n: usize, out: &mut Vec<u8>) {
+    let mut digits = [0u8; 20];
+    let mut i = digits.len();
+    let mut n = n;
+    loop {
+        i -= 1;
+        digits[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&digits[i..]);
+}
+
 pub fn encode_loadjob(blob: &[u8], out: &mut Vec<u8>) {
     out.extend_from_slice(b"*2\r\n$7\r\nLOADJOB\r\n$");
-    out.extend_from_slice(blob.len().to_string().as_bytes());
+    push_decimal(blob.len(), out);
     out.extend_from_slice(b"\r\n");
     out.extend_from_slice(blob);
     out.extend_from_slice(b"\r\n");

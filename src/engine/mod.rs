@@ -511,8 +511,8 @@ impl Engine {
             return;
         }
         if let Some(j) = self.store.get(h) {
-            let rec = codec::record_of(j, self.ext_of(h), &self.cluster, codec::Flavor::Storage, 0);
-            self.out.aof.push(AofRecord::LoadJob(rec.to_bytes()));
+            let blob = codec::storage_bytes(j, self.ext_of(h), &self.cluster);
+            self.out.aof.push(AofRecord::LoadJob(blob));
         }
     }
 
