@@ -114,14 +114,16 @@ fn ext_option(
         if value.is_empty() {
             Err(WireError::DeadLetterEmpty)
         } else {
-            ext_fields(req).dead_queue = Some(value.clone());
+            // Kept with the job: its own allocation, not a slice of the
+            // read buffer (src/resp/parse.rs).
+            ext_fields(req).dead_queue = Some(Bytes::copy_from_slice(value));
             Ok(())
         }
     } else if eq_ic(opt, "dedup") {
         if value.is_empty() {
             Err(WireError::DedupEmpty)
         } else {
-            ext_fields(req).dedup_key = Some(value.clone());
+            ext_fields(req).dedup_key = Some(Bytes::copy_from_slice(value));
             Ok(())
         }
     } else {

@@ -12,7 +12,12 @@ pub fn set_name(ctx: &mut Ctx, name: Bytes) -> Result<(), Outcome> {
         return Err(err(WireError::ClientBadName));
     }
     if let Some(info) = ctx.node.clients.get_mut(&ctx.client.id) {
-        info.name = if name.is_empty() { None } else { Some(name) };
+        // Kept for the connection's life: not a slice of the read buffer.
+        info.name = if name.is_empty() {
+            None
+        } else {
+            Some(Bytes::copy_from_slice(&name))
+        };
     }
     Ok(())
 }
