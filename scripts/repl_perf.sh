@@ -18,13 +18,15 @@
 #   federated        3 nodes, -w federated: producers on node 1, consumers on
 #                    node 2 (every job reaches node 2 through NEEDJOBS/YOURJOBS),
 #                    --replicate 1
+#   local-paced      local-cycle at a fixed RATE jobs/s (end-to-end latency)
+#   federated-paced  federated at the same fixed rate
 # For each run: the benchmark's ops/s and the servers' CPU time per
 # operation (utime+stime of every server process over the run, from
 # /proc/<pid>/stat), which is much less sensitive to other load on the
 # machine than throughput.
 #
 # environment: REPS [3], NC [100000] (addjob runs), NF [50000] (cycle and
-#   federated runs), CLIENTS [50], MAXSECS [20], BENCH [target/release/disque-benchmark],
+#   federated runs), RATE [5000] (paced runs, jobs/s), CLIENTS [50], MAXSECS [20], BENCH [target/release/disque-benchmark],
 #   OUT [target/repl-perf.csv], ONLY (space-separated subset of the run names)
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -36,7 +38,8 @@ CLIENTS=${CLIENTS:-50}
 MAXSECS=${MAXSECS:-20}
 BENCH=${BENCH:-$here/target/release/disque-benchmark}
 OUT=${OUT:-$here/target/repl-perf.csv}
-ONLY=${ONLY:-single-r1 r3-sync r3-async local-cycle federated}
+RATE=${RATE:-5000}
+ONLY=${ONLY:-single-r1 r3-sync r3-async local-cycle federated local-paced federated-paced}
 [[ $# -gt 0 ]] || set -- "current=$here/target/release/disque-server"
 [[ -x $BENCH ]] || { echo "missing $BENCH (cargo build --release)" >&2; exit 1; }
 command -v redis-cli >/dev/null || { echo "redis-cli missing (scripts/ci-deps.sh installs redis-tools)" >&2; exit 1; }
@@ -124,6 +127,8 @@ one() {
         r3-async) args="-h $hosts -w addjob -c $CLIENTS -n $NC --replicate 3 --async" ;;
         local-cycle) args="-h 127.0.0.1:${ports[0]} -w cycle -c $CLIENTS -n $NF --replicate 1" ;;
         federated) args="-h 127.0.0.1:${ports[0]},127.0.0.1:${ports[1]} -w federated -c $CLIENTS -n $NF --replicate 1" ;;
+        local-paced) args="-h 127.0.0.1:${ports[0]} -w cycle -c $CLIENTS -n $NF --replicate 1 --rate $RATE" ;;
+        federated-paced) args="-h 127.0.0.1:${ports[0]},127.0.0.1:${ports[1]} -w federated -c $CLIENTS -n $NF --replicate 1 --rate $RATE" ;;
         *) echo "unknown run $run" >&2; exit 1 ;;
     esac
     for p in "${ports[@]}"; do cli "$p" DEBUG FLUSHALL >/dev/null; done
@@ -149,3 +154,31 @@ for r in $(seq 1 "$REPS"); do
 done
 echo "# loadavg at end $(cut -d' ' -f1-3 /proc/loadavg)" >>"$OUT"
 log "results in $OUT"
+
+# Medians per binary and run, and the two ratios of docs/PERFORMANCE.md.
+python3 - "$OUT" <<'PY'
+import csv, statistics, sys
+rows = [r for r in csv.reader(l for l in open(sys.argv[1]) if not l.startswith("#"))][1:]
+by = {}
+for rnd, b, run, ops, ops_s, p50, p99, errs, cpu in rows:
+    by.setdefault((b, run), []).append((float(ops_s), float(p50), float(p99), float(cpu), int(rnd)))
+print("| binary | run | ops/s median | p50 µs | p99 µs | server CPU µs/op |")
+print("|---|---|---:|---:|---:|---:|")
+for (b, run), v in by.items():
+    med = lambda i: statistics.median(x[i] for x in v)
+    print(f"| {b} | {run} | {med(0):.0f} | {med(1):.0f} | {med(2):.0f} | {med(3):.1f} |")
+def ratios(b, run, base):
+    a = {x[4]: x for x in by.get((b, run), [])}
+    c = {x[4]: x for x in by.get((b, base), [])}
+    return [a[r][0] / c[r][0] for r in sorted(a) if r in c]
+for b in sorted({k[0] for k in by}):
+    for run, base in [("r3-sync", "single-r1"), ("r3-async", "single-r1"), ("federated", "local-cycle")]:
+        rs = ratios(b, run, base)
+        if rs:
+            print(f"{b}: {run} / {base} per round: {' '.join(f'{x:.2f}' for x in rs)} (median {statistics.median(rs):.2f})")
+    fp, lp = by.get((b, "federated-paced")), by.get((b, "local-paced"))
+    if fp and lp:
+        for i, name in [(1, "p50"), (2, "p99")]:
+            f, l = statistics.median(x[i] for x in fp), statistics.median(x[i] for x in lp)
+            print(f"{b}: paced end-to-end {name}: federated {f:.0f} µs / local {l:.0f} µs = {f / l:.2f}")
+PY

@@ -295,11 +295,16 @@ impl Engine {
         let delay = j.delay;
         let local = j.nodes_delivered.contains(0);
         let created_ms = j.ctime / 1_000_000;
-        let confirmed: Vec<u32> = self
-            .confirmed
-            .get(&h)
-            .map(|c| c.iter().collect())
-            .unwrap_or_default();
+        // Only an externally replicated job needs the list (to pick who
+        // queues it); the common case skips the allocation.
+        let confirmed: Vec<u32> = if local {
+            Vec::new()
+        } else {
+            self.confirmed
+                .get(&h)
+                .map(|c| c.iter().collect())
+                .unwrap_or_default()
+        };
         self.dedup_commit(h, now);
         if let Some(w) = self.adders.remove(&h) {
             self.counters

@@ -182,6 +182,11 @@ pub struct Engine {
     ready: Vec<Bytes>,
     /// Queues that got jobs while other nodes wait for them (federation demand).
     fed_ready: Vec<Bytes>,
+    /// NEEDJOBS for queues that do not exist here (yet): (queue, (node,
+    /// jobs wanted, until when)); moved into the queue when it is created,
+    /// so the first jobs produced here after a consumer elsewhere started
+    /// waiting go to it at once. Short-lived and capped.
+    early_demand: Vec<(Bytes, (crate::job::NodeIdx, u32, u64))>,
     rng: SmallRng,
     last_ctime: u64,
     out: Effects,
@@ -223,6 +228,7 @@ impl Engine {
             add_waiting: 0,
             ready: Vec::new(),
             fed_ready: Vec::new(),
+            early_demand: Vec::new(),
             rng: SmallRng::seed_from_u64(seed),
             last_ctime: 0,
             out: Effects::default(),
@@ -438,7 +444,20 @@ impl Engine {
             return h;
         }
         let name = Bytes::copy_from_slice(name);
-        let h = self.queues.insert(Queue::new(name.clone(), now / 1000));
+        let mut q = Queue::new(name.clone(), now / 1000);
+        // Nodes that asked for this queue's jobs before it existed here.
+        if !self.early_demand.is_empty() {
+            self.early_demand.retain(|(n, d)| {
+                if n != &name {
+                    return d.2 >= now;
+                }
+                if d.2 >= now {
+                    q.fed.demand.push(*d);
+                }
+                false
+            });
+        }
+        let h = self.queues.insert(q);
         self.queue_index.insert(name, h);
         h
     }
@@ -713,6 +732,7 @@ impl Engine {
         self.queue_index.clear();
         self.ready.clear();
         self.fed_ready.clear();
+        self.early_demand.clear();
     }
 
     /// Mark the job as acked (docs/COMMANDS.md#ackjob).

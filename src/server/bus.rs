@@ -463,9 +463,10 @@ async fn run_link<S: BusStream>(
     loop {
         let bad = decode_all(&mut rbuf, &mut batch);
         if !batch.is_empty() {
-            let msgs = std::mem::take(&mut batch);
+            // Drained, not taken: the batch keeps its allocation (growing a
+            // fresh Vec of messages showed up at ~10 % of bus CPU).
             shared.with(|node, now| {
-                for msg in msgs {
+                for msg in batch.drain(..) {
                     if let Some(r) = node
                         .engine
                         .on_bus_message(kind, &local_ip, &peer_ip, msg, now)

@@ -17,9 +17,23 @@ use crate::queue::PAUSE_OUT;
 /// when a delivery empties their queue), which renews it.
 const DEMAND_MS: u64 = 1000;
 
+/// NEEDJOBS remembered for queues that do not exist here.
+const MAX_EARLY_DEMAND: usize = 1024;
+
 impl Engine {
     pub(super) fn on_needjobs(&mut self, from: NodeIdx, queue: &[u8], count: u32, now: u64) {
         let Some(qh) = self.queue_handle(queue) else {
+            // Remembered without creating the queue (no client-visible
+            // state); entries expire like the queue-level demand.
+            self.early_demand.retain(|(name, (node, _, until))| {
+                *until >= now && !(*node == from && name.as_ref() == queue)
+            });
+            if self.early_demand.len() < MAX_EARLY_DEMAND {
+                self.early_demand.push((
+                    Bytes::copy_from_slice(queue),
+                    (from, count.max(1), now + DEMAND_MS),
+                ));
+            }
             return;
         };
         let Some(q) = self.queues.get_mut(qh) else {

@@ -1,5 +1,6 @@
 //! Federation streaming on the simulated network (no faults): a node
-//! asked for jobs it did not have sends the ones queued afterwards at once,
+//! asked for jobs it did not have (even for a queue it did not know yet)
+//! sends the ones queued afterwards at once,
 //! and a node importing for busy consumers asks for the next batch before
 //! its queue runs dry, so consumers there do not wait a NEEDJOBS round
 //! trip per batch.
@@ -106,6 +107,22 @@ fn sim_a_job_queued_after_an_unanswered_needjobs_goes_to_the_waiting_node() {
         other => panic!("the waiting consumer got {other:?}"),
     }
     assert_eq!(qlen(&sim, 0), 0);
+}
+
+#[test]
+fn sim_a_consumer_waiting_before_the_queue_exists_elsewhere_gets_the_first_job() {
+    let mut sim = quiet_pair();
+    // Node 0 has never heard of the queue when node 1's consumer asks.
+    let GetJobOutcome::Blocked(mut rx) = getjob(&mut sim, 1, false) else {
+        panic!("consumer did not block");
+    };
+    sim.run_for(50);
+    add(&mut sim, 0, 1);
+    sim.run_for(50);
+    match rx.try_recv() {
+        Ok(Reply::Array(jobs)) => assert_eq!(jobs.len(), 1),
+        other => panic!("the waiting consumer got {other:?}"),
+    }
 }
 
 #[test]
