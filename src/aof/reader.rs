@@ -96,6 +96,13 @@ fn bulk(buf: &[u8], pos: usize, what: &str) -> Result<Option<(usize, usize, usiz
             return Ok(None);
         };
         match c {
+            // No leading zeros ("$07"): the writer never produces them,
+            // and the partial-name check (`partial_name_check`) rejects
+            // them, so accepting them here made a file's verdict depend
+            // on where reads split it (found by fuzzing).
+            b'0'..=b'9' if i == 2 && rest[1] == b'0' => {
+                return Err(format!("invalid bulk length for the {what}"));
+            }
             b'0'..=b'9' if i <= 10 => {
                 len = len * 10 + usize::from(c - b'0');
                 i += 1;
@@ -425,6 +432,32 @@ mod tests {
         assert_eq!(recs[0].1, Record::LoadJob(blob()));
         let second = data.len() - 63;
         assert_eq!(recs[1], (second as u64, Record::DelJob(JobId(*ID))));
+    }
+
+    /// Regression (fuzz target `aof`): "$07" was a valid length when the
+    /// record arrived in one read but "unknown command" when the name came
+    /// a byte at a time, so the same file ending inside the record was
+    /// "truncated" (cut off under aof-load-truncated) or "corrupt"
+    /// (refused) depending on read boundaries. Both now say corrupt.
+    #[test]
+    fn leading_zero_length_is_corrupt_however_it_is_read() {
+        let data = b"*2\r\n$07\r\nLOADJOB\r\n$151\r\n\x93\0\0\0D-8ce34422-b9Qu";
+        let mut whole = AofReader::new(&data[..]);
+        let e = whole.next_record().unwrap_err();
+        assert!(matches!(e, ReadError::Corrupt { offset: 0, .. }), "{e:?}");
+        let (recs, e) = read_all(data);
+        assert!(recs.is_empty());
+        assert!(
+            matches!(e, Some(ReadError::Corrupt { offset: 0, .. })),
+            "{e:?}"
+        );
+        // A lone zero is still a length (an empty argument).
+        let mut empty = AofReader::new(&b"*2\r\n$6\r\nDELJOB\r\n$0\r\n\r\n"[..]);
+        let e = empty.next_record().unwrap_err();
+        assert!(
+            matches!(&e, ReadError::Corrupt { why, .. } if why.contains("not a job ID")),
+            "{e:?}"
+        );
     }
 
     #[test]
