@@ -451,6 +451,15 @@ mod tests {
             matches!(e, Some(ReadError::Corrupt { offset: 0, .. })),
             "{e:?}"
         );
+        // The fuzzer's input itself (its first byte picks the read size).
+        let found = include_bytes!("../../fuzz/seeds/aof/regress-leading-zero-length");
+        let mut whole = AofReader::new(&found[1..]);
+        let e = whole.next_record().unwrap_err();
+        assert!(matches!(e, ReadError::Corrupt { offset: 0, .. }), "{e:?}");
+        assert!(matches!(
+            read_all(&found[1..]).1,
+            Some(ReadError::Corrupt { offset: 0, .. })
+        ));
         // A lone zero is still a length (an empty argument).
         let mut empty = AofReader::new(&b"*2\r\n$6\r\nDELJOB\r\n$0\r\n\r\n"[..]);
         let e = empty.next_record().unwrap_err();
