@@ -62,7 +62,11 @@ for t in "${TARGETS[@]}"; do
     [[ " ${ALL[*]} " == *" $t "* ]] || { echo "error: unknown target '$t' (have: ${ALL[*]})" >&2; exit 1; }
 done
 
-(cd fuzz && cargo build --release --target "$HOST" --bins)
+# FUZZ_NO_BUILD=1: use the binaries already built (e.g. a second run
+# while a source change that the targets do not care about is pending).
+if [ "${FUZZ_NO_BUILD:-0}" != 1 ]; then
+    (cd fuzz && cargo build --release --target "$HOST" --bins)
+fi
 
 failed=()
 for t in "${TARGETS[@]}"; do
