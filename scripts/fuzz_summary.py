@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Coverage-over-time summary of scripts/fuzz.sh runs.
 
-Usage: fuzz_summary.py TARGET...   (reads fuzz/logs/TARGET.log)
+Usage: fuzz_summary.py [--logs DIR] TARGET...   (reads DIR/TARGET.log,
+DIR defaulting to fuzz/logs)
 
 Each log line starts with the Unix time it was printed. From libFuzzer's
 status lines ("#N NEW/REDUCE/pulse cov: C ft: F corp: K/S exec/s: E") it
@@ -19,8 +20,11 @@ STATUS = re.compile(r"^(\d+) #(\d+)\s+(\w+)\s+cov: (\d+) ft: (\d+) corp: (\d+)/(
 STAT = re.compile(r"^\d+ stat::(\w+):\s+(\d+)")
 
 
-def summarize(target):
-    path = os.path.join(os.path.dirname(__file__), "..", "fuzz", "logs", target + ".log")
+LOGS = os.path.join(os.path.dirname(__file__), "..", "fuzz", "logs")
+
+
+def summarize(target, logs=LOGS):
+    path = os.path.join(logs, target + ".log")
     rows, stats, start = [], {}, None
     with open(path, errors="replace") as f:
         for line in f:
@@ -61,11 +65,15 @@ def summarize(target):
 
 
 def main():
+    args = sys.argv[1:]
+    logs = LOGS
+    if args[:1] == ["--logs"]:
+        logs, args = args[1], args[2:]
     print("| target | execs | time | execs/s | cov (edges) | ft | corpus | cov at 25/50/75/100% | cov last grew at |")
     print("|---|---|---|---|---|---|---|---|---|")
-    for t in sys.argv[1:]:
+    for t in args:
         try:
-            print(summarize(t))
+            print(summarize(t, logs))
         except OSError as e:
             print(f"| {t} | no log: {e} |")
 
