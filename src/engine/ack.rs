@@ -3,7 +3,7 @@
 //! SETACK/GOTACK exchange that lets every holder forget an acked job.
 
 use super::{BusOut, Engine, JobHandle};
-use crate::job::{JobId, JobState, NodeSet};
+use crate::job::{JobId, JobState, NodeIdx, NodeSet};
 
 impl Engine {
     /// ACKJOB: returns how many IDs were known and not already acked.
@@ -56,6 +56,7 @@ impl Engine {
                 Some(h) => {
                     self.send_to_delivered(h, BusOut::DelJob { job: *id });
                     self.delete_job(h, now);
+                    self.forgotten.insert(id, now);
                     self.counters.acked += 1;
                     count += 1;
                 }
@@ -63,6 +64,45 @@ impl Engine {
             }
         }
         count
+    }
+
+    /// A node answers again after being unreachable (PFAIL/FAIL): tell it
+    /// at once what it may have missed about the jobs we share, instead of
+    /// after the GC back-off or the next retry period: SETACK for jobs
+    /// acknowledged here that it has not confirmed, QUEUED for jobs queued
+    /// here (it answers SETACK if it acknowledged them meanwhile, and the
+    /// tie-break settles a copy queued on both sides). Its own copies of
+    /// jobs acknowledged elsewhere are otherwise delivered again as soon
+    /// as its consumers are back (docs/RELIABILITY.md). One pass over the
+    /// jobs, only on that transition, never per tick.
+    pub fn resync_holder(&mut self, idx: NodeIdx) {
+        let mut setacks = Vec::new();
+        let mut queued = Vec::new();
+        for (h, j) in self.store.iter_from(0) {
+            if !j.nodes_delivered.contains(idx) {
+                continue;
+            }
+            match j.state {
+                JobState::Acked if !self.confirmed.get(&h).is_some_and(|c| c.contains(idx)) => {
+                    setacks.push((j.id, j.nodes_delivered.len() as u32));
+                }
+                JobState::Queued => queued.push(j.id),
+                _ => {}
+            }
+        }
+        for (job, may_have) in setacks {
+            self.out.bus.push((idx, BusOut::SetAck { job, may_have }));
+        }
+        for job in queued {
+            self.out.bus.push((
+                idx,
+                BusOut::Queued {
+                    job,
+                    nack: false,
+                    deliv: false,
+                },
+            ));
+        }
     }
 
     /// One garbage-collection attempt for an acked job.

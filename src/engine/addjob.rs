@@ -176,6 +176,7 @@ impl Engine {
                 j.state = JobState::Active;
             }
             if delay == 0 && !extrepl {
+                self.cause("addjob");
                 self.enqueue(h, false, now);
             }
             self.update_awake(h, now);
@@ -322,6 +323,7 @@ impl Engine {
         }
         self.confirmed.remove(&h);
         if delay == 0 {
+            self.cause("addjob");
             self.enqueue(h, false, now);
         }
         self.update_awake(h, now);

@@ -127,6 +127,12 @@ impl Engine {
     }
 
     /// Consume a pending delayed NACK: the queueing it ends counts as a nack.
+    /// A NACK DELAY is waiting to queue the job (see `take_nack_pending`).
+    pub fn nack_pending(&self, h: JobHandle) -> bool {
+        self.store.get(h).is_some_and(|j| j.has(F_EXT))
+            && self.ext.get(&h).is_some_and(|x| x.nack_pending)
+    }
+
     pub fn take_nack_pending(&mut self, h: JobHandle) -> bool {
         if !self.store.get(h).is_some_and(|j| j.has(F_EXT)) {
             return false;

@@ -220,6 +220,13 @@ impl Engine {
                             self.out.disconnect.push(s);
                         }
                     }
+                    // It reaches us again: reconnect at the next cron, not
+                    // after the back-off, so the acknowledgements and queued
+                    // jobs it missed are exchanged before its consumers
+                    // take stale copies (engine::ack::resync_holder).
+                    if s != 0 && !n.link && !n.connecting {
+                        n.reconnect_at = now;
+                    }
                 }
             }
             self.mark_seen(s, h);
@@ -298,15 +305,20 @@ impl Engine {
             self.cluster.refresh_reachable();
             return;
         }
+        let mut back = false;
         if let Some(n) = self.cluster.nodes.get_mut(idx as usize) {
             n.ping_sent = 0;
             n.pong_received = now;
             if n.has(FLAG_PFAIL | FLAG_FAIL) {
                 n.flags &= !(FLAG_PFAIL | FLAG_FAIL);
                 self.cluster.dirty = true;
+                back = true;
             }
         }
         self.cluster.refresh_reachable();
+        if back {
+            self.resync_holder(idx);
+        }
     }
 
     fn is_blacklisted(&self, id: &[u8; 40], now: u64) -> bool {

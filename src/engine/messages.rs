@@ -182,6 +182,9 @@ impl Engine {
                 job_id,
                 ..
             } => {
+                if let Some(id) = JobId::parse(&job_id) {
+                    self.forget_acked(&id, now);
+                }
                 if let Some(h) = self.lookup_raw(&job_id) {
                     self.delete_job(h, now);
                 }
@@ -200,6 +203,32 @@ impl Engine {
 
     fn lookup_raw(&self, id: &[u8; 40]) -> Option<JobHandle> {
         JobId::parse(id).and_then(|id| self.lookup(&id))
+    }
+
+    /// A message about a job this node does not store: if the job was
+    /// acknowledged and forgotten here recently, tell the sender with a
+    /// SETACK (so a holder that missed the acknowledgement drops its copy
+    /// instead of queueing it again) and return true.
+    pub(super) fn answer_forgotten(&mut self, from: NodeIdx, id: &[u8; 40]) -> bool {
+        let Some(id) = JobId::parse(id) else {
+            return false;
+        };
+        if self.lookup(&id).is_some() || !self.forgotten.contains(&id) {
+            return false;
+        }
+        self.out.bus.push((
+            from,
+            BusOut::SetAck {
+                job: id,
+                may_have: 0,
+            },
+        ));
+        true
+    }
+
+    /// Remember an acknowledged job that this node may not store.
+    pub(super) fn forget_acked(&mut self, id: &JobId, now: u64) {
+        self.forgotten.insert(id, now);
     }
 }
 

@@ -13,6 +13,7 @@ pub mod counters;
 pub mod deadletter;
 pub mod dedup;
 pub mod ext;
+pub mod forgotten;
 pub mod getjob;
 pub mod gossip;
 pub mod membership;
@@ -197,6 +198,15 @@ pub struct Engine {
     last_queue_evict: u64,
     /// Job-lifecycle totals for INFO jobstats and /metrics.
     counters: counters::JobCounters,
+    /// Recently acknowledged jobs no longer stored (late messages about
+    /// them are answered with SETACK instead of reviving them).
+    forgotten: forgotten::Forgotten,
+    /// Test builds: the path that last queued each job here, so the
+    /// simulation can attribute every duplicate delivery to a cause.
+    #[cfg(test)]
+    pub(crate) queued_why: HashMap<JobId, &'static str>,
+    #[cfg(test)]
+    why: &'static str,
 }
 
 /// `rand() % 500 - 250`: desynchronises timers across nodes.
@@ -237,6 +247,11 @@ impl Engine {
             last_need_jobs_cron: 0,
             last_queue_evict: 0,
             counters: counters::JobCounters::default(),
+            forgotten: forgotten::Forgotten::default(),
+            #[cfg(test)]
+            queued_why: HashMap::new(),
+            #[cfg(test)]
+            why: "other",
         }
     }
 
@@ -520,6 +535,15 @@ impl Engine {
         when.max(1)
     }
 
+    /// Name the path about to queue jobs (test builds record it per job).
+    #[inline]
+    pub(crate) fn cause(&mut self, _why: &'static str) {
+        #[cfg(test)]
+        {
+            self.why = _why;
+        }
+    }
+
     pub fn update_awake(&mut self, h: JobHandle, now: u64) {
         let when = self.compute_awake(h, now);
         self.store.schedule(h, when);
@@ -583,7 +607,7 @@ impl Engine {
         let Some(j) = self.store.get_mut(h) else {
             return false;
         };
-        if j.state == JobState::Queued
+        if matches!(j.state, JobState::Queued | JobState::Acked)
             || j.qtime == 0
             || (j.retry == 0 && j.has(crate::job::F_DELIVERED))
         {
@@ -612,6 +636,8 @@ impl Engine {
         }
         let id = j.id;
         let key = j.ctime;
+        #[cfg(test)]
+        self.queued_why.insert(id, self.why);
         if broadcast {
             self.send_to_delivered(
                 h,
@@ -687,11 +713,14 @@ impl Engine {
 
     /// Delete a job locally: unqueue, unschedule, AOF DELJOB for live jobs,
     /// fail a blocked ADDJOB. Broadcasts DELJOB only for wait-repl jobs.
-    pub fn delete_job(&mut self, h: JobHandle, _now: u64) {
+    pub fn delete_job(&mut self, h: JobHandle, now: u64) {
         self.dequeue(h);
         let Some(job) = self.remove_record(h) else {
             return;
         };
+        if job.state == JobState::Acked {
+            self.forgotten.insert(&job.id, now);
+        }
         self.job_finished(&job.id, "deleted");
         match job.state {
             JobState::Active | JobState::Queued => self.aof_deljob(job.id),
@@ -722,6 +751,7 @@ impl Engine {
         self.confirmed.clear();
         self.ext.clear();
         self.dedup = dedup::DedupTable::default();
+        self.forgotten.clear();
         let ids: Vec<ClientId> = self.waiters.keys().copied().collect();
         for id in ids {
             if let Some(w) = self.remove_waiter(id) {

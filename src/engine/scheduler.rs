@@ -5,6 +5,7 @@
 
 use rand::Rng;
 
+use super::cluster::{FLAG_DELETED, FLAG_FAIL, FLAG_HANDSHAKE, FLAG_NOADDR, FLAG_PFAIL};
 use super::{add_ms, rand250, BusOut, Engine};
 use crate::errors::WireError;
 use crate::job::{JobState, F_BCAST_WILLQUEUE};
@@ -12,6 +13,14 @@ use crate::queue::PAUSE_IN;
 
 /// Max jobs processed per tick, so a mass expiry cannot stall the node.
 const MAX_JOBS_PER_TICK: usize = 10_000;
+
+/// A retry-timer requeue waits while another holder of the job is cut off
+/// (link down or PFAIL, not FAIL), for at most this long after the holder
+/// stopped answering: a two-node cluster never agrees on FAIL, and a holder
+/// that really died must not keep its jobs from being delivered.
+pub const HOLD_BACK_MAX_MS: u64 = 60_000;
+/// While holding back, the holders are asked again (WILLQUEUE) this often.
+const HOLD_RECHECK_MS: u64 = 1000;
 
 impl Engine {
     /// Run all due timers. Returns nothing; effects land in `self.out`.
@@ -79,8 +88,20 @@ impl Engine {
                 if let Some(j) = self.store.get_mut(h) {
                     j.qtime = add_ms(now + u64::from(retry) * 1000, jitter);
                 }
+            } else if retry != 0 && !self.nack_pending(h) && self.holder_cut_off(h, now) {
+                // OUR CHANGE (docs/COMPATIBILITY.md): another holder, which
+                // may have delivered the job and seen its ACK, is cut off
+                // but not agreed failed. Check again in about a second, with
+                // a WILLQUEUE first, so the holder answers once the link is
+                // back instead of the job being delivered twice.
+                let jitter = rand250(&mut self.rng).unsigned_abs();
+                if let Some(j) = self.store.get_mut(h) {
+                    j.qtime = now + HOLD_RECHECK_MS + jitter;
+                    j.flags |= F_BCAST_WILLQUEUE;
+                }
             } else {
                 let nack = self.take_nack_pending(h);
+                self.cause(if nack { "nack" } else { "retry-timer" });
                 if self.enqueue(h, nack, now) {
                     if !nack {
                         self.counters.requeued += 1;
@@ -118,6 +139,22 @@ impl Engine {
         if self.store.get(h).is_some() {
             self.update_awake(h, now);
         }
+    }
+
+    /// Is another holder of the job unreachable (no link, or PFAIL) without
+    /// being agreed failed, for less than `HOLD_BACK_MAX_MS`?
+    fn holder_cut_off(&self, h: u32, now: u64) -> bool {
+        let Some(j) = self.store.get(h) else {
+            return false;
+        };
+        j.nodes_delivered.iter().filter(|&n| n != 0).any(|n| {
+            self.cluster.get(n).is_some_and(|node| {
+                !node.has(FLAG_FAIL | FLAG_DELETED | FLAG_HANDSHAKE | FLAG_NOADDR)
+                    && (!node.link || node.has(FLAG_PFAIL))
+                    && node.ping_sent != 0
+                    && now.saturating_sub(node.ping_sent) < HOLD_BACK_MAX_MS
+            })
+        })
     }
 
     fn expire_add_waiters(&mut self, now: u64) {

@@ -5,6 +5,7 @@
 //! network harness is `net`; this file holds Disque's scenarios and
 //! `extensions` and `totals` ours.
 
+mod duplicates;
 mod extensions;
 mod federation;
 mod net;
@@ -129,6 +130,7 @@ fn run_scenario(seed: u64) {
         drop: 0.02,
         dup: 0.01,
         max_delay: 40,
+        retrans: 0.0,
     };
     let n = 5;
     let mut sim = Sim::new(n, seed, faults);
@@ -267,6 +269,7 @@ fn sim_membership_converges_and_detects_failures() {
             drop: 0.0,
             dup: 0.0,
             max_delay: 5,
+            retrans: 0.0,
         },
     );
     sim.join_all();

@@ -8,6 +8,7 @@ impl Engine {
     pub(super) fn on_setack(&mut self, from: NodeIdx, id: &[u8; 40], may_have: u32, now: u64) {
         let Some(jid) = JobId::parse(id) else { return };
         let Some(h) = self.lookup(&jid) else {
+            self.forget_acked(&jid, now);
             self.out.bus.push((
                 from,
                 BusOut::GotAck {

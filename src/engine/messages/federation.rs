@@ -7,7 +7,7 @@ use super::MAX_YOURJOBS_BYTES;
 use crate::cluster::message::{Body, Message};
 use crate::engine::codec::Flavor;
 use crate::engine::getjob::NeedReason;
-use crate::engine::{Engine, JobHandle};
+use crate::engine::{BusOut, Engine, JobHandle};
 use crate::job::{JobId, JobState, NodeIdx, F_BCAST_QUEUED};
 use crate::job_codec::JobRecord;
 use crate::queue::PAUSE_OUT;
@@ -185,6 +185,19 @@ impl Engine {
             let Some(id) = JobId::parse(&rec.id) else {
                 continue;
             };
+            if self.answer_forgotten(from, &id.0) {
+                continue;
+            }
+            if let Some(j) = self.lookup(&id).and_then(|h| self.store.get(h)) {
+                if j.state == JobState::Acked {
+                    // Acknowledged here already: the sender's copy is stale.
+                    let may_have = j.nodes_delivered.len() as u32;
+                    self.out
+                        .bus
+                        .push((from, BusOut::SetAck { job: id, may_have }));
+                    continue;
+                }
+            }
             let h = match self.lookup(&id) {
                 Some(h) => h,
                 None => {
@@ -211,6 +224,7 @@ impl Engine {
             if j.state == JobState::Queued {
                 continue;
             }
+            self.cause("yourjobs");
             if !self.enqueue(h, false, now) {
                 self.update_awake(h, now);
                 continue;

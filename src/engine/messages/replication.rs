@@ -29,6 +29,9 @@ impl Engine {
         };
         let ext = crate::engine::codec::ext_of_record(&rec);
         let id = job.id;
+        if self.answer_forgotten(from, &id.0) {
+            return;
+        }
         match self.lookup(&id) {
             Some(h) => {
                 let incoming: Vec<NodeIdx> = job.nodes_delivered.iter().collect();

@@ -33,6 +33,7 @@ impl Engine {
             }
         }
         if delay == 0 {
+            self.cause("enqueue-msg");
             self.enqueue(h, false, now);
         } else if let Some(j) = self.store.get_mut(h) {
             if j.retry != 0 && j.qtime != 0 {
@@ -53,6 +54,9 @@ impl Engine {
         delay: u32,
         now: u64,
     ) {
+        if self.answer_forgotten(from, id) {
+            return;
+        }
         let Some(h) = self.lookup_raw(id) else { return };
         let Some(j) = self.store.get(h) else { return };
         if j.state == JobState::Acked {
@@ -112,6 +116,9 @@ impl Engine {
     }
 
     pub(super) fn on_willqueue(&mut self, from: NodeIdx, id: &[u8; 40]) {
+        if self.answer_forgotten(from, id) {
+            return;
+        }
         let Some(h) = self.lookup_raw(id) else { return };
         let Some(j) = self.store.get(h) else { return };
         match j.state {

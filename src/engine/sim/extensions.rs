@@ -138,6 +138,7 @@ fn dead_letter_scenario(seed: u64) {
             drop: 0.02,
             dup: 0.01,
             max_delay: 40,
+            retrans: 0.0,
         },
     );
     sim.join_all();
@@ -220,6 +221,7 @@ fn dedup_scenario(seed: u64) {
             drop: 0.0,
             dup: 0.02,
             max_delay: 40,
+            retrans: 0.0,
         },
     );
     sim.join_all();
@@ -317,6 +319,7 @@ fn backoff_scenario(seed: u64) {
             drop: 0.0,
             dup: 0.02,
             max_delay: 30,
+            retrans: 0.0,
         },
     );
     sim.join_all();

@@ -20,6 +20,10 @@ pub(super) struct Faults {
     pub(super) drop: f64,
     pub(super) dup: f64,
     pub(super) max_delay: u64,
+    /// TCP-style packet loss: each lost transmission of a message costs a
+    /// retransmission timeout (200 ms, doubling); after five losses in a
+    /// row the connection gives up (the message is lost, the link breaks).
+    pub(super) retrans: f64,
 }
 
 pub(super) struct InFlight {
@@ -98,16 +102,18 @@ impl Sim {
         msg: Message,
     ) {
         if self.rng.gen_bool(self.faults.drop) {
-            let (owner, idx) = match reply_link {
-                Some(idx) => (to, idx),
-                None => (from, sender_link),
-            };
-            if self.links.remove(&(owner, idx)).is_some() {
-                if let Some(e) = self.nodes[owner].as_mut() {
-                    e.on_link_down(idx, self.now);
-                }
-            }
+            self.break_link(from, to, reply_link, sender_link);
             return;
+        }
+        let mut late = 0;
+        let mut rto = 200;
+        while self.faults.retrans > 0.0 && self.rng.gen_bool(self.faults.retrans) {
+            if rto > 200 << 4 {
+                self.break_link(from, to, reply_link, sender_link);
+                return;
+            }
+            late += rto;
+            rto *= 2;
         }
         let copies = if self.rng.gen_bool(self.faults.dup) {
             2
@@ -115,7 +121,7 @@ impl Sim {
             1
         };
         for _ in 0..copies {
-            let at = self.now + self.rng.gen_range(1..=self.faults.max_delay.max(1));
+            let at = self.now + late + self.rng.gen_range(1..=self.faults.max_delay.max(1));
             self.seq += 1;
             self.queue.insert(
                 (at, self.seq),
@@ -127,6 +133,25 @@ impl Sim {
                     msg: msg.clone(),
                 },
             );
+        }
+    }
+
+    /// The link a lost message travelled on breaks.
+    fn break_link(
+        &mut self,
+        from: usize,
+        to: usize,
+        reply_link: Option<NodeIdx>,
+        sender_link: NodeIdx,
+    ) {
+        let (owner, idx) = match reply_link {
+            Some(idx) => (to, idx),
+            None => (from, sender_link),
+        };
+        if self.links.remove(&(owner, idx)).is_some() {
+            if let Some(e) = self.nodes[owner].as_mut() {
+                e.on_link_down(idx, self.now);
+            }
         }
     }
 
