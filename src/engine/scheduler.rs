@@ -111,6 +111,23 @@ impl Engine {
                     j.qtime = 0;
                 }
             }
+        } else if state == JobState::Queued
+            && qtime != 0
+            && qtime <= now
+            && retry != 0
+            && self.holder_cut_off(h, now)
+        {
+            // OUR CHANGE (docs/COMPATIBILITY.md): queued here for a whole
+            // retry period while another holder is cut off, which may have
+            // requeued and delivered it on its side by now: stop offering
+            // it and hold it back like a retry requeue, so it is queued
+            // again only after the holders are asked (WILLQUEUE).
+            self.dequeue(h);
+            let jitter = rand250(&mut self.rng).unsigned_abs();
+            if let Some(j) = self.store.get_mut(h) {
+                j.qtime = now + HOLD_RECHECK_MS + jitter;
+                j.flags |= F_BCAST_WILLQUEUE;
+            }
         } else if state == JobState::Queued && qtime != 0 && qtime <= now && retry != 0 {
             let jitter = rand250(&mut self.rng);
             let id = j.id;
