@@ -74,6 +74,7 @@ fn sim_node_totals_reach_the_asker_and_missing_peers_are_unknown() {
             drop: 0.0,
             dup: 0.0,
             max_delay: 5,
+            retrans: 0.0,
         },
     );
     sim.join_all();
