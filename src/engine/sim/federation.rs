@@ -23,6 +23,7 @@ fn quiet_pair() -> Sim {
             drop: 0.0,
             dup: 0.0,
             max_delay: 1,
+            retrans: 0.0,
         },
     );
     sim.join_all();
