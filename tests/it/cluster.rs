@@ -219,15 +219,26 @@ fn ack_gc_waits_for_a_down_holder_and_completes_when_it_returns() {
     );
 }
 
+/// A REPLICATE 2 job in a 3-node cluster and a node that holds no copy of
+/// it. A synchronous ADDJOB that waits longer than 50 ms for its copies
+/// sends the job to one more node (Disque's rule), so under load all three
+/// may hold it: then try again with a new job.
+fn job_missing_somewhere<'a>(nodes: &'a [Server], c0: &mut Client) -> (String, &'a Server) {
+    for _ in 0..20 {
+        let id = addjob(c0, &["ADDJOB", "dq", "b", "5000", "REPLICATE", "2"]);
+        if let Some(without) = nodes.iter().find(|s| state(&mut s.client(), &id).is_none()) {
+            return (id, without);
+        }
+        assert_eq!(c0.cmd(&["ACKJOB", &id]), Reply::Int(1));
+    }
+    panic!("20 REPLICATE 2 jobs were each copied to all three nodes");
+}
+
 #[test]
 fn acking_on_a_node_without_the_job_uses_a_dummy_ack() {
     let nodes = cluster(3);
     let mut c0 = nodes[0].client();
-    let id = addjob(&mut c0, &["ADDJOB", "dq", "b", "5000", "REPLICATE", "2"]);
-    let without = nodes
-        .iter()
-        .find(|s| state(&mut s.client(), &id).is_none())
-        .expect("one node holds no copy");
+    let (id, without) = job_missing_somewhere(&nodes, &mut c0);
     let mut c = without.client();
     assert_eq!(c.cmd(&["ACKJOB", &id]), Reply::Int(0));
     for s in &nodes {
@@ -239,11 +250,7 @@ fn acking_on_a_node_without_the_job_uses_a_dummy_ack() {
         );
     }
     // FASTACK on a non-owner broadcasts DELJOB.
-    let id = addjob(&mut c0, &["ADDJOB", "dq", "b", "5000", "REPLICATE", "2"]);
-    let without = nodes
-        .iter()
-        .find(|s| state(&mut s.client(), &id).is_none())
-        .expect("one node holds no copy");
+    let (id, without) = job_missing_somewhere(&nodes, &mut c0);
     assert_eq!(without.client().cmd(&["FASTACK", &id]), Reply::Int(0));
     for s in &nodes {
         let mut c = s.client();

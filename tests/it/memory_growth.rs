@@ -90,15 +90,17 @@ fn check_loop(nodes: &[Server], repl: usize, body: &str) {
             || (c.info_int("used_memory") as u64) < MAXMEMORY / 100 * 75
         ));
         let (added, id) = until_external(&mut c, &repl.to_string(), body);
-        // External replication: exactly REPLICATE other nodes hold the job.
+        // External replication: at least REPLICATE other nodes hold the
+        // job. More is Disque's rule, not a fault: a synchronous ADDJOB
+        // still waiting for its copies after 50 ms sends the job to one more
+        // node, which happens when the machine is loaded.
         let held: Vec<Reply> = nodes[1..]
             .iter()
             .map(|s| s.client().cmd(&["SHOW", &id]))
             .filter(|r| *r != Reply::NilBulk)
             .collect();
-        assert_eq!(
-            held.len(),
-            repl,
+        assert!(
+            held.len() >= repl,
             "run {run}: job {id} after {added} jobs is held by {held:?}"
         );
     }
