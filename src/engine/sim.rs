@@ -75,12 +75,9 @@ fn poll_adds(w: &mut Workload) {
     w.pending_adds = still;
 }
 
-fn consume(sim: &mut Sim, w: &mut Workload, node: usize, ack: bool, healthy: bool) {
-    let client = sim.client();
-    let now = sim.now;
-    let Some(e) = sim.nodes[node].as_mut() else {
-        return;
-    };
+/// GETJOB NOHANG COUNT 10 FROM q on one engine: the ids handed out, or
+/// None when the reply is not a job list.
+fn getjob_ids(e: &mut super::Engine, client: u64, now: u64) -> Option<Vec<JobId>> {
     let req = GetJobRequest {
         nohang: true,
         timeout: 0,
@@ -89,19 +86,31 @@ fn consume(sim: &mut Sim, w: &mut Workload, node: usize, ack: bool, healthy: boo
         queues: vec![Bytes::from_static(b"q")],
     };
     let GetJobOutcome::Reply(Reply::Array(jobs)) = e.getjob(client, req, now) else {
+        return None;
+    };
+    let ids = jobs
+        .iter()
+        .filter_map(|j| match j {
+            Reply::Array(f) => match f.get(1) {
+                Some(Reply::Bulk(id)) => JobId::parse(id),
+                _ => None,
+            },
+            _ => None,
+        })
+        .collect();
+    Some(ids)
+}
+
+fn consume(sim: &mut Sim, w: &mut Workload, node: usize, ack: bool, healthy: bool) {
+    let client = sim.client();
+    let now = sim.now;
+    let Some(e) = sim.nodes[node].as_mut() else {
+        return;
+    };
+    let Some(ids) = getjob_ids(e, client, now) else {
         sim.flush(node);
         return;
     };
-    let mut ids = Vec::new();
-    for j in jobs {
-        if let Reply::Array(f) = j {
-            if let Some(Reply::Bulk(id)) = f.get(1) {
-                if let Some(id) = JobId::parse(id) {
-                    ids.push(id);
-                }
-            }
-        }
-    }
     for id in &ids {
         *w.delivered.entry(*id).or_default() += 1;
         if healthy && w.acked.contains(id) {
@@ -262,16 +271,7 @@ fn sim_cluster_delivers_every_accepted_job_and_collects_acks() {
 
 #[test]
 fn sim_membership_converges_and_detects_failures() {
-    let mut sim = Sim::new(
-        5,
-        42,
-        Faults {
-            drop: 0.0,
-            dup: 0.0,
-            max_delay: 5,
-            retrans: 0.0,
-        },
-    );
+    let mut sim = Sim::new(5, 42, Faults::calm());
     sim.join_all();
     sim.crash(4);
     sim.crash(3);

@@ -15,7 +15,6 @@ use tokio::sync::oneshot;
 
 use super::{Faults, Sim};
 use crate::engine::addjob::{AddJobOutcome, AddJobRequest};
-use crate::engine::getjob::{GetJobOutcome, GetJobRequest};
 use crate::job::JobId;
 use crate::resp::Reply;
 
@@ -107,25 +106,10 @@ fn consume(sim: &mut Sim, l: &mut Ledger, node: usize, phase: &str) {
     let Some(e) = sim.nodes[node].as_mut() else {
         return;
     };
-    let req = GetJobRequest {
-        nohang: true,
-        timeout: 0,
-        count: 10,
-        withcounters: false,
-        queues: vec![Bytes::from_static(b"q")],
-    };
-    let GetJobOutcome::Reply(Reply::Array(jobs)) = e.getjob(client, req, now) else {
+    let Some(ids) = super::getjob_ids(e, client, now) else {
         sim.flush(node);
         return;
     };
-    let mut ids = Vec::new();
-    for j in jobs {
-        if let Reply::Array(f) = j {
-            if let Some(Reply::Bulk(id)) = f.get(1) {
-                ids.extend(JobId::parse(id));
-            }
-        }
-    }
     for id in &ids {
         let n = l.deliveries.entry(*id).or_default();
         *n += 1;
@@ -218,16 +202,7 @@ fn start_fault(sim: &mut Sim, fault: Fault, n: usize) {
 /// One run: 20 s of traffic under `fault`, then 20 s healed, then drain.
 pub(super) fn run(fault: Fault, seed: u64) -> Ledger {
     let n = 5;
-    let mut sim = Sim::new(
-        n,
-        seed,
-        Faults {
-            drop: 0.0,
-            dup: 0.0,
-            max_delay: 5,
-            retrans: 0.0,
-        },
-    );
+    let mut sim = Sim::new(n, seed, Faults::calm());
     sim.join_all();
     let mut l = Ledger::default();
     let mut made = 0u64;

@@ -26,6 +26,18 @@ pub(super) struct Faults {
     pub(super) retrans: f64,
 }
 
+impl Faults {
+    /// A healthy network: no loss or duplication, up to 5 steps of delay.
+    pub(super) fn calm() -> Faults {
+        Faults {
+            drop: 0.0,
+            dup: 0.0,
+            max_delay: 5,
+            retrans: 0.0,
+        }
+    }
+}
+
 pub(super) struct InFlight {
     pub(super) to: usize,
     pub(super) from: usize,

@@ -67,16 +67,7 @@ fn of(v: &PeerTotals, i: NodeIdx) -> Option<NodeTotals> {
 
 #[test]
 fn sim_node_totals_reach_the_asker_and_missing_peers_are_unknown() {
-    let mut sim = Sim::new(
-        3,
-        7,
-        Faults {
-            drop: 0.0,
-            dup: 0.0,
-            max_delay: 5,
-            retrans: 0.0,
-        },
-    );
+    let mut sim = Sim::new(3, 7, Faults::calm());
     sim.join_all();
     add(&mut sim, 0, b"a", 1);
     add(&mut sim, 1, b"b", 2);
