@@ -94,14 +94,23 @@ class Cluster:
                            % (deadline_s, [self.reachable(s) for s in NODES]))
 
 
+# ADDJOB replication timeout (ms) of the produced jobs.
+ADDJOB_TIMEOUT_MS = 5000
+
+
 def produce(cl, svc, ledger, step, n=JOBS_PER_STEP):
-    """ADDJOB n jobs on one node, half REPLICATE 2 and half REPLICATE 3."""
-    c = cl.client(svc)
+    """ADDJOB n jobs on one node, half REPLICATE 2 and half REPLICATE 3.
+
+    The socket timeout outlasts ADDJOB's own 5000 ms replication timeout:
+    while a peer is cut off but not yet flagged as failing, a REPLICATE 3
+    ADDJOB waits those 5 s and then answers NOREPL, which is an answer to
+    record, not a hang."""
+    c = cl.client(svc, ADDJOB_TIMEOUT_MS / 1000.0 + 10.0)
     ok = 0
     try:
         for i in range(n):
             repl = 2 if i % 2 == 0 else 3
-            r = c.cmd("ADDJOB", "q", "%s-%d" % (step, i), 5000,
+            r = c.cmd("ADDJOB", "q", "%s-%d" % (step, i), ADDJOB_TIMEOUT_MS,
                       "REPLICATE", repl, "RETRY", 5, "TTL", 3600)
             if isinstance(r, RespError):
                 ledger.add_error(str(r).split(" ")[0])
