@@ -76,10 +76,17 @@ for t in "${TARGETS[@]}"; do
     # -timeout: one input taking >10 s is a hang; -rss_limit_mb: memory
     # blow-up. Each output line is prefixed with the Unix time (bash's
     # printf %T, no fork per line) for the coverage-over-time summary.
+    # A dictionary (fuzz/dicts/<target>.dict: directive names, record
+    # framing) lets the mutator splice in whole tokens it would otherwise
+    # have to find byte by byte. Config files gain nothing past a few KB
+    # but each execution costs more, so that target's inputs stay small.
+    extra=()
+    [ -f "fuzz/dicts/$t.dict" ] && extra+=("-dict=dicts/$t.dict")
+    case $t in config | nodes_conf) maxlen=4096 ;; *) maxlen=65536 ;; esac
     set +e
-    (cd fuzz && "$BIN/$t" "corpus/$t" "seeds/$t" \
+    (cd fuzz && "$BIN/$t" "corpus/$t" "seeds/$t" "${extra[@]}" \
         -max_total_time="$SECS" -timeout=10 -rss_limit_mb=2048 \
-        -max_len=65536 -print_final_stats=1 -artifact_prefix="artifacts/$t/" 2>&1) |
+        -max_len="$maxlen" -print_final_stats=1 -artifact_prefix="artifacts/$t/" 2>&1) |
         while IFS= read -r line; do printf '%(%s)T %s\n' -1 "$line"; done >"$log"
     rc=${PIPESTATUS[0]}
     set -e
