@@ -180,7 +180,7 @@ pub fn jscan(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
         Some(if reply_all {
             super::show::describe(engine, slot as u32, now)
         } else {
-            Reply::Status(String::from_utf8_lossy(&j.id.0).into_owned())
+            Reply::Id(j.id.0)
         })
     });
     scan_reply(next, items)

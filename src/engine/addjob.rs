@@ -69,9 +69,7 @@ impl Engine {
         // DEDUP: a known key answers with the first job's ID, adding nothing.
         if let Some(key) = req.ext.as_ref().and_then(|x| x.dedup_key.as_ref()) {
             if let Some(id) = self.dedup_lookup(&req.queue, key, now) {
-                return AddJobOutcome::Reply(Reply::Status(
-                    String::from_utf8_lossy(&id.0).into_owned(),
-                ));
+                return AddJobOutcome::Reply(Reply::Id(id.0));
             }
         }
         let retry = req.retry.unwrap_or_else(|| (ttl / 10).clamp(1, 300));
@@ -127,7 +125,6 @@ impl Engine {
             job.nodes_delivered.insert(0);
         }
         let discard = req.asynchronous && extrepl;
-        let idstr = String::from_utf8_lossy(&id.0).into_owned();
 
         if (repl > 1 || extrepl) && !req.asynchronous {
             let confirmed = if extrepl {
@@ -188,7 +185,7 @@ impl Engine {
                 self.add_replication_targets(h, needed as usize, true);
             }
         }
-        AddJobOutcome::Reply(Reply::Status(idstr))
+        AddJobOutcome::Reply(Reply::Id(id.0))
     }
 
     /// Add `n` random reachable linked nodes to nodes_delivered and send them REPLJOB.
@@ -291,7 +288,6 @@ impl Engine {
             return false;
         };
         j.state = JobState::Active;
-        let idstr = String::from_utf8_lossy(&j.id.0).into_owned();
         let id = j.id;
         let delay = j.delay;
         let local = j.nodes_delivered.contains(0);
@@ -311,7 +307,7 @@ impl Engine {
             self.counters
                 .repl_latency
                 .observe(now.saturating_sub(created_ms));
-            self.finish_add_waiter(h, w, Reply::Status(idstr));
+            self.finish_add_waiter(h, w, Reply::Id(id.0));
         }
         if !local {
             let targets: Vec<u32> = confirmed.into_iter().filter(|&n| n != 0).collect();

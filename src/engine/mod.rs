@@ -159,7 +159,9 @@ pub struct AddWaiter {
 pub struct Engine {
     store: JobStore,
     queues: Slab<Queue>,
-    queue_index: HashMap<Bytes, u32>,
+    /// Queue name -> handle; two lookups per ADDJOB, so a cheap keyed hash
+    /// (as for the job-ID index in `store`).
+    queue_index: HashMap<Bytes, u32, foldhash::fast::RandomState>,
     cluster: Cluster,
     waiters: HashMap<ClientId, GetWaiter>,
     waiter_timeouts: BTreeSet<(u64, ClientId)>,
@@ -223,7 +225,7 @@ impl Engine {
         Engine {
             store: JobStore::default(),
             queues: Slab::default(),
-            queue_index: HashMap::new(),
+            queue_index: HashMap::default(),
             cluster: Cluster::new(myself, port, now),
             waiters: HashMap::new(),
             waiter_timeouts: BTreeSet::new(),

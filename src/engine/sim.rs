@@ -48,10 +48,8 @@ fn addjob(sim: &mut Sim, w: &mut Workload, node: usize, n: usize) {
         ..AddJobRequest::new(Bytes::from_static(b"q"), body.clone())
     };
     match e.addjob(client, req, now) {
-        AddJobOutcome::Reply(Reply::Status(id)) => {
-            if let Some(id) = JobId::parse(id.as_bytes()) {
-                w.accepted.insert(id, body);
-            }
+        AddJobOutcome::Reply(Reply::Id(id)) => {
+            w.accepted.insert(JobId(id), body);
         }
         AddJobOutcome::Reply(_) | AddJobOutcome::Error(_) => {}
         AddJobOutcome::Blocked(rx) => w.pending_adds.push((rx, body)),
@@ -63,10 +61,8 @@ fn poll_adds(w: &mut Workload) {
     let mut still = Vec::new();
     for (mut rx, body) in w.pending_adds.drain(..) {
         match rx.try_recv() {
-            Ok(Reply::Status(id)) => {
-                if let Some(id) = JobId::parse(id.as_bytes()) {
-                    w.accepted.insert(id, body);
-                }
+            Ok(Reply::Id(id)) => {
+                w.accepted.insert(JobId(id), body);
             }
             Ok(_) | Err(oneshot::error::TryRecvError::Closed) => {}
             Err(oneshot::error::TryRecvError::Empty) => still.push((rx, body)),

@@ -14,6 +14,7 @@ pub fn encode(reply: &Reply, proto: u8, out: &mut BytesMut) {
     let resp3 = proto == 3;
     match reply {
         Reply::Status(s) => write_line(b'+', s.as_bytes(), out),
+        Reply::Id(id) => write_line(b'+', id, out),
         Reply::Error(s) => write_line(b'-', s.as_bytes(), out),
         Reply::Integer(n) => write_integer(*n, out),
         Reply::Bulk(b) => write_bulk(b, out),
@@ -101,7 +102,7 @@ fn write_number(prefix: u8, negative: bool, mut magnitude: u64, out: &mut BytesM
 fn write_line(prefix: u8, text: &[u8], out: &mut BytesMut) {
     out.reserve(text.len() + 3);
     out.extend_from_slice(&[prefix]);
-    if text.iter().any(|&c| c == b'\r' || c == b'\n') {
+    if has_control_byte(text) && text.iter().any(|&c| c == b'\r' || c == b'\n') {
         out.extend(
             text.iter()
                 .map(|&c| if c == b'\r' || c == b'\n' { b' ' } else { c }),
@@ -110,6 +111,25 @@ fn write_line(prefix: u8, text: &[u8], out: &mut BytesMut) {
         out.extend_from_slice(text);
     }
     out.extend_from_slice(b"\r\n");
+}
+
+/// Whether any byte is below 0x20, eight bytes per step: every status
+/// line (ADDJOB's job ID above all) is checked for CR/LF, and a byte loop
+/// cost ~6 instructions per byte. A hit is then checked exactly.
+fn has_control_byte(text: &[u8]) -> bool {
+    const ONES: u64 = u64::from_ne_bytes([0x01; 8]);
+    const HIGH: u64 = u64::from_ne_bytes([0x80; 8]);
+    let mut words = text.chunks_exact(8);
+    for w in &mut words {
+        let mut b = [0u8; 8];
+        b.copy_from_slice(w);
+        let x = u64::from_ne_bytes(b);
+        // Some byte < 0x20 iff this is non-zero (exact for thresholds <= 0x80).
+        if x.wrapping_sub(ONES * 0x20) & !x & HIGH != 0 {
+            return true;
+        }
+    }
+    words.remainder().iter().any(|&c| c < 0x20)
 }
 
 #[cfg(test)]
@@ -137,6 +157,31 @@ mod tests {
         both(&Reply::err("ERR a\r\nb\nc\r"), b"-ERR a  b c \r\n");
         both(&Reply::Status("x\ny".into()), b"+x y\r\n");
         both(&Reply::Status(String::new()), b"+\r\n");
+        let id = *b"D-dcb833cf-8YL1NT17e9+wsA/09NqxscQI-05a1";
+        let mut expected = b"+".to_vec();
+        expected.extend_from_slice(&id);
+        expected.extend_from_slice(b"\r\n");
+        both(&Reply::Id(id), &expected);
+    }
+
+    #[test]
+    fn control_bytes_found_at_every_position() {
+        for len in 0..40 {
+            let clean = vec![b'a'; len];
+            assert!(!has_control_byte(&clean));
+            for at in 0..len {
+                for c in [b'\r', b'\n', 0, 0x1f] {
+                    let mut t = clean.clone();
+                    t[at] = c;
+                    assert!(has_control_byte(&t), "{len} {at} {c}");
+                }
+                let mut t = clean.clone();
+                t[at] = 0x20;
+                t[len - 1] = 0xff;
+                assert!(!has_control_byte(&t));
+            }
+        }
+        both(&Reply::Status("a\tb".into()), b"+a\tb\r\n");
     }
 
     #[test]

@@ -13,6 +13,9 @@ use bytes::Bytes;
 pub enum Reply {
     /// `+text` (status). Text must not contain CR or LF.
     Status(String),
+    /// `+<40 bytes>`: a job ID as a status line (ADDJOB's reply), kept
+    /// inline so the hot path neither allocates nor re-validates UTF-8.
+    Id([u8; 40]),
     /// `-text` (the full error line without the leading '-', e.g. "ERR syntax error").
     Error(String),
     /// `:n`

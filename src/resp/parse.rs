@@ -139,6 +139,9 @@ impl RequestParser {
         self.pending = None;
         loop {
             if self.mb_remaining == 0 {
+                if let Some(args) = self.whole_request(buf) {
+                    return Ok(Some(args));
+                }
                 let Some(&first) = buf.first() else {
                     return Ok(None);
                 };
@@ -194,6 +197,47 @@ impl RequestParser {
             }
             return Ok(Some(std::mem::take(&mut self.args)));
         }
+    }
+
+    /// The fast path: a complete, canonically framed multibulk request of
+    /// at most `FAST_ARGS` arguments at the front of `buf`, located by
+    /// offsets and taken with one `split_to`, its arguments slices of that
+    /// one frame. Anything else (partial, malformed, many arguments, inline)
+    /// returns None without consuming and the general parser below decides,
+    /// so the result never differs from it. Pipelined requests almost
+    /// always arrive whole, and this costs about a third of the general
+    /// path's per-argument header bookkeeping (docs/PERFORMANCE.md Round 3).
+    fn whole_request(&mut self, buf: &mut BytesMut) -> Option<Vec<Bytes>> {
+        let b = &buf[..];
+        if b.first() != Some(&b'*') {
+            return None;
+        }
+        let (n, mut at) = header_number(b, 1)?;
+        if n == 0 || n > FAST_ARGS as u64 {
+            return None;
+        }
+        let mut spans = [(0usize, 0usize); FAST_ARGS];
+        // n <= FAST_ARGS.
+        let spans = &mut spans[..n as usize];
+        for span in spans.iter_mut() {
+            if b.get(at) != Some(&b'$') {
+                return None;
+            }
+            let (len, start) = header_number(b, at + 1)?;
+            if len > MAX_BULK as u64 {
+                return None;
+            }
+            // len <= MAX_BULK: fits usize, no overflow.
+            let end = start + len as usize;
+            if b.get(end..end + 2)? != b"\r\n" {
+                return None;
+            }
+            *span = (start, end);
+            at = end + 2;
+        }
+        let frame = buf.split_to(at).freeze();
+        self.scanned = 0;
+        Some(spans.iter().map(|&(s, e)| frame.slice(s..e)).collect())
     }
 
     /// While a bulk argument is partially received: how many more bytes the
@@ -295,6 +339,36 @@ impl RequestParser {
         self.consume(buf, nl + 1);
         Ok(Some(args.into_iter().map(Bytes::from).collect()))
     }
+}
+
+/// Most arguments a request may have to take the fast path (ADDJOB with
+/// all its options has 20).
+const FAST_ARGS: usize = 24;
+
+/// A header number at `b[at..]` in canonical form (`0`, or no leading
+/// zero, at most 10 digits) followed by CRLF: (value, offset after the LF).
+/// None for anything else, including an incomplete line.
+fn header_number(b: &[u8], mut at: usize) -> Option<(u64, usize)> {
+    let first = b.get(at)?.wrapping_sub(b'0');
+    if first > 9 {
+        return None;
+    }
+    let start = at;
+    let mut v = u64::from(first);
+    at += 1;
+    if first != 0 {
+        while let Some(d) = b.get(at).map(|d| d.wrapping_sub(b'0')).filter(|&d| d <= 9) {
+            v = v * 10 + u64::from(d);
+            at += 1;
+            if at - start > 10 {
+                return None;
+            }
+        }
+    }
+    if b.get(at..at + 2)? != b"\r\n" {
+        return None;
+    }
+    Some((v, at + 2))
 }
 
 #[cfg(test)]
@@ -735,6 +809,34 @@ mod tests {
         assert_eq!(err, None);
         assert_eq!(cmds.len(), 4);
         check_split_invariance(&input);
+    }
+
+    #[test]
+    fn fast_path_agrees_with_the_general_parser() {
+        // Whole requests take the fast path, byte-at-a-time ones the
+        // general parser: both must see the same commands and errors.
+        let many: Vec<&[u8]> = vec![b"x"; FAST_ARGS + 1];
+        let cases: Vec<Vec<u8>> = vec![
+            mb(&[b"ADDJOB", b"q", b"", b"0"]),
+            mb(&many[..FAST_ARGS]),
+            mb(&many),
+            b"*01\r\n$4\r\nPING\r\n".to_vec(),
+            b"*1\r\n$04\r\nPING\r\n".to_vec(),
+            b"*1\r\n$+4\r\nPING\r\n".to_vec(),
+            b"*1\r\n$-0\r\n".to_vec(),
+            b"*1\r\n$4\r\nPINGXY*1\r\n$4\r\nPING\r\n".to_vec(),
+            b"*1\r\n$4\rXPING\r\n".to_vec(),
+            b"*1\r\n$99999999999\r\nx\r\n".to_vec(),
+            b"*1\r\n$536870913\r\nx\r\n".to_vec(),
+            b"*2\r\n$1\r\na\r\n:1\r\n".to_vec(),
+            b"*1\r\n$0\r\n\r\n*1\r\n$1\r\nz\r\n".to_vec(),
+        ];
+        for input in &cases {
+            check_split_invariance(input);
+        }
+        let (cmds, err) = parse_all(&cases[1]);
+        assert_eq!((cmds.len(), err), (1, None));
+        assert_eq!(cmds[0].len(), FAST_ARGS);
     }
 
     #[test]

@@ -76,8 +76,8 @@ fn produce(sim: &mut Sim, l: &mut Ledger, node: usize, n: u64) {
         ..AddJobRequest::new(Bytes::from_static(b"q"), Bytes::from(format!("job-{n}")))
     };
     match e.addjob(client, req, now) {
-        AddJobOutcome::Reply(Reply::Status(id)) => {
-            l.accepted.extend(JobId::parse(id.as_bytes()));
+        AddJobOutcome::Reply(Reply::Id(id)) => {
+            l.accepted.insert(JobId(id));
         }
         AddJobOutcome::Blocked(rx) => l.pending.push(rx),
         AddJobOutcome::Reply(_) | AddJobOutcome::Error(_) => {}
@@ -88,8 +88,8 @@ fn produce(sim: &mut Sim, l: &mut Ledger, node: usize, n: u64) {
 fn poll(l: &mut Ledger) {
     let mut accepted = Vec::new();
     l.pending.retain_mut(|rx| match rx.try_recv() {
-        Ok(Reply::Status(id)) => {
-            accepted.extend(JobId::parse(id.as_bytes()));
+        Ok(Reply::Id(id)) => {
+            accepted.push(JobId(id));
             false
         }
         Ok(_) | Err(oneshot::error::TryRecvError::Closed) => false,

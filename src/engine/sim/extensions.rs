@@ -47,7 +47,7 @@ fn add(
     let out = e.addjob(client, req, now);
     sim.flush(node);
     match out {
-        AddJobOutcome::Reply(Reply::Status(id)) => JobId::parse(id.as_bytes()),
+        AddJobOutcome::Reply(Reply::Id(id)) => Some(JobId(id)),
         AddJobOutcome::Blocked(rx) => {
             pending.push(rx);
             None
@@ -59,8 +59,8 @@ fn add(
 fn poll(pending: &mut Vec<tokio::sync::oneshot::Receiver<Reply>>) -> Vec<JobId> {
     let mut done = Vec::new();
     pending.retain_mut(|rx| match rx.try_recv() {
-        Ok(Reply::Status(id)) => {
-            done.extend(JobId::parse(id.as_bytes()));
+        Ok(Reply::Id(id)) => {
+            done.push(JobId(id));
             false
         }
         Ok(_) | Err(tokio::sync::oneshot::error::TryRecvError::Closed) => false,

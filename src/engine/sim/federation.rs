@@ -46,7 +46,7 @@ fn add(sim: &mut Sim, node: usize, n: usize) {
         };
         assert!(matches!(
             e.addjob(client, req, now),
-            AddJobOutcome::Reply(Reply::Status(_))
+            AddJobOutcome::Reply(Reply::Id(_))
         ));
     }
     e.serve_ready(now);

@@ -25,7 +25,7 @@ fn add(sim: &mut Sim, node: usize, queue: &'static [u8], n: usize) {
         };
         let out = e.addjob(client, req, now);
         assert!(
-            matches!(out, AddJobOutcome::Reply(crate::resp::Reply::Status(_))),
+            matches!(out, AddJobOutcome::Reply(crate::resp::Reply::Id(_))),
             "ADDJOB REPLICATE 1 is accepted at once"
         );
         sim.flush(node);

@@ -77,6 +77,7 @@ fn run(node: &mut Node, args: &[&[u8]], now: u64) -> Reply {
 fn to_json(r: Reply) -> Value {
     match r {
         Reply::Status(s) => Value::String(s),
+        Reply::Id(id) => Value::String(String::from_utf8_lossy(&id).into_owned()),
         Reply::Error(e) => json!({ "error": e }),
         Reply::Integer(i) => Value::from(i),
         Reply::Bulk(b) | Reply::Raw(b) => Value::String(String::from_utf8_lossy(&b).into_owned()),
