@@ -33,7 +33,7 @@ pub fn client(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
             let c = &ctx.node.clients[id];
             let flags = if c.monitor {
                 "O"
-            } else if c.blocked {
+            } else if c.blocked.load(std::sync::atomic::Ordering::Relaxed) {
                 "b"
             } else {
                 "N"

@@ -47,7 +47,9 @@ pub struct ClientInfo {
     pub created: u64,
     pub last_active: u64,
     pub last_cmd: &'static str,
-    pub blocked: bool,
+    /// Blocked in GETJOB or ADDJOB; shared with the connection, which
+    /// clears it on wake-up without taking the node lock.
+    pub blocked: std::sync::Arc<std::sync::atomic::AtomicBool>,
     pub monitor: bool,
     pub kill: Option<oneshot::Sender<()>>,
 }

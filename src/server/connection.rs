@@ -2,10 +2,12 @@
 //! buffer, run them under a single lock, write all replies with one
 //! syscall per batch. Blocked commands (GETJOB, replicated ADDJOB) wait on
 //! their oneshot while the socket is watched for disconnects; requests
-//! pipelined behind them stay buffered and run after they unblock.
+//! pipelined behind them stay buffered and run after they unblock. A
+//! woken GETJOB writes its reply without taking the node lock again
+//! (unless the AOF is on: then it waits for the records produced so far).
 
 use std::collections::VecDeque;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -54,6 +56,7 @@ pub async fn handle<S: ClientStream>(shared: Arc<Shared>, mut stream: S, addr: S
     let id = shared.next_client_id.fetch_add(1, Ordering::Relaxed);
     let (kill_tx, kill_rx) = oneshot::channel();
     let fd = i64::from(stream.as_raw_fd());
+    let blocked = Arc::new(AtomicBool::new(false));
     shared.with(|node, now| {
         node.stats.total_connections += 1;
         node.clients.insert(
@@ -66,9 +69,12 @@ pub async fn handle<S: ClientStream>(shared: Arc<Shared>, mut stream: S, addr: S
                 created: now,
                 last_active: now,
                 last_cmd: "NULL",
-                blocked: false,
+                blocked: blocked.clone(),
                 monitor: false,
-                kill: Some(kill_tx),
+                // Shutdown fires every client's kill (`Shared::shutdown`);
+                // one accepted after that starts with its sender dropped,
+                // which ends it at once.
+                kill: (!*shared.shutdown_tx.borrow()).then_some(kill_tx),
             },
         );
     });
@@ -83,7 +89,7 @@ pub async fn handle<S: ClientStream>(shared: Arc<Shared>, mut stream: S, addr: S
     // Every log line about this client carries its id and address.
     let span = tracing::info_span!("client", id, peer = %client.addr);
     async {
-        let result = serve(&shared, &mut stream, &mut client, kill_rx).await;
+        let result = serve(&shared, &mut stream, &mut client, &blocked, kill_rx).await;
         if let Err(e) = result {
             tracing::debug!(error = %e, "Client connection closed with error.");
         }
@@ -100,7 +106,12 @@ async fn serve<S: ClientStream>(
     shared: &Shared,
     stream: &mut S,
     client: &mut ClientState,
-    mut kill_rx: oneshot::Receiver<()>,
+    blocked: &AtomicBool,
+    // Fires (or its sender is dropped) on CLIENT KILL and on shutdown. A
+    // oneshot costs a load per poll; a `watch::changed` future, created in
+    // every read turn or kept and polled, took the watch's waiter-list
+    // mutex, which all connections contend on, once per request.
+    mut stop: oneshot::Receiver<()>,
 ) -> std::io::Result<()> {
     // Buffers start small and grow with the traffic: thousands of idle
     // connections must not cost 32 KB each.
@@ -108,7 +119,6 @@ async fn serve<S: ClientStream>(
     let mut wbuf = BytesMut::new();
     let mut parser = RequestParser::new();
     let mut pending: VecDeque<Vec<Bytes>> = VecDeque::new();
-    let mut shutdown = shared.shutdown_rx();
     let mut read_bytes: u64 = 0;
     let mut protocol_error: Option<String> = None;
     let mut spent = Spent::default();
@@ -162,8 +172,7 @@ async fn serve<S: ClientStream>(
                 Step::Blocked(rx, suppress) => {
                     flush(stream, &mut wbuf).await?;
                     let Some(reply) =
-                        wait_blocked(shared, stream, client.id, rx, &mut rbuf, &mut kill_rx)
-                            .await?
+                        wait_blocked(shared, stream, blocked, rx, &mut rbuf, &mut stop).await?
                     else {
                         return Ok(());
                     };
@@ -183,7 +192,7 @@ async fn serve<S: ClientStream>(
                 }
                 Step::Monitor => {
                     flush(stream, &mut wbuf).await?;
-                    return monitor(shared, stream, client.id, &mut kill_rx).await;
+                    return monitor(shared, stream, client.id, &mut stop).await;
                 }
             }
             if !pending.is_empty() || batch_full {
@@ -210,9 +219,9 @@ async fn serve<S: ClientStream>(
         }
         let idle = shared.idle_timeout.load(Ordering::Relaxed);
         let n = tokio::select! {
+            biased;
             r = stream.read_buf(&mut rbuf) => r?,
-            _ = &mut kill_rx => return Ok(()),
-            _ = shutdown.changed() => return Ok(()),
+            _ = &mut stop => return Ok(()),
             _ = idle_sleep(idle) => return Ok(()),
         };
         if n == 0 {
@@ -301,8 +310,8 @@ fn run_batch(
                     }
                 }
                 Outcome::Blocked(rx) => {
-                    if let Some(info) = node.clients.get_mut(&client.id) {
-                        info.blocked = true;
+                    if let Some(info) = node.clients.get(&client.id) {
+                        info.blocked.store(true, Ordering::Relaxed);
                     }
                     step = Step::Blocked(rx, suppress);
                     break;
@@ -387,12 +396,11 @@ fn misconf_replies(wbuf: &mut BytesMut, spans: &[(usize, usize)], error: &str, p
 async fn wait_blocked<S: ClientStream>(
     shared: &Shared,
     stream: &mut S,
-    id: u64,
+    blocked: &AtomicBool,
     mut rx: oneshot::Receiver<Reply>,
     rbuf: &mut BytesMut,
-    kill_rx: &mut oneshot::Receiver<()>,
+    stop: &mut oneshot::Receiver<()>,
 ) -> std::io::Result<Option<Reply>> {
-    let mut shutdown = shared.shutdown_rx();
     let reply = loop {
         tokio::select! {
             biased;
@@ -406,18 +414,20 @@ async fn wait_blocked<S: ClientStream>(
                     return Ok(None);
                 }
             }
-            _ = &mut *kill_rx => return Ok(None),
-            _ = shutdown.changed() => return Ok(None),
+            _ = &mut *stop => return Ok(None),
         }
     };
-    let aof_sync = shared.with(|node, _| {
-        if let Some(info) = node.clients.get_mut(&id) {
-            info.blocked = false;
-        }
-        // The record that completed this command (a replicated ADDJOB's
-        // LOADJOB) came from another call: wait for everything produced.
-        crate::node::persistence::produced_sync(node)
-    });
+    // CLIENT LIST reads the flag; no lock needed to clear it.
+    blocked.store(false, Ordering::Relaxed);
+    // The record that completed this command (a replicated ADDJOB's
+    // LOADJOB, the ADDJOB that queued the job a GETJOB got) came from
+    // another call: wait for everything produced. Without an AOF there is
+    // nothing to wait for, and the lock is not taken a second time.
+    let aof_sync = if shared.aof_records.load(Ordering::Acquire) {
+        shared.with(|node, _| crate::node::persistence::produced_sync(node))
+    } else {
+        None
+    };
     if let Some(w) = aof_sync {
         match w.wait().await {
             Ok(()) => {}
@@ -434,7 +444,7 @@ async fn monitor<S: ClientStream>(
     shared: &Shared,
     stream: &mut S,
     id: u64,
-    kill_rx: &mut oneshot::Receiver<()>,
+    stop: &mut oneshot::Receiver<()>,
 ) -> std::io::Result<()> {
     let (tx, mut rx) = mpsc::channel::<Bytes>(10_000);
     shared.with(|node, _| {
@@ -443,7 +453,6 @@ async fn monitor<S: ClientStream>(
             info.monitor = true;
         }
     });
-    let mut shutdown = shared.shutdown_rx();
     let mut sink = [0u8; 1024];
     loop {
         tokio::select! {
@@ -455,8 +464,7 @@ async fn monitor<S: ClientStream>(
                 None => return Ok(()),
             },
             r = stream.read(&mut sink) => if r? == 0 { return Ok(()) },
-            _ = &mut *kill_rx => return Ok(()),
-            _ = shutdown.changed() => return Ok(()),
+            _ = &mut *stop => return Ok(()),
         }
     }
 }

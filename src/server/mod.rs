@@ -16,7 +16,7 @@ pub mod persistence;
 pub mod signals;
 pub mod ticker;
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use tokio::sync::{watch, Notify};
@@ -65,6 +65,12 @@ pub struct Shared {
     pub nodes_conf: Mutex<Option<nodes_conf::NodesConf>>,
     /// Set by DEBUG RESTART (u64::MAX = no restart).
     restart_after_ms: AtomicU64,
+    /// The engine produces AOF records (`Engine::aof_records`), as of the
+    /// end of the last `with`: a woken client reads it without the lock to
+    /// know whether its reply must wait for the AOF. A call sees the value
+    /// the previous one left, and a call that serves a waiter never flips
+    /// it, so `false` read after a wake-up means no record to wait for.
+    pub aof_records: AtomicBool,
 }
 
 /// A panic while the node lock was held left the engine's state possibly
@@ -109,6 +115,7 @@ impl Shared {
             node_timeout: AtomicU64::new(node_timeout),
             nodes_conf: Mutex::new(None),
             restart_after_ms: AtomicU64::new(u64::MAX),
+            aof_records: AtomicBool::new(true),
             bus_secret,
             tls,
         });
@@ -160,6 +167,10 @@ impl Shared {
         // its peers must find them in nodes.conf on restart).
         if node.engine.nodes_conf_dirty() {
             self.save_notify.notify_one();
+        }
+        let aof = node.engine.aof_records();
+        if self.aof_records.load(Ordering::Relaxed) != aof {
+            self.aof_records.store(aof, Ordering::Release);
         }
         // AOF records this call queued are written now, outside the node
         // lock and before the caller replies (docs/ARCHITECTURE.md).
@@ -234,6 +245,16 @@ impl Shared {
 
     pub fn shutdown(&self) {
         let _ = self.shutdown_tx.send(true);
+        // Client connections wait on their kill oneshot only (cheaper to
+        // poll than the watch): fire them all. One registering later sees
+        // the watch set and gets no sender (`connection::handle`).
+        self.with(|node, _| {
+            for c in node.clients.values_mut() {
+                if let Some(k) = c.kill.take() {
+                    let _ = k.send(());
+                }
+            }
+        });
     }
 
     pub fn shutdown_rx(&self) -> watch::Receiver<bool> {
