@@ -79,8 +79,14 @@ pub fn init(cfg: &Config) -> Result<(), String> {
             .with_writer(writer)
             .boxed(),
     };
+    // A global filter, not a per-layer one: with a single layer they
+    // select the same events, but a per-layer filter also tracks every
+    // span's enabledness per layer, which made each enter and exit of a
+    // client's span (once per poll of its connection task) look the span
+    // up again.
     tracing_subscriber::registry()
-        .with(layer.with_filter(filter))
+        .with(layer)
+        .with(filter)
         .init();
     Ok(())
 }
