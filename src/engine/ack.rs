@@ -17,9 +17,19 @@ impl Engine {
                         .get(h)
                         .is_some_and(|j| j.state != JobState::Acked)
                     {
-                        self.acknowledge(h, now);
+                        // `acknowledge`, but the GC retry is scheduled only
+                        // when the job outlives its first collection
+                        // attempt: a job no other node may hold (the
+                        // single-node case) is deleted right away, and
+                        // scheduling it first only to unschedule it was
+                        // a good part of ACKJOB's cost.
+                        self.mark_acked(h);
                         self.counters.acked += 1;
                         count += 1;
+                        if !self.gc_attempt(h, now) {
+                            self.update_awake(h, now);
+                        }
+                        continue;
                     }
                     Some(h)
                 }
@@ -105,24 +115,32 @@ impl Engine {
         }
     }
 
-    /// One garbage-collection attempt for an acked job.
-    pub fn gc_attempt(&mut self, h: JobHandle, now: u64) {
+    /// One garbage-collection attempt for an acked job; true when it was
+    /// deleted.
+    pub fn gc_attempt(&mut self, h: JobHandle, now: u64) -> bool {
         let size = self.cluster.size();
         let Some(j) = self.store.get_mut(h) else {
-            return;
+            return false;
         };
         if j.state != JobState::Acked {
-            return;
+            return false;
+        }
+        // No entry yet means only this node confirmed: decide before
+        // creating one, so a job collected at once never gets one.
+        let confirmed_len = if self.confirmed.is_empty() {
+            1
+        } else {
+            self.confirmed.get(&h).map_or(1, NodeSet::len)
+        };
+        let dummy = j.nodes_delivered.is_empty();
+        if (!dummy && j.nodes_delivered.len() == confirmed_len) || (dummy && size == 1) {
+            self.delete_job(h, now);
+            return true;
         }
         let confirmed = self
             .confirmed
             .entry(h)
             .or_insert_with(|| NodeSet::from_slice(&[0]));
-        let dummy = j.nodes_delivered.is_empty();
-        if (!dummy && j.nodes_delivered.len() == confirmed.len()) || (dummy && size == 1) {
-            self.delete_job(h, now);
-            return;
-        }
         let id = j.id;
         let may_have = j.nodes_delivered.len() as u32;
         let confirmed: Vec<u32> = confirmed.iter().collect();
@@ -142,5 +160,6 @@ impl Engine {
         for t in targets {
             self.out.bus.push((t, BusOut::SetAck { job: id, may_have }));
         }
+        false
     }
 }

@@ -706,7 +706,11 @@ impl Engine {
 
     /// Drop a job from the table and every side map (no other effect).
     pub fn remove_record(&mut self, h: JobHandle) -> Option<Job> {
-        self.confirmed.remove(&h);
+        // Most jobs never get an entry (single node, REPLICATE 1): skip
+        // hashing the handle for nothing.
+        if !self.confirmed.is_empty() {
+            self.confirmed.remove(&h);
+        }
         if self.store.get(h).is_some_and(|j| j.has(crate::job::F_EXT)) {
             self.ext.remove(&h);
         }
@@ -732,6 +736,9 @@ impl Engine {
                 }
             }
             JobState::Acked => {}
+        }
+        if self.adders.is_empty() {
+            return;
         }
         if let Some(w) = self.adders.remove(&h) {
             self.finish_add_waiter(h, w, crate::errors::WireError::NoReplExpired.reply());
@@ -769,9 +776,19 @@ impl Engine {
 
     /// Mark the job as acked (docs/COMMANDS.md#ackjob).
     pub fn acknowledge(&mut self, h: JobHandle, now: u64) {
-        let Some(j) = self.store.get(h) else { return };
+        if self.mark_acked(h) {
+            self.update_awake(h, now);
+        }
+    }
+
+    /// `acknowledge` without scheduling the GC retry; false when the job
+    /// is unknown or already acked.
+    pub(crate) fn mark_acked(&mut self, h: JobHandle) -> bool {
+        let Some(j) = self.store.get(h) else {
+            return false;
+        };
         if j.state == JobState::Acked {
-            return;
+            return false;
         }
         let id = j.id;
         let live = matches!(j.state, JobState::Active | JobState::Queued);
@@ -779,12 +796,14 @@ impl Engine {
         if let Some(j) = self.store.get_mut(h) {
             j.state = JobState::Acked;
         }
-        self.confirmed.remove(&h);
+        if !self.confirmed.is_empty() {
+            self.confirmed.remove(&h);
+        }
         if live {
             self.aof_deljob(id);
         }
         self.job_finished(&id, "acked");
-        self.update_awake(h, now);
+        true
     }
 
     /// Earliest instant the engine needs a tick for.
