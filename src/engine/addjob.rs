@@ -172,11 +172,14 @@ impl Engine {
             if let Some(j) = self.store.get_mut(h) {
                 j.state = JobState::Active;
             }
-            if delay == 0 && !extrepl {
+            let queued = delay == 0 && !extrepl && {
                 self.cause("addjob");
-                self.enqueue(h, false, now);
+                self.enqueue(h, false, now)
+            };
+            // A queued job was scheduled by `enqueue`.
+            if !queued {
+                self.update_awake(h, now);
             }
-            self.update_awake(h, now);
             if !extrepl {
                 self.aof_loadjob(h);
             }

@@ -109,7 +109,16 @@ pub struct RequestParser {
     /// MAX_QUERY_BUF, lowered in tests (the real limit cannot be reached
     /// through the other limits, it is a backstop).
     query_buf_limit: usize,
+    /// Emptied argument vectors handed back by the caller (`recycle`),
+    /// reused by the fast path: an allocation and a free per request were
+    /// ~5 % of a pipelined ADDJOB.
+    spare: Vec<Vec<Bytes>>,
 }
+
+/// Vectors kept for reuse, and the largest kept: enough for a pipelined
+/// batch of ordinary commands, a few KB per busy connection at most.
+const SPARE_MAX: usize = 16;
+const SPARE_CAPACITY_MAX: usize = 8;
 
 impl Default for RequestParser {
     fn default() -> Self {
@@ -126,6 +135,16 @@ impl RequestParser {
             scanned: 0,
             pending: None,
             query_buf_limit: MAX_QUERY_BUF,
+            spare: Vec::new(),
+        }
+    }
+
+    /// Give back a request's argument vector once the command is done with
+    /// it; its arguments are dropped now, the allocation may be reused.
+    pub fn recycle(&mut self, mut args: Vec<Bytes>) {
+        args.clear();
+        if self.spare.len() < SPARE_MAX && args.capacity() <= SPARE_CAPACITY_MAX {
+            self.spare.push(args);
         }
     }
 
@@ -237,7 +256,9 @@ impl RequestParser {
         }
         let frame = buf.split_to(at).freeze();
         self.scanned = 0;
-        Some(spans.iter().map(|&(s, e)| frame.slice(s..e)).collect())
+        let mut args = self.spare.pop().unwrap_or_default();
+        args.extend(spans.iter().map(|&(s, e)| frame.slice(s..e)));
+        Some(args)
     }
 
     /// While a bulk argument is partially received: how many more bytes the
@@ -837,6 +858,22 @@ mod tests {
         let (cmds, err) = parse_all(&cases[1]);
         assert_eq!((cmds.len(), err), (1, None));
         assert_eq!(cmds[0].len(), FAST_ARGS);
+    }
+
+    #[test]
+    fn recycled_vectors_are_reused_empty() {
+        let mut p = RequestParser::new();
+        let mut buf = BytesMut::from(&mb(&[b"A", b"B"])[..]);
+        let first = p.parse(&mut buf).unwrap().unwrap();
+        let ptr = first.as_ptr();
+        p.recycle(first);
+        buf.extend_from_slice(&mb(&[b"C"]));
+        let second = p.parse(&mut buf).unwrap().unwrap();
+        assert_eq!(second, args(&[b"C"]));
+        assert_eq!(second.as_ptr(), ptr);
+        // Big vectors are not kept.
+        p.recycle(Vec::with_capacity(SPARE_CAPACITY_MAX + 1));
+        assert!(p.spare.is_empty());
     }
 
     #[test]

@@ -160,7 +160,7 @@ async fn serve<S: ClientStream>(
                     }
                 }
             }
-            spent.clear();
+            spent.clear(&mut parser);
             match step {
                 Step::Continue => {}
                 Step::Paused(until) => {
@@ -363,8 +363,11 @@ struct Spent {
 }
 
 impl Spent {
-    fn clear(&mut self) {
-        self.args.clear();
+    /// Drop the batch; argument vectors go back to the parser for reuse.
+    fn clear(&mut self, parser: &mut RequestParser) {
+        for args in self.args.drain(..) {
+            parser.recycle(args);
+        }
         self.replies.clear();
         self.durable.clear();
     }
