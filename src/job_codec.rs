@@ -144,6 +144,47 @@ impl<'a, N: Iterator<Item = &'a RawNodeId> + Clone> RecordRef<'a, N> {
     }
 }
 
+/// The node IDs of a borrowed record.
+pub type RawNodes<'a> = std::slice::Iter<'a, RawNodeId>;
+
+impl<'a> RecordRef<'a, RawNodes<'a>> {
+    /// Decode one record from the front of `src` without copying anything:
+    /// every field borrows `src` (a replica decodes one REPLJOB per job, and
+    /// the owned `JobRecord`'s copies of queue, body and node IDs were thrown
+    /// away again right after building the job). Same checks as
+    /// [`JobRecord::decode`]; returns the record and the bytes consumed.
+    pub fn decode(src: &'a [u8]) -> Result<(Self, usize), CodecError> {
+        let p = parse(src)?;
+        let f = &p.fixed;
+        let id: &[u8; 40] = src
+            .get(4..44)
+            .and_then(|s| s.try_into().ok())
+            .ok_or(CodecError::Truncated)?;
+        // `parse` checked every range against `src`; `get` keeps that
+        // knowledge local instead of trusting it with an index.
+        let range = |(a, b): (usize, usize)| src.get(a..b).ok_or(CodecError::Truncated);
+        let (nodes, _) = range(p.nodes)?.as_chunks::<40>();
+        let rec = RecordRef {
+            id,
+            state: f[40] & 0x0f,
+            gc_retry: f[40] >> 4,
+            flags: f[41] & !FLAG_EXT_SECTION,
+            repl: le_u16(f, 42),
+            etime: le_u32(f, 44),
+            ctime: le_u64(f, 48),
+            delay: le_u32(f, 56),
+            retry: le_u32(f, 60),
+            nacks: le_u16(f, 64),
+            deliv: le_u16(f, 66),
+            queue: range(p.queue)?,
+            body: range(p.body)?,
+            nodes: nodes.iter(),
+            ext: p.ext.map(range).transpose()?,
+        };
+        Ok((rec, p.consumed))
+    }
+}
+
 /// Why a record could not be decoded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CodecError {
@@ -491,6 +532,37 @@ mod tests {
         for cut in 0..enc.len() {
             assert_eq!(JobRecord::decode(&enc[..cut]), Err(CodecError::Truncated));
         }
+    }
+
+    /// The borrowed decode sees exactly the owned decode's fields, and
+    /// fails exactly where it fails.
+    #[test]
+    fn borrowed_decode_matches_the_owned_one() {
+        let mut with_ext = sample();
+        with_ext.ext = Some(Bytes::from_static(b"\x01\x02xyz"));
+        for r in [sample(), with_ext] {
+            let enc = r.to_bytes();
+            let (d, used) = RecordRef::decode(&enc).unwrap();
+            assert_eq!(used, enc.len());
+            let mut again = BytesMut::new();
+            d.encode(&mut again);
+            assert_eq!(&again[..], &enc[..]);
+            assert_eq!(d.nodes.clone().count(), r.nodes.len());
+            assert_eq!(d.ext, r.ext.as_deref());
+            for cut in 0..enc.len() {
+                assert_eq!(
+                    RecordRef::decode(&enc[..cut]).err(),
+                    JobRecord::decode(&enc[..cut]).err(),
+                    "cut {cut}"
+                );
+            }
+        }
+        let mut raw = wire_10_1();
+        raw[4 + 41] |= FLAG_EXT_SECTION;
+        assert!(matches!(
+            RecordRef::decode(&raw),
+            Err(CodecError::Invalid(_))
+        ));
     }
 
     #[test]

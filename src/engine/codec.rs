@@ -5,8 +5,10 @@
 use bytes::Bytes;
 
 use super::{add_ms, rand250, Engine, JobHandle};
-use crate::job::{Job, JobId, JobState, NodeSet, F_BCAST_WILLQUEUE, F_DELIVERED, F_EXT};
-use crate::job_codec::JobRecord;
+use crate::job::{
+    Job, JobId, JobState, NodeSet, QueueName, F_BCAST_WILLQUEUE, F_DELIVERED, F_EXT,
+};
+use crate::job_codec::{JobRecord, RawNodes, RecordRef};
 use crate::job_ext::JobExt;
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -23,7 +25,20 @@ impl Engine {
 
     /// Build a job from a record. Unknown node IDs are dropped.
     pub fn job_from_record(&mut self, r: &JobRecord, flavor: Flavor, now: u64) -> Option<Job> {
-        let id = JobId::parse(&r.id)?;
+        self.job_from_ref(&r.as_ref(), flavor, now, None)
+    }
+
+    /// [`job_from_record`](Self::job_from_record) from a borrowed record;
+    /// `queue` is the queue's shared name when the caller already found the
+    /// queue (saves allocating the name once per job).
+    pub fn job_from_ref(
+        &mut self,
+        r: &RecordRef<'_, RawNodes<'_>>,
+        flavor: Flavor,
+        now: u64,
+        queue: Option<QueueName>,
+    ) -> Option<Job> {
+        let id = JobId::parse(r.id)?;
         let mut job = Engine::new_job(id);
         let now_s = now / 1000;
         match flavor {
@@ -45,10 +60,10 @@ impl Engine {
         job.retry = r.retry;
         job.nacks = r.nacks;
         job.deliv = r.deliv;
-        job.queue = Some(crate::job::QueueName::from(&r.queue[..]));
-        job.body = Some(crate::job::Body::from(&r.body[..]));
+        job.queue = Some(queue.unwrap_or_else(|| QueueName::from(r.queue)));
+        job.body = Some(crate::job::Body::from(r.body));
         let mut nodes = NodeSet::default();
-        for n in &r.nodes {
+        for n in r.nodes.clone() {
             if let Some(i) = self.cluster.find(n) {
                 nodes.insert(i);
             }
@@ -72,6 +87,20 @@ impl Engine {
 /// the intermediate record (one allocation instead of five): the AOF's
 /// LOADJOB blob, produced for every ADDJOB while the AOF is on.
 pub fn storage_bytes(j: &Job, ext: Option<&JobExt>, cluster: &super::Cluster) -> Bytes {
+    encode_job(j, ext, cluster, Flavor::Storage, 0)
+}
+
+/// `record_of(j, ext, cluster, flavor, now).to_bytes()` without the
+/// intermediate record: the REPLJOB payload is encoded this way once per
+/// job, however many replicas it goes to.
+pub fn encode_job(
+    j: &Job,
+    ext: Option<&JobExt>,
+    cluster: &super::Cluster,
+    flavor: Flavor,
+    now: u64,
+) -> Bytes {
+    let (etime, flags) = wire_etime_flags(j, flavor, now);
     let ext = ext.map(JobExt::encode);
     // Node IDs on the stack for the common small sets.
     let mut inline = [[0u8; 40]; 8];
@@ -101,9 +130,9 @@ pub fn storage_bytes(j: &Job, ext: Option<&JobExt>, cluster: &super::Cluster) ->
         id: &j.id.0,
         state: j.state as u8,
         gc_retry: j.gc_retry,
-        flags: j.flags & !F_EXT,
+        flags,
         repl: j.repl,
-        etime: j.etime,
+        etime,
         ctime: j.ctime,
         delay: j.delay,
         retry: j.retry,
@@ -125,16 +154,17 @@ pub fn ext_of_record(r: &JobRecord) -> Option<JobExt> {
     r.ext.as_ref().and_then(JobExt::decode)
 }
 
-pub fn record_of(
-    j: &Job,
-    ext: Option<&JobExt>,
-    cluster: &super::Cluster,
-    flavor: Flavor,
-    now: u64,
-) -> JobRecord {
-    let now_s = now / 1000;
-    let (etime, flags, state) = match flavor {
+/// [`ext_of_record`] for a borrowed record.
+pub fn ext_of_ref<N>(r: &RecordRef<'_, N>) -> Option<JobExt> {
+    r.ext.and_then(|e| JobExt::decode(&Bytes::copy_from_slice(e)))
+}
+
+/// Expire time and flags as a record carries them: the message flavour
+/// sends the seconds left (at least 1) and never the DELIVERED flag.
+fn wire_etime_flags(j: &Job, flavor: Flavor, now: u64) -> (u32, u8) {
+    match flavor {
         Flavor::Message => {
+            let now_s = now / 1000;
             let rel = if u64::from(j.etime) > now_s {
                 u64::from(j.etime) - now_s + 1
             } else {
@@ -143,11 +173,21 @@ pub fn record_of(
             (
                 rel.min(u64::from(u32::MAX)) as u32,
                 j.flags & !(F_DELIVERED | F_EXT),
-                j.state as u8,
             )
         }
-        Flavor::Storage => (j.etime, j.flags & !F_EXT, j.state as u8),
-    };
+        Flavor::Storage => (j.etime, j.flags & !F_EXT),
+    }
+}
+
+pub fn record_of(
+    j: &Job,
+    ext: Option<&JobExt>,
+    cluster: &super::Cluster,
+    flavor: Flavor,
+    now: u64,
+) -> JobRecord {
+    let (etime, flags) = wire_etime_flags(j, flavor, now);
+    let state = j.state as u8;
     JobRecord {
         id: j.id.0,
         state,
@@ -198,9 +238,19 @@ mod tests {
             dedup_key: Some(Bytes::from_static(b"k")),
             ..JobExt::default()
         };
+        j.etime = 5_000;
+        j.flags = F_DELIVERED | 1;
         for ext in [None, Some(&ext)] {
             let owned = record_of(&j, ext, e.cluster(), Flavor::Storage, 0).to_bytes();
             assert_eq!(storage_bytes(&j, ext, e.cluster()), owned);
+            // The REPLJOB flavour: relative expire time, DELIVERED cleared.
+            for now in [0, 1_000_000, 4_999_999, 9_000_000] {
+                let owned = record_of(&j, ext, e.cluster(), Flavor::Message, now).to_bytes();
+                assert_eq!(
+                    encode_job(&j, ext, e.cluster(), Flavor::Message, now),
+                    owned
+                );
+            }
         }
     }
 }

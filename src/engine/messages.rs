@@ -29,18 +29,31 @@ impl Engine {
     pub fn take_messages(&mut self, now: u64) -> Vec<(NodeIdx, Message)> {
         let bus = std::mem::take(&mut self.out.bus);
         let mut frames = std::mem::take(&mut self.out.frames);
+        // A job's REPLJOBs to its replicas are queued one after the other
+        // and carry the same record: look the job up and encode it once.
+        let mut last_repl: Option<(JobId, Bytes)> = None;
         for (to, m) in bus {
             let (mflags, body) = match m {
                 BusOut::ReplJob { job, noreply } => {
-                    let Some(h) = self.lookup(&job) else { continue };
-                    let Some(rec) = self.job_record(h, Flavor::Message, now) else {
-                        continue;
+                    let blob = match &last_repl {
+                        Some((id, blob)) if *id == job => blob.clone(),
+                        _ => {
+                            let Some(h) = self.lookup(&job) else { continue };
+                            let Some(j) = self.store.get(h) else { continue };
+                            let blob = super::codec::encode_job(
+                                j,
+                                self.ext_of(h),
+                                &self.cluster,
+                                Flavor::Message,
+                                now,
+                            );
+                            last_repl = Some((job, blob.clone()));
+                            blob
+                        }
                     };
                     (
                         if noreply { MFLAG_NOREPLY } else { 0 },
-                        Body::ReplJob {
-                            job: rec.to_bytes(),
-                        },
+                        Body::ReplJob { job: blob },
                     )
                 }
                 BusOut::YourJobs { jobs } => {
@@ -213,7 +226,16 @@ impl Engine {
         let Some(id) = JobId::parse(id) else {
             return false;
         };
-        if self.lookup(&id).is_some() || !self.forgotten.contains(&id) {
+        if self.lookup(&id).is_some() {
+            return false;
+        }
+        self.answer_forgotten_unstored(from, id)
+    }
+
+    /// [`answer_forgotten`](Self::answer_forgotten) for a caller that
+    /// already looked the job up and did not find it.
+    pub(super) fn answer_forgotten_unstored(&mut self, from: NodeIdx, id: JobId) -> bool {
+        if !self.forgotten.contains(&id) {
             return false;
         }
         self.out.bus.push((

@@ -1,13 +1,17 @@
 //! REPLJOB from the origin of a job: store the copy and answer GOTJOB
 //! (refused while out of memory or leaving).
+//!
+//! This runs once per replicated job on every replica, so the record is
+//! decoded in place (no owned copy of queue, body and node IDs), the job
+//! is looked up once, and a queue this node already has lends its name.
 
 use bytes::Bytes;
 
 use crate::cluster::message::MFLAG_NOREPLY;
 use crate::engine::codec::Flavor;
 use crate::engine::{BusOut, Engine};
-use crate::job::{JobState, NodeIdx, F_BCAST_QUEUED};
-use crate::job_codec::JobRecord;
+use crate::job::{JobId, JobState, NodeIdx, F_BCAST_QUEUED};
+use crate::job_codec::RecordRef;
 use crate::queue::PAUSE_IN;
 
 impl Engine {
@@ -15,33 +19,37 @@ impl Engine {
         if self.memory_level() >= 1 || self.cluster.leaving() {
             return;
         }
-        let Ok((rec, _)) = JobRecord::decode(blob) else {
+        let Ok((rec, _)) = RecordRef::decode(blob) else {
             return;
         };
-        if self
-            .queue(&rec.queue)
-            .is_some_and(|q| q.paused & PAUSE_IN != 0)
-        {
-            return;
-        }
-        let Some(mut job) = self.job_from_record(&rec, Flavor::Message, now) else {
+        let Some(id) = JobId::parse(rec.id) else {
             return;
         };
-        let ext = crate::engine::codec::ext_of_record(&rec);
-        let id = job.id;
-        if self.answer_forgotten(from, &id.0) {
-            return;
-        }
+        let queue = match self.queue(rec.queue) {
+            Some(q) if q.paused & PAUSE_IN != 0 => return,
+            Some(q) => Some(q.shared_name.clone()),
+            None => None,
+        };
         match self.lookup(&id) {
             Some(h) => {
-                let incoming: Vec<NodeIdx> = job.nodes_delivered.iter().collect();
-                if let Some(j) = self.store.get_mut(h) {
-                    for n in incoming {
-                        j.nodes_delivered.insert(n);
+                // A copy we hold already (a resent REPLJOB): learn the
+                // holders the origin knows now.
+                for n in rec.nodes.clone() {
+                    if let Some(i) = self.cluster.find(n) {
+                        if let Some(j) = self.store.get_mut(h) {
+                            j.nodes_delivered.insert(i);
+                        }
                     }
                 }
             }
             None => {
+                if self.answer_forgotten_unstored(from, id) {
+                    return;
+                }
+                let Some(mut job) = self.job_from_ref(&rec, Flavor::Message, now, queue) else {
+                    return;
+                };
+                let ext = crate::engine::codec::ext_of_ref(&rec);
                 job.flags |= F_BCAST_QUEUED;
                 job.state = JobState::Active;
                 job.nodes_delivered.insert(0);
