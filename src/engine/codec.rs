@@ -5,9 +5,7 @@
 use bytes::Bytes;
 
 use super::{add_ms, rand250, Engine, JobHandle};
-use crate::job::{
-    Job, JobId, JobState, NodeSet, QueueName, F_BCAST_WILLQUEUE, F_DELIVERED, F_EXT,
-};
+use crate::job::{Job, JobId, JobState, NodeSet, QueueName, F_BCAST_WILLQUEUE, F_DELIVERED, F_EXT};
 use crate::job_codec::{JobRecord, RawNodes, RecordRef};
 use crate::job_ext::JobExt;
 
@@ -156,7 +154,8 @@ pub fn ext_of_record(r: &JobRecord) -> Option<JobExt> {
 
 /// [`ext_of_record`] for a borrowed record.
 pub fn ext_of_ref<N>(r: &RecordRef<'_, N>) -> Option<JobExt> {
-    r.ext.and_then(|e| JobExt::decode(&Bytes::copy_from_slice(e)))
+    r.ext
+        .and_then(|e| JobExt::decode(&Bytes::copy_from_slice(e)))
 }
 
 /// Expire time and flags as a record carries them: the message flavour

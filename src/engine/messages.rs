@@ -29,6 +29,7 @@ impl Engine {
     pub fn take_messages(&mut self, now: u64) -> Vec<(NodeIdx, Message)> {
         let bus = std::mem::take(&mut self.out.bus);
         let mut frames = std::mem::take(&mut self.out.frames);
+        frames.reserve(bus.len());
         // A job's REPLJOBs to its replicas are queued one after the other
         // and carry the same record: look the job up and encode it once.
         let mut last_repl: Option<(JobId, Bytes)> = None;

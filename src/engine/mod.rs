@@ -167,6 +167,9 @@ pub struct Engine {
     waiter_timeouts: BTreeSet<(u64, ClientId)>,
     /// Blocked ADDJOB clients by job (few at a time, so kept out of `Job`).
     adders: HashMap<JobHandle, AddWaiter>,
+    /// Replies to finished blocked ADDJOBs, when the shell sends them
+    /// (`defer_add_replies`); None: sent at once.
+    add_replies: Option<Vec<(oneshot::Sender<Reply>, Reply)>>,
     /// nodes_confirmed (SHOW's `nodes-confirmed`) of wait-repl and acked jobs; absent = none.
     confirmed: HashMap<JobHandle, NodeSet>,
     /// Extension fields of the jobs flagged `F_EXT` (`crate::job_ext`).
@@ -238,6 +241,7 @@ impl Engine {
             counts: qlen_cluster::ClusterCounts::default(),
             add_timeouts: BTreeSet::new(),
             add_waiting: 0,
+            add_replies: None,
             ready: Vec::new(),
             fed_ready: Vec::new(),
             early_demand: Vec::new(),
@@ -748,7 +752,29 @@ impl Engine {
     pub fn finish_add_waiter(&mut self, h: JobHandle, w: AddWaiter, reply: Reply) {
         self.add_timeouts.remove(&(w.deadline, h));
         self.add_waiting = self.add_waiting.saturating_sub(1);
-        let _ = w.tx.send(reply);
+        match &mut self.add_replies {
+            Some(later) => later.push((w.tx, reply)),
+            None => {
+                let _ = w.tx.send(reply);
+            }
+        }
+    }
+
+    /// From now on, hold the replies of finished blocked ADDJOBs until
+    /// [`take_add_replies`](Self::take_add_replies): the shell sends them
+    /// after releasing the node lock, so the woken clients (a batch of
+    /// GOTJOBs completes many at once) neither run into the held lock nor
+    /// make the lock holder pay for their wake-ups.
+    pub fn defer_add_replies(&mut self) {
+        self.add_replies.get_or_insert_with(Vec::new);
+    }
+
+    /// The replies held since the last call (see `defer_add_replies`).
+    pub fn take_add_replies(&mut self) -> Vec<(oneshot::Sender<Reply>, Reply)> {
+        self.add_replies
+            .as_mut()
+            .map(std::mem::take)
+            .unwrap_or_default()
     }
 
     /// Delete every job and queue; blocked GETJOB clients get a null reply.

@@ -175,9 +175,15 @@ impl Shared {
         // AOF records this call queued are written now, outside the node
         // lock and before the caller replies (docs/ARCHITECTURE.md).
         let flusher = crate::node::persistence::take_flusher(&mut node);
+        let add_replies = node.engine.take_add_replies();
         drop(node);
         if let Some(f) = flusher {
             f.flush();
+        }
+        // Blocked ADDJOBs this call completed: woken outside the lock (the
+        // client still waits for the AOF watermark before it replies).
+        for (tx, reply) in add_replies {
+            let _ = tx.send(reply);
         }
         out
     }
@@ -299,6 +305,7 @@ pub async fn run(config: crate::config::Config) -> Result<Exit, String> {
     };
     // The persisted LEAVING flag and address come with the myself line;
     // the port is always the one bound now.
+    engine.defer_add_replies();
     engine.set_node_timeout(config.cluster_node_timeout);
     engine.set_announce(crate::engine::cluster::Announced {
         ip: config.deploy.announce_ip,
