@@ -14,6 +14,14 @@ pub fn encode(reply: &Reply, proto: u8, out: &mut BytesMut) {
     let resp3 = proto == 3;
     match reply {
         Reply::Status(s) => write_line(b'+', s.as_bytes(), out),
+        Reply::Id(id) if !has_control_byte(id) => {
+            // One copy of a stack-built line: ADDJOB's reply on every call.
+            let mut line = [0u8; 43];
+            line[0] = b'+';
+            line[1..41].copy_from_slice(id);
+            line[41..].copy_from_slice(b"\r\n");
+            out.extend_from_slice(&line);
+        }
         Reply::Id(id) => write_line(b'+', id, out),
         Reply::Error(s) => write_line(b'-', s.as_bytes(), out),
         Reply::Integer(n) => write_integer(*n, out),
@@ -162,6 +170,17 @@ mod tests {
         expected.extend_from_slice(&id);
         expected.extend_from_slice(b"\r\n");
         both(&Reply::Id(id), &expected);
+        // An ID given by a client (ACKJOB of an unknown job, then JSCAN)
+        // may hold anything: CR and LF still become spaces.
+        let mut odd = id;
+        odd[12] = b'\r';
+        odd[13] = b'\n';
+        let mut expected = b"+".to_vec();
+        expected.extend_from_slice(&id);
+        expected[13] = b' ';
+        expected[14] = b' ';
+        expected.extend_from_slice(b"\r\n");
+        both(&Reply::Id(odd), &expected);
     }
 
     #[test]
