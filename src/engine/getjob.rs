@@ -145,9 +145,18 @@ impl Engine {
 
     /// Unregister a blocked client from all its queues.
     pub fn remove_waiter(&mut self, client: ClientId) -> Option<GetWaiter> {
+        self.take_waiter(client, None)
+    }
+
+    /// `remove_waiter`, except for the queue `unlisted`, whose blocked list
+    /// the caller already took the client from.
+    fn take_waiter(&mut self, client: ClientId, unlisted: Option<&[u8]>) -> Option<GetWaiter> {
         let w = self.waiters.remove(&client)?;
         self.waiter_timeouts.remove(&(w.deadline, client));
         for q in &w.queues {
+            if unlisted == Some(&q[..]) {
+                continue;
+            }
             if let Some(qh) = self.queue_handle(q) {
                 if let Some(queue) = self.queues.get_mut(qh) {
                     queue.blocked.retain(|&c| c != client);
@@ -168,14 +177,12 @@ impl Engine {
                 if q.is_empty() || q.paused & PAUSE_OUT != 0 {
                     break;
                 }
-                let Some(client) = q.blocked.front().copied() else {
+                let Some(client) = q.blocked.pop_front() else {
                     break;
                 };
-                let Some(w) = self.remove_waiter(client) else {
-                    // Stale entry: drop it.
-                    if let Some(q) = self.queues.get_mut(qh) {
-                        q.blocked.pop_front();
-                    }
+                // Already off this queue's list: only its other queues
+                // (if any) are searched for it. None: a stale entry.
+                let Some(w) = self.take_waiter(client, Some(&name[..])) else {
                     continue;
                 };
                 if w.tx.is_closed() {
@@ -250,6 +257,12 @@ impl Engine {
             return;
         }
         let qh = self.queue_create(name, now);
+        // Alone there is nobody to ask (the queue is still created, as
+        // Disque does, for its statistics). This runs every time a queue
+        // drains and for every GETJOB that blocks.
+        if self.cluster.known() <= 1 {
+            return;
+        }
         let Some(q) = self.queues.get_mut(qh) else {
             return;
         };

@@ -163,15 +163,17 @@ pub struct Engine {
     /// (as for the job-ID index in `store`).
     queue_index: HashMap<Bytes, u32, foldhash::fast::RandomState>,
     cluster: Cluster,
-    waiters: HashMap<ClientId, GetWaiter>,
+    /// Client IDs are ours (never chosen by a client): a cheap hash. The
+    /// maps keyed by job handle likewise.
+    waiters: HashMap<ClientId, GetWaiter, foldhash::fast::RandomState>,
     waiter_timeouts: BTreeSet<(u64, ClientId)>,
     /// Blocked ADDJOB clients by job (few at a time, so kept out of `Job`).
-    adders: HashMap<JobHandle, AddWaiter>,
+    adders: HashMap<JobHandle, AddWaiter, foldhash::fast::RandomState>,
     /// Replies to finished blocked ADDJOBs, when the shell sends them
     /// (`defer_add_replies`); None: sent at once.
     add_replies: Option<Vec<(oneshot::Sender<Reply>, Reply)>>,
     /// nodes_confirmed (SHOW's `nodes-confirmed`) of wait-repl and acked jobs; absent = none.
-    confirmed: HashMap<JobHandle, NodeSet>,
+    confirmed: HashMap<JobHandle, NodeSet, foldhash::fast::RandomState>,
     /// Extension fields of the jobs flagged `F_EXT` (`crate::job_ext`).
     ext: HashMap<JobHandle, crate::job_ext::JobExt>,
     /// Clients blocked in WAITJOB.
@@ -230,10 +232,10 @@ impl Engine {
             queues: Slab::default(),
             queue_index: HashMap::default(),
             cluster: Cluster::new(myself, port, now),
-            waiters: HashMap::new(),
+            waiters: HashMap::default(),
             waiter_timeouts: BTreeSet::new(),
-            adders: HashMap::new(),
-            confirmed: HashMap::new(),
+            adders: HashMap::default(),
+            confirmed: HashMap::default(),
             ext: HashMap::new(),
             waitjobs: waitjob::JobWaiters::default(),
             dedup: dedup::DedupTable::default(),
