@@ -190,6 +190,40 @@ impl Shared {
 
     fn drain_effects(&self, node: &mut Node, now: u64) {
         let frames = node.engine.take_messages(now);
+        if !frames.is_empty() {
+            self.send_frames(node, frames);
+        }
+        let mut effects = node.engine.take_effects();
+        for idx in effects.disconnect.drain(..) {
+            self.bus.disconnect(idx);
+        }
+        for req in effects.connect.drain(..) {
+            let _ = self.connect_tx.send(req);
+        }
+        node.dispatch_effects(effects, now);
+        // Settings the shell reads without the lock. Stored only when they
+        // changed: an unconditional store on every call made both workers
+        // take turns owning these cache lines, which every read turn of
+        // every connection reads (`idle_timeout`).
+        let c = &node.config;
+        for (cell, v) in [
+            (&self.idle_timeout, c.timeout),
+            (&self.tcp_keepalive, c.tcp_keepalive),
+            (&self.node_timeout, c.cluster_node_timeout),
+        ] {
+            if cell.load(Ordering::Relaxed) != v {
+                cell.store(v, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Hand a call's bus frames to the links (skipped for calls that sent
+    /// nothing: the link table has its own mutex).
+    fn send_frames(
+        &self,
+        node: &mut Node,
+        frames: Vec<(crate::job::NodeIdx, crate::cluster::message::Message)>,
+    ) {
         // With appendfsync always a replica's GOTJOB must not leave before
         // its LOADJOB record is on disk (the origin then tells its client).
         let is_gotjob = |m: &crate::cluster::message::Message| {
@@ -232,21 +266,6 @@ impl Shared {
         } else {
             self.bus.send_all(frames.iter().map(|(to, m)| (*to, m)));
         }
-        let mut effects = node.engine.take_effects();
-        for idx in effects.disconnect.drain(..) {
-            self.bus.disconnect(idx);
-        }
-        for req in effects.connect.drain(..) {
-            let _ = self.connect_tx.send(req);
-        }
-        node.dispatch_effects(effects, now);
-        // Settings the shell reads without the lock.
-        self.idle_timeout
-            .store(node.config.timeout, Ordering::Relaxed);
-        self.tcp_keepalive
-            .store(node.config.tcp_keepalive, Ordering::Relaxed);
-        self.node_timeout
-            .store(node.config.cluster_node_timeout, Ordering::Relaxed);
     }
 
     pub fn shutdown(&self) {
