@@ -728,6 +728,9 @@ enum Shape {
     Queue,
     /// Byte ranges of each job record inside the payload.
     Jobs(Vec<(usize, usize)>),
+    /// REPLJOB: the whole payload is one record (no `Vec` per frame: one
+    /// REPLJOB arrives per replicated job).
+    Job,
 }
 
 fn parse_gossip(p: &[u8]) -> Result<(Vec<GossipEntry>, Option<Announce>), BusError> {
@@ -838,7 +841,7 @@ fn parse_body_shape(ty: u16, p: &[u8]) -> Result<Shape, BusError> {
             if used != p.len() {
                 return Err(BusError::BadPayload("REPLJOB payload has trailing bytes"));
             }
-            Ok(Shape::Jobs(vec![(0, used)]))
+            Ok(Shape::Job)
         }
         YOURJOBS => {
             let mut r = Reader { buf: p, pos: 0 };
@@ -879,16 +882,10 @@ impl Shape {
                 PONG => Body::Pong(g),
                 _ => Body::Meet(g),
             },
-            Shape::Jobs(ranges) => {
-                let mut jobs: Vec<Bytes> = ranges.into_iter().map(|(a, b)| p.slice(a..b)).collect();
-                if ty == REPLJOB {
-                    Body::ReplJob {
-                        job: jobs.pop().ok_or(SHORT)?,
-                    }
-                } else {
-                    Body::YourJobs { jobs }
-                }
-            }
+            Shape::Job => Body::ReplJob { job: p.clone() },
+            Shape::Jobs(ranges) => Body::YourJobs {
+                jobs: ranges.into_iter().map(|(a, b)| p.slice(a..b)).collect(),
+            },
             Shape::Queue => {
                 let a = r.u32()?;
                 let _qlen = r.u32()?;
