@@ -2,7 +2,7 @@
 //! clients blocked on it, pause flags, counters and federation bookkeeping.
 //! Jobs are referenced by their job-store handle; the engine owns both.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 
 use bytes::Bytes;
 
@@ -22,7 +22,9 @@ pub struct Federation {
     pub adhoc_time: u64,
     pub adhoc_attempt: u32,
     /// node -> last unix second it sent us jobs for this queue.
-    pub responders: HashMap<NodeIdx, u64>,
+    /// Fixed-seed hash (node indexes are ours): iteration order repeats
+    /// for a simulation seed.
+    pub responders: std::collections::HashMap<NodeIdx, u64, foldhash::fast::FixedState>,
     /// When jobs for this queue last arrived from a node (ms): an ask sent
     /// before that was answered.
     pub last_import: u64,

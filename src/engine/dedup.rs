@@ -22,7 +22,7 @@
 //! node cut off from every node holding the key. When two different IDs
 //! meet for one key, every node keeps the smaller, so the table converges.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 
 use bytes::{BufMut, Bytes, BytesMut};
 
@@ -37,11 +37,19 @@ const SYNC_MAX_KEYS: usize = 1024;
 
 #[derive(Default)]
 pub struct DedupTable {
-    entries: HashMap<(Bytes, Bytes), (JobId, u64)>,
+    entries: super::Map<(Bytes, Bytes), (JobId, u64)>,
     expiry: BTreeSet<(u64, Bytes, Bytes)>,
 }
 
 impl DedupTable {
+    /// Keys are a client's: the engine's keyed hash state.
+    pub fn with_hasher(state: super::HashState) -> Self {
+        DedupTable {
+            entries: super::Map::with_hasher(state),
+            expiry: BTreeSet::new(),
+        }
+    }
+
     pub fn len(&self) -> usize {
         self.entries.len()
     }

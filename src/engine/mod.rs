@@ -156,26 +156,36 @@ pub struct AddWaiter {
     pub last_add: u64,
 }
 
+/// Hash-map state of the engine's tables: foldhash with a seed drawn from
+/// the engine's own seed. A server's engine seed is random, so keys a
+/// client chooses (queue names, DEDUP keys, job IDs) cannot be aimed at one
+/// bucket; a simulation seeds every engine, so iteration orders, and with
+/// them the whole run, repeat exactly for a seed. `Default` (used by tables
+/// keyed by values of ours: handles, client and request IDs, node indexes)
+/// is a fixed seed: deterministic as well.
+pub type HashState = foldhash::fast::FixedState;
+pub type Map<K, V> = HashMap<K, V, HashState>;
+
 pub struct Engine {
     store: JobStore,
     queues: Slab<Queue>,
     /// Queue name -> handle; two lookups per ADDJOB, so a cheap keyed hash
     /// (as for the job-ID index in `store`).
-    queue_index: HashMap<Bytes, u32, foldhash::fast::RandomState>,
+    queue_index: Map<Bytes, u32>,
     cluster: Cluster,
     /// Client IDs are ours (never chosen by a client): a cheap hash. The
     /// maps keyed by job handle likewise.
-    waiters: HashMap<ClientId, GetWaiter, foldhash::fast::RandomState>,
+    waiters: Map<ClientId, GetWaiter>,
     waiter_timeouts: BTreeSet<(u64, ClientId)>,
     /// Blocked ADDJOB clients by job (few at a time, so kept out of `Job`).
-    adders: HashMap<JobHandle, AddWaiter, foldhash::fast::RandomState>,
+    adders: Map<JobHandle, AddWaiter>,
     /// Replies to finished blocked ADDJOBs, when the shell sends them
     /// (`defer_add_replies`); None: sent at once.
     add_replies: Option<Vec<(oneshot::Sender<Reply>, Reply)>>,
     /// nodes_confirmed (SHOW's `nodes-confirmed`) of wait-repl and acked jobs; absent = none.
-    confirmed: HashMap<JobHandle, NodeSet, foldhash::fast::RandomState>,
+    confirmed: Map<JobHandle, NodeSet>,
     /// Extension fields of the jobs flagged `F_EXT` (`crate::job_ext`).
-    ext: HashMap<JobHandle, crate::job_ext::JobExt>,
+    ext: Map<JobHandle, crate::job_ext::JobExt>,
     /// Clients blocked in WAITJOB.
     waitjobs: waitjob::JobWaiters,
     /// DEDUP keys and `dedup-window` (seconds).
@@ -211,7 +221,7 @@ pub struct Engine {
     /// Test builds: the path that last queued each job here, so the
     /// simulation can attribute every duplicate delivery to a cause.
     #[cfg(test)]
-    pub(crate) queued_why: HashMap<JobId, &'static str>,
+    pub(crate) queued_why: Map<JobId, &'static str>,
     #[cfg(test)]
     why: &'static str,
 }
@@ -227,18 +237,20 @@ pub fn add_ms(t: u64, delta: i64) -> u64 {
 
 impl Engine {
     pub fn new(myself: [u8; 40], port: u16, seed: u64, now: u64) -> Engine {
+        let mut rng = SmallRng::seed_from_u64(seed);
+        let keyed = HashState::with_seed(rng.gen());
         Engine {
             store: JobStore::default(),
             queues: Slab::default(),
-            queue_index: HashMap::default(),
+            queue_index: Map::with_hasher(keyed.clone()),
             cluster: Cluster::new(myself, port, now),
-            waiters: HashMap::default(),
+            waiters: Map::default(),
             waiter_timeouts: BTreeSet::new(),
-            adders: HashMap::default(),
-            confirmed: HashMap::default(),
-            ext: HashMap::new(),
-            waitjobs: waitjob::JobWaiters::default(),
-            dedup: dedup::DedupTable::default(),
+            adders: Map::default(),
+            confirmed: Map::default(),
+            ext: Map::default(),
+            waitjobs: waitjob::JobWaiters::with_hasher(keyed.clone()),
+            dedup: dedup::DedupTable::with_hasher(keyed.clone()),
             dedup_window: dedup::DEFAULT_WINDOW,
             counts: qlen_cluster::ClusterCounts::default(),
             add_timeouts: BTreeSet::new(),
@@ -247,7 +259,7 @@ impl Engine {
             ready: Vec::new(),
             fed_ready: Vec::new(),
             early_demand: Vec::new(),
-            rng: SmallRng::seed_from_u64(seed),
+            rng,
             last_ctime: 0,
             out: Effects::default(),
             memory: MemoryConfig::default(),
@@ -257,7 +269,7 @@ impl Engine {
             counters: counters::JobCounters::default(),
             forgotten: forgotten::Forgotten::default(),
             #[cfg(test)]
-            queued_why: HashMap::new(),
+            queued_why: Map::with_hasher(keyed),
             #[cfg(test)]
             why: "other",
         }

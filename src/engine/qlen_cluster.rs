@@ -16,7 +16,7 @@
 //! did not answer in time, or answered the short form because it predates
 //! totals, is reported as unknown, never as zero.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 
 use bytes::Bytes;
 use tokio::sync::oneshot;
@@ -55,8 +55,8 @@ struct PendingTotals {
 pub struct ClusterCounts {
     /// The last request number handed out (the simulation reads it).
     pub(super) next_req: u32,
-    pending: HashMap<u32, Pending>,
-    totals: HashMap<u32, PendingTotals>,
+    pending: super::Map<u32, Pending>,
+    totals: super::Map<u32, PendingTotals>,
     timeouts: BTreeSet<(u64, u32)>,
 }
 

@@ -130,7 +130,8 @@ fn consume(sim: &mut Sim, w: &mut Workload, node: usize, ack: bool, healthy: boo
     }
 }
 
-fn run_scenario(seed: u64) {
+/// Returns the run's message trace digest.
+fn run_scenario(seed: u64) -> u64 {
     let faults = Faults {
         drop: 0.02,
         dup: 0.01,
@@ -242,6 +243,7 @@ fn run_scenario(seed: u64) {
         "seed {seed}: workload too small ({})",
         w.accepted.len()
     );
+    sim.trace
 }
 
 fn seeds() -> u64 {
@@ -263,6 +265,21 @@ fn sim_cluster_delivers_every_accepted_job_and_collects_acks() {
             panic!("simulation failed with seed {seed} (rerun: DISQUE_SIM_BASE={seed} DISQUE_SIM_SEEDS=1)");
         }
     }
+}
+
+/// A seed printed by a failing run must replay that run: every source of
+/// order (the engines' hash maps, the network's link table, the random
+/// numbers) comes from the seed.
+#[test]
+fn sim_runs_repeat_exactly_for_a_seed() {
+    let seed = 11;
+    let first = run_scenario(seed);
+    assert_eq!(
+        first,
+        run_scenario(seed),
+        "two runs of seed {seed} delivered different messages"
+    );
+    assert_ne!(first, run_scenario(seed + 1), "the trace ignores the seed");
 }
 
 #[test]

@@ -3,7 +3,7 @@
 //! when the SETACK comes from another node -, expired, deleted,
 //! dead-lettered); timeouts are decided by `tick`, like GETJOB's.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 
 use tokio::sync::oneshot;
 
@@ -23,12 +23,21 @@ struct Waiter {
 /// Clients blocked in WAITJOB, by client and by job.
 #[derive(Default)]
 pub struct JobWaiters {
-    by_client: HashMap<ClientId, Waiter>,
-    by_job: HashMap<JobId, Vec<ClientId>>,
+    by_client: super::Map<ClientId, Waiter>,
+    by_job: super::Map<JobId, Vec<ClientId>>,
     timeouts: BTreeSet<(u64, ClientId)>,
 }
 
 impl JobWaiters {
+    /// Job IDs are a client's: the engine's keyed hash state.
+    pub fn with_hasher(state: super::HashState) -> Self {
+        JobWaiters {
+            by_client: super::Map::default(),
+            by_job: super::Map::with_hasher(state),
+            timeouts: BTreeSet::new(),
+        }
+    }
+
     pub fn len(&self) -> usize {
         self.by_client.len()
     }

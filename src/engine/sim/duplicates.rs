@@ -41,7 +41,7 @@ pub(super) struct Ledger {
     /// First delivery: (time, node).
     first: HashMap<JobId, (u64, usize)>,
     /// The pairs the fault cut, and when it started and ended.
-    cut: HashSet<(usize, usize)>,
+    cut: std::collections::BTreeSet<(usize, usize)>,
     fault_from: u64,
     fault_to: u64,
     /// Duplicates delivered on both sides of the cut while it lasted.

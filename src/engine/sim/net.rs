@@ -2,7 +2,7 @@
 //! loss (a lost message breaks its link, as with TCP), duplication, delay,
 //! reordering, partitions and crash/restart. Scenarios live in `super`.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet};
 
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -54,13 +54,17 @@ pub(super) struct Sim {
     pub(super) nodes: Vec<Option<Engine>>,
     pub(super) ids: Vec<[u8; 40]>,
     /// (a, a's node idx) -> b
-    pub(super) links: HashMap<(usize, NodeIdx), usize>,
+    pub(super) links: BTreeMap<(usize, NodeIdx), usize>,
     pub(super) queue: BTreeMap<(u64, u64), InFlight>,
     pub(super) seq: u64,
     pub(super) faults: Faults,
     /// Pairs that cannot talk.
-    pub(super) cut: HashSet<(usize, usize)>,
+    pub(super) cut: BTreeSet<(usize, usize)>,
     pub(super) next_client: u64,
+    /// A digest of every message delivered (time, sender, receiver,
+    /// bytes): equal for two runs of a seed exactly when they went the
+    /// same way.
+    pub(super) trace: u64,
 }
 
 pub(super) fn ip(i: usize) -> String {
@@ -88,12 +92,13 @@ impl Sim {
             now: START,
             nodes,
             ids,
-            links: HashMap::new(),
+            links: BTreeMap::new(),
             queue: BTreeMap::new(),
             seq: 0,
             faults,
-            cut: HashSet::new(),
+            cut: BTreeSet::new(),
             next_client: 1,
+            trace: 0,
         }
     }
 
@@ -209,6 +214,10 @@ impl Sim {
             return;
         }
         let (b, a) = (f.to, f.from);
+        self.trace = std::hash::BuildHasher::hash_one(
+            &crate::engine::HashState::default(),
+            (self.trace, now, a, b, f.msg.to_bytes()),
+        );
         let kind = match f.reply_link {
             Some(idx) => {
                 // Arrives on b's outbound link; ignore if that link is gone.
