@@ -56,10 +56,13 @@ fn main() {
     }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(
+            // The environment variable predates the directive and is kept
+            // for benchmark scripts (docs/DEPLOY.md).
             std::env::var("DISQUE_WORKER_THREADS")
                 .ok()
                 .and_then(|v| v.parse().ok())
-                .unwrap_or(2),
+                .filter(|&n: &usize| n > 0)
+                .unwrap_or_else(|| cfg.deploy.worker_threads()),
         )
         .enable_all()
         .build()

@@ -1,6 +1,7 @@
 //! Deployment directives (our extensions, docs/DEPLOY.md): `cluster-join`,
 //! `cluster-announce-ip`, `cluster-announce-port`,
-//! `cluster-announce-bus-port` and `shutdown-drain-timeout`. Config file
+//! `cluster-announce-bus-port`, `shutdown-drain-timeout` and
+//! `worker-threads`. Config file
 //! and command line only (not in CONFIG GET/SET); CONFIG REWRITE keeps
 //! them.
 
@@ -13,7 +14,13 @@ const NAMES: &[&str] = &[
     "cluster-announce-port",
     "cluster-announce-bus-port",
     "shutdown-drain-timeout",
+    "worker-threads",
 ];
+
+/// Runtime worker threads when `worker-threads` is not set.
+pub const DEFAULT_WORKER_THREADS: usize = 2;
+/// A bound that catches a typo, far above any useful value.
+const MAX_WORKER_THREADS: u64 = 256;
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct DeployConfig {
@@ -28,6 +35,19 @@ pub struct DeployConfig {
     pub announce_bus_port: u16,
     /// Seconds a SIGTERM waits for queued jobs to move away (0 = no drain).
     pub shutdown_drain_timeout: u64,
+    /// Runtime worker threads (0 = `DEFAULT_WORKER_THREADS`). Read once at
+    /// start: the runtime is built before anything else.
+    pub worker_threads: usize,
+}
+
+impl DeployConfig {
+    pub fn worker_threads(&self) -> usize {
+        if self.worker_threads == 0 {
+            DEFAULT_WORKER_THREADS
+        } else {
+            self.worker_threads
+        }
+    }
 }
 
 /// `host:port` (`[v6]:port` for IPv6 literals).
@@ -91,6 +111,12 @@ fn apply(d: &mut DeployConfig, name: &str, args: &[String]) -> Result<(), String
         }
         "cluster-announce-port" => d.announce_port = port(v, "cluster-announce-port")?,
         "cluster-announce-bus-port" => d.announce_bus_port = port(v, "cluster-announce-bus-port")?,
+        "worker-threads" => {
+            d.worker_threads = parse_u64(v)
+                .filter(|n| (1..=MAX_WORKER_THREADS).contains(n))
+                .and_then(|n| usize::try_from(n).ok())
+                .ok_or_else(|| format!("Invalid worker-threads (1 to {MAX_WORKER_THREADS})"))?
+        }
         _ => {
             d.shutdown_drain_timeout =
                 parse_u64(v).ok_or("Invalid shutdown-drain-timeout (seconds, 0 = off)")?
@@ -142,6 +168,11 @@ pub(crate) fn rewrite_lines(c: &Config) -> Vec<(&'static str, String, bool)> {
             format!("shutdown-drain-timeout {}", d.shutdown_drain_timeout),
             d.shutdown_drain_timeout != 0,
         ),
+        (
+            "worker-threads",
+            format!("worker-threads {}", d.worker_threads()),
+            d.worker_threads != 0,
+        ),
     ]
 }
 
@@ -188,5 +219,18 @@ mod tests {
             .contains("cluster-announce-ip"));
         assert!(cfg("cluster-announce-port 70000").is_err());
         assert!(cfg("shutdown-drain-timeout -1").is_err());
+        assert_eq!(
+            cfg("").unwrap().deploy.worker_threads(),
+            DEFAULT_WORKER_THREADS
+        );
+        assert_eq!(cfg("worker-threads 1").unwrap().deploy.worker_threads(), 1);
+        for bad in [
+            "worker-threads 0",
+            "worker-threads 257",
+            "worker-threads two",
+            "worker-threads",
+        ] {
+            assert!(cfg(bad).is_err(), "{bad}");
+        }
     }
 }
