@@ -43,6 +43,7 @@ fn benchmark_workloads_run_without_errors() {
         ][..],
         &["-w", "getjob", "-c", "4", "-n", "1000", "--ack"][..],
         &["-w", "cycle", "-c", "4", "-n", "1000"][..],
+        &["-w", "cycle", "-c", "4", "-n", "1000", "--ack-with-next"][..],
     ] {
         let cols = run(s.port(), args);
         // target,workload,clients,pipeline,size,ops_per_sec,p50,p99,p999,max,ops,errors
@@ -109,4 +110,19 @@ fn benchmark_version_and_usage_errors() {
         .expect("run disque-benchmark");
     assert_eq!(out.status.code(), Some(1), "bad usage exits 1");
     assert!(String::from_utf8_lossy(&out.stderr).contains("--clients"));
+}
+
+#[test]
+fn cycle_ack_with_next_acknowledges_every_job() {
+    let s = Server::start_default();
+    let cols = run(
+        s.port(),
+        &["-w", "cycle", "-c", "6", "-n", "600", "--ack-with-next"],
+    );
+    assert_eq!(cols[11], "0", "errors reported: {cols:?}");
+    assert_eq!(cols[10], "600", "jobs consumed: {cols:?}");
+    // Every job was acknowledged, the last ones with the consumers' final
+    // write: none is left on the node.
+    let mut c = s.client();
+    assert_eq!(c.info_int("registered_jobs"), 0);
 }

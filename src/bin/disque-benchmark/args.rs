@@ -198,6 +198,11 @@ struct Cli {
     /// cycle: do not acknowledge consumed jobs
     #[arg(long, overrides_with_all = ["ack", "fastack"], help_heading = "Load")]
     no_ack: bool,
+    /// cycle: send each job's ACKJOB/FASTACK in the same write as the
+    /// consumer's next GETJOB (one round trip per job) instead of waiting
+    /// for its reply first
+    #[arg(long, help_heading = "Load")]
+    ack_with_next: bool,
     /// getjob: jobs inserted before the run [default: -n, or 100000 when -n
     /// is unbounded]
     #[arg(long, value_name = "N", help_heading = "Load")]
@@ -289,6 +294,8 @@ pub struct Config {
     pub target: Target,
     pub workload: Workload,
     pub ack: AckMode,
+    /// Cycle consumers pipeline each ACK with their next GETJOB.
+    pub ack_with_next: bool,
     /// Jobs inserted before a getjob run.
     pub prefill: u64,
     /// Cycle consumer count (the rest of `clients` produce).
@@ -381,6 +388,7 @@ fn finish(cli: Cli) -> Result<Config, String> {
         target: cli.target,
         workload: cli.workload,
         ack: AckMode::None,
+        ack_with_next: cli.ack_with_next,
         prefill,
         consumers: 0,
         block: Duration::from_millis(cli.block_ms),
@@ -410,6 +418,9 @@ fn finish(cli: Cli) -> Result<Config, String> {
         (None, w, Target::Disque) if w.is_cycle() => AckMode::AckJob,
         (None, _, Target::Disque) => AckMode::None,
     };
+    if cfg.ack_with_next && (!cfg.workload.is_cycle() || cfg.ack == AckMode::None) {
+        return Err("--ack-with-next needs a cycle workload that acknowledges".into());
+    }
     if cfg.workload.is_cycle() {
         if cfg.size < STAMP_LEN {
             return Err(format!(

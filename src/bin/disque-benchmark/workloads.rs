@@ -584,15 +584,30 @@ async fn consumer_loop(
     res: &mut ClientResult,
 ) -> Result<(), ClientError> {
     let per_read = conn.timeout() + plan.cfg.block;
+    let acks = plan.cfg.target == Target::Disque && plan.cfg.ack != AckMode::None;
+    let with_next = acks && plan.cfg.ack_with_next;
+    // --ack-with-next: IDs of the jobs consumed last turn, acknowledged in
+    // the same write as the next GETJOB.
+    let mut unacked: Vec<Vec<u8>> = Vec::new();
     loop {
-        if shared.producers_done()
-            && shared.consumed.load(Ordering::Acquire) >= shared.produced.load(Ordering::Acquire)
-        {
+        let done = shared.producers_done()
+            && shared.consumed.load(Ordering::Acquire) >= shared.produced.load(Ordering::Acquire);
+        if done {
+            for id in &unacked {
+                plan.encode_ack(conn, id);
+            }
+            conn.flush().await?;
+            read_acks(conn, shared, unacked.len()).await?;
             return Ok(());
         }
+        for id in &unacked {
+            plan.encode_ack(conn, id);
+        }
+        let pending_acks = std::mem::take(&mut unacked).len();
         conn.queue_raw(cmd);
         let t0 = Instant::now();
         conn.flush().await?;
+        read_acks(conn, shared, pending_acks).await?;
         let reply = conn.read_reply_within(per_read).await?;
         if shared.is_error(&reply) {
             // A server refusing to serve consumers would make us spin: stop.
@@ -623,17 +638,14 @@ async fn consumer_loop(
                 None => res.stale += 1,
             }
         }
-        if plan.cfg.target == Target::Disque && plan.cfg.ack != AckMode::None {
+        if with_next {
+            unacked.extend(jobs.into_iter().map(|j| j.id));
+        } else if acks {
             for job in &jobs {
                 plan.encode_ack(conn, &job.id);
             }
             conn.flush().await?;
-            for _ in 0..jobs.len() {
-                let reply = conn.read_reply().await?;
-                if !shared.is_error(&reply) && !matches!(reply, Reply::Int(_)) {
-                    shared.error(format!("unexpected ACK reply: {}", reply.describe()));
-                }
-            }
+            read_acks(conn, shared, jobs.len()).await?;
         }
         res.latency.record(ns(t0.elapsed()));
         res.ops += fresh;
@@ -641,6 +653,17 @@ async fn consumer_loop(
         shared.consumed.fetch_add(fresh, Ordering::AcqRel);
         shared.done.fetch_add(fresh, Ordering::Relaxed);
     }
+}
+
+/// Reads `n` ACKJOB/FASTACK replies (integers).
+async fn read_acks(conn: &mut Conn, shared: &Shared, n: usize) -> Result<(), ClientError> {
+    for _ in 0..n {
+        let reply = conn.read_reply().await?;
+        if !shared.is_error(&reply) && !matches!(reply, Reply::Int(_)) {
+            shared.error(format!("unexpected ACK reply: {}", reply.describe()));
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
