@@ -138,7 +138,7 @@ async fn serve<S: ClientStream>(
             }
         }
         if !pending.is_empty() {
-            let (step, aof_sync) = run_batch(
+            let (step, aof_sync, flusher) = run_batch(
                 shared,
                 client,
                 &mut pending,
@@ -147,6 +147,12 @@ async fn serve<S: ClientStream>(
                 &mut spent,
             );
             read_bytes = 0;
+            if let Some(f) = flusher {
+                // Let the other connections ready on this worker queue
+                // their records first: one write() for all of them.
+                tokio::task::yield_now().await;
+                f.flush();
+            }
             // No reply of this batch leaves before its AOF records are
             // written (fsynced with `always`), awaited outside the lock.
             // If the disk fails meanwhile, the commands that produced
@@ -260,8 +266,12 @@ fn run_batch(
     wbuf: &mut BytesMut,
     read_bytes: u64,
     spent: &mut Spent,
-) -> (Step, Option<crate::aof::SyncWait>) {
-    shared.with(|node, now| {
+) -> (
+    Step,
+    Option<crate::aof::SyncWait>,
+    Option<crate::aof::writer::Flusher>,
+) {
+    let ((step, sync), flusher) = shared.with_aof_deferred(|node, now| {
         node.stats.net_input += read_bytes;
         if node.clients_paused_until > now {
             return (Step::Paused(node.clients_paused_until), None);
@@ -349,7 +359,8 @@ fn run_batch(
             info.last_cmd = client.last_cmd;
         }
         (step, crate::node::persistence::pending_sync(node))
-    })
+    });
+    (step, sync, flusher)
 }
 
 /// Requests and replies of a batch, freed after the lock is released so

@@ -153,6 +153,22 @@ impl Shared {
 
     /// Run `f` on the node with the current time, then hand off effects.
     pub fn with<R>(&self, f: impl FnOnce(&mut Node, u64) -> R) -> R {
+        let (out, flusher) = self.with_aof_deferred(f);
+        if let Some(f) = flusher {
+            f.flush();
+        }
+        out
+    }
+
+    /// `with`, but the AOF records the call queued are left for the caller
+    /// to write (`Flusher::flush`) before it replies: a connection first
+    /// lets the other connections ready on its worker run, so one
+    /// `write()` carries the records of all of them, as Disque writes its
+    /// AOF buffer once per event-loop turn.
+    pub fn with_aof_deferred<R>(
+        &self,
+        f: impl FnOnce(&mut Node, u64) -> R,
+    ) -> (R, Option<crate::aof::writer::Flusher>) {
         let mut node = self.lock();
         let now = unix_ms();
         let out = f(&mut node, now);
@@ -172,20 +188,17 @@ impl Shared {
         if self.aof_records.load(Ordering::Relaxed) != aof {
             self.aof_records.store(aof, Ordering::Release);
         }
-        // AOF records this call queued are written now, outside the node
-        // lock and before the caller replies (docs/ARCHITECTURE.md).
+        // AOF records this call queued are written outside the node lock
+        // and before the caller replies (docs/ARCHITECTURE.md).
         let flusher = crate::node::persistence::take_flusher(&mut node);
         let add_replies = node.engine.take_add_replies();
         drop(node);
-        if let Some(f) = flusher {
-            f.flush();
-        }
         // Blocked ADDJOBs this call completed: woken outside the lock (the
         // client still waits for the AOF watermark before it replies).
         for (tx, reply) in add_replies {
             let _ = tx.send(reply);
         }
-        out
+        (out, flusher)
     }
 
     fn drain_effects(&self, node: &mut Node, now: u64) {
