@@ -31,7 +31,7 @@ const CHUNK: u64 = 1000;
 fn add(e: &mut Engine, queue: &Bytes, body: &Bytes) -> JobId {
     let req = AddJobRequest::new(queue.clone(), body.clone());
     match e.addjob(1, req, NOW) {
-        AddJobOutcome::Reply(Reply::Status(id)) => JobId::parse(id.as_bytes()).expect("valid id"),
+        AddJobOutcome::Reply(Reply::Id(id)) => JobId(id),
         _ => panic!("ADDJOB failed"),
     }
 }
