@@ -375,17 +375,15 @@ impl JobRecord {
     /// bytes consumed. Trailing bytes after the record are left alone (the
     /// caller decides whether they are allowed).
     pub fn decode(src: &[u8]) -> Result<(JobRecord, usize), CodecError> {
-        let p = parse(src)?;
-        let rec = Self::build(&p, |(a, b)| Bytes::copy_from_slice(&src[a..b]), src);
-        Ok((rec, p.consumed))
+        let (r, used) = RecordRef::decode(src)?;
+        Ok((Self::owned(&r, Bytes::copy_from_slice), used))
     }
 
     /// Like [`decode`](Self::decode) but queue and body share `src`'s
     /// allocation instead of being copied (bodies can be large).
     pub fn decode_bytes(src: &Bytes) -> Result<(JobRecord, usize), CodecError> {
-        let p = parse(src)?;
-        let rec = Self::build(&p, |(a, b)| src.slice(a..b), src);
-        Ok((rec, p.consumed))
+        let (r, used) = RecordRef::decode(src)?;
+        Ok((Self::owned(&r, |field| src.slice_ref(field)), used))
     }
 
     /// Structural check only, no allocation: returns the bytes the record at
@@ -395,36 +393,27 @@ impl JobRecord {
         parse(src).map(|p| p.consumed)
     }
 
-    fn build(p: &Parsed, mk: impl Fn((usize, usize)) -> Bytes, src: &[u8]) -> JobRecord {
-        let f = &p.fixed;
-        let mut id = [0u8; 40];
-        id.copy_from_slice(&f[..40]);
-        // Allocation is bounded: the node range was checked to lie inside
-        // `src`, which the caller already holds in memory.
-        let nodes = src[p.nodes.0..p.nodes.1]
-            .chunks_exact(40)
-            .map(|c| {
-                let mut n = [0u8; 40];
-                n.copy_from_slice(c);
-                n
-            })
-            .collect();
+    /// The owned form of a borrowed record; `mk` turns each of its byte
+    /// fields into `Bytes` (a copy, or a slice of a shared buffer).
+    pub fn owned(r: &RecordRef<'_, RawNodes<'_>>, mk: impl Fn(&[u8]) -> Bytes) -> JobRecord {
         JobRecord {
-            id,
-            state: f[40] & 0x0f,
-            gc_retry: f[40] >> 4,
-            flags: f[41] & !FLAG_EXT_SECTION,
-            repl: le_u16(f, 42),
-            etime: le_u32(f, 44),
-            ctime: le_u64(f, 48),
-            delay: le_u32(f, 56),
-            retry: le_u32(f, 60),
-            nacks: le_u16(f, 64),
-            deliv: le_u16(f, 66),
-            queue: mk(p.queue),
-            body: mk(p.body),
-            nodes,
-            ext: p.ext.map(&mk),
+            id: *r.id,
+            state: r.state,
+            gc_retry: r.gc_retry,
+            flags: r.flags,
+            repl: r.repl,
+            etime: r.etime,
+            ctime: r.ctime,
+            delay: r.delay,
+            retry: r.retry,
+            nacks: r.nacks,
+            deliv: r.deliv,
+            queue: mk(r.queue),
+            body: mk(r.body),
+            // Allocation is bounded: the node IDs lie inside the record,
+            // which the caller already holds in memory.
+            nodes: r.nodes.clone().copied().collect(),
+            ext: r.ext.map(&mk),
         }
     }
 }

@@ -98,7 +98,6 @@ pub fn encode_job(
     flavor: Flavor,
     now: u64,
 ) -> Bytes {
-    let (etime, flags) = wire_etime_flags(j, flavor, now);
     let ext = ext.map(JobExt::encode);
     // Node IDs on the stack for the common small sets.
     let mut inline = [[0u8; 40]; 8];
@@ -124,7 +123,22 @@ pub fn encode_job(
     } else {
         &spilled
     };
-    let rec = crate::job_codec::RecordRef {
+    let mut out = bytes::BytesMut::new();
+    record_ref(j, ext.as_deref(), nodes, flavor, now).encode(&mut out);
+    out.freeze()
+}
+
+/// The record of a job, borrowing the job's fields, the node IDs of its
+/// `nodes_delivered` and its encoded extension section.
+fn record_ref<'a>(
+    j: &'a Job,
+    ext: Option<&'a [u8]>,
+    nodes: &'a [[u8; 40]],
+    flavor: Flavor,
+    now: u64,
+) -> RecordRef<'a, RawNodes<'a>> {
+    let (etime, flags) = wire_etime_flags(j, flavor, now);
+    RecordRef {
         id: &j.id.0,
         state: j.state as u8,
         gc_retry: j.gc_retry,
@@ -139,11 +153,8 @@ pub fn encode_job(
         queue: j.queue.as_deref().unwrap_or_default(),
         body: j.body.as_deref().unwrap_or_default(),
         nodes: nodes.iter(),
-        ext: ext.as_deref(),
-    };
-    let mut out = bytes::BytesMut::new();
-    rec.encode(&mut out);
-    out.freeze()
+        ext,
+    }
 }
 
 /// The extension fields a record carries, if any (None also when the
@@ -185,37 +196,14 @@ pub fn record_of(
     flavor: Flavor,
     now: u64,
 ) -> JobRecord {
-    let (etime, flags) = wire_etime_flags(j, flavor, now);
-    let state = j.state as u8;
-    JobRecord {
-        id: j.id.0,
-        state,
-        gc_retry: j.gc_retry,
-        flags,
-        repl: j.repl,
-        etime,
-        ctime: j.ctime,
-        delay: j.delay,
-        retry: j.retry,
-        nacks: j.nacks,
-        deliv: j.deliv,
-        queue: j
-            .queue
-            .as_deref()
-            .map(Bytes::copy_from_slice)
-            .unwrap_or_default(),
-        body: j
-            .body
-            .as_deref()
-            .map(Bytes::copy_from_slice)
-            .unwrap_or_default(),
-        nodes: j
-            .nodes_delivered
-            .iter()
-            .filter_map(|n| cluster.get(n).map(|x| x.id))
-            .collect(),
-        ext: ext.map(JobExt::encode),
-    }
+    let ext = ext.map(JobExt::encode);
+    let nodes: Vec<[u8; 40]> = j
+        .nodes_delivered
+        .iter()
+        .filter_map(|n| cluster.get(n).map(|x| x.id))
+        .collect();
+    let rec = record_ref(j, ext.as_deref(), &nodes, flavor, now);
+    JobRecord::owned(&rec, Bytes::copy_from_slice)
 }
 
 #[cfg(test)]
