@@ -32,15 +32,7 @@ impl Read for Short<'_> {
 }
 
 fn read_all<R: Read>(r: R) -> (Vec<(u64, Record)>, Option<ReadError>) {
-    let mut reader = AofReader::new(r);
-    let mut out = Vec::new();
-    loop {
-        match reader.next_record() {
-            Ok(Some(r)) => out.push(r),
-            Ok(None) => return (out, None),
-            Err(e) => return (out, Some(e)),
-        }
-    }
+    AofReader::new(r).read_all()
 }
 
 /// The error without its free-text reason.

@@ -247,6 +247,19 @@ impl<R: Read> AofReader<R> {
         self.offset
     }
 
+    /// Every record up to a clean end of file or the first error, and
+    /// that error (tests and the fuzzer compare whole files this way).
+    pub fn read_all(mut self) -> (Vec<(u64, Record)>, Option<ReadError>) {
+        let mut out = Vec::new();
+        loop {
+            match self.next_record() {
+                Ok(Some(r)) => out.push(r),
+                Ok(None) => return (out, None),
+                Err(e) => return (out, Some(e)),
+            }
+        }
+    }
+
     /// The next record and the offset it starts at; `Ok(None)` at a clean
     /// end of file.
     pub fn next_record(&mut self) -> Result<Option<(u64, Record)>, ReadError> {
@@ -398,15 +411,7 @@ mod tests {
                 Ok(n)
             }
         }
-        let mut r = AofReader::new(Slow(data));
-        let mut out = Vec::new();
-        loop {
-            match r.next_record() {
-                Ok(Some(x)) => out.push(x),
-                Ok(None) => return (out, None),
-                Err(e) => return (out, Some(e)),
-            }
-        }
+        AofReader::new(Slow(data)).read_all()
     }
 
     #[test]
