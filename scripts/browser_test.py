@@ -29,6 +29,7 @@ from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support import expected_conditions as EC
+from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.support.ui import WebDriverWait
 
 PASSWORD = "dash-secret"
@@ -198,7 +199,12 @@ def main():
             opts.add_argument(a)
         opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
         driver = webdriver.Chrome(service=Service(shutil.which("chromedriver")), options=opts)
-        wait = WebDriverWait(driver, WAIT)
+        # The dashboard re-renders its tables on every poll: an element a
+        # condition found can be replaced before its text is read. That is
+        # a retry, not a failure.
+        wait = WebDriverWait(
+            driver, WAIT, ignored_exceptions=(StaleElementReferenceException,)
+        )
 
         # Without credentials the browser gets the 401 page, not the dashboard.
         driver.execute_cdp_cmd("Network.enable", {})
