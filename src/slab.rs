@@ -150,6 +150,17 @@ impl<T> Slab<T> {
             })
     }
 
+    /// The first used handle among the `window` slots starting at `from`
+    /// (wrapping around past the last slot); None if they are all free.
+    pub fn live_near(&self, from: usize, window: usize) -> Option<u32> {
+        if self.slots == 0 {
+            return None;
+        }
+        (0..window.min(self.slots))
+            .map(|i| ((from + i) % self.slots) as u32)
+            .find(|&h| self.get(h).is_some())
+    }
+
     pub fn iter(&self) -> impl Iterator<Item = (u32, &T)> {
         self.iter_from(0)
     }
@@ -185,6 +196,25 @@ impl<T> Slab<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn live_near_scans_forward_and_wraps() {
+        let mut s: Slab<u8> = Slab::default();
+        let hs: Vec<u32> = (0..10).map(|i| s.insert(i)).collect();
+        for &h in &hs[..9] {
+            s.remove(h);
+        }
+        assert_eq!(s.live_near(0, 10), Some(hs[9]));
+        assert_eq!(s.live_near(0, 9), None);
+        assert_eq!(s.live_near(9, 1), Some(hs[9]));
+        let again = s.insert(42);
+        assert!(again < hs[9]);
+        assert_eq!(s.live_near(again as usize + 1, 100), Some(hs[9]));
+        s.remove(hs[9]);
+        // Past the last slot the walk wraps around to the reused one.
+        assert_eq!(s.live_near(again as usize + 1, 100), Some(again));
+        assert_eq!(Slab::<u8>::default().live_near(0, 8), None);
+    }
 
     #[test]
     fn insert_remove_reuses_handles() {

@@ -192,7 +192,14 @@ impl Engine {
     }
 
     /// Sample random queues and evict idle empty ones, as Disque does.
+    ///
+    /// A sample is the first live queue in a window of slots from a random
+    /// one, as Disque's random dictionary key walks buckets until one is
+    /// used: drawing single slots mostly missed once evictions had left the
+    /// slab sparse, and the last idle queues lingered for dozens of calls.
+    /// The window bounds the walk in a huge, nearly empty slab.
     pub fn evict_idle_queues(&mut self, now: u64) {
+        const EVICT_SCAN_WINDOW: usize = 1024;
         let max_idle = self.max_queue_idle();
         let slots = self.queues.capacity_slots();
         if self.queues.is_empty() || slots == 0 {
@@ -201,21 +208,17 @@ impl Engine {
         let mut sampled = 0usize;
         let mut evicted = 0usize;
         loop {
-            let mut found = false;
             for _ in 0..20 {
-                let h = self.rng.gen_range(0..slots) as u32;
-                if self.queues.get(h).is_some() {
-                    found = true;
-                    sampled += 1;
-                    if self.queue_maybe_evict(h, now, max_idle) {
-                        evicted += 1;
-                    }
+                let from = self.rng.gen_range(0..slots);
+                let Some(h) = self.queues.live_near(from, EVICT_SCAN_WINDOW) else {
+                    break;
+                };
+                sampled += 1;
+                if self.queue_maybe_evict(h, now, max_idle) {
+                    evicted += 1;
                 }
             }
-            if !found
-                || self.queues.is_empty()
-                || (sampled > 10 && evicted * 10 < sampled)
-                || sampled > 2000
+            if self.queues.is_empty() || (sampled > 10 && evicted * 10 < sampled) || sampled > 2000
             {
                 break;
             }
