@@ -254,8 +254,10 @@ struct Core {
     queue: Mutex<Queue>,
     /// Wakes the thread (`Queue::wanted`, `closed`, busy cleared).
     wake: Condvar,
-    /// The file. Only the current consumer (`Queue::busy`) locks it, so it
-    /// is never contended; the mutex is what makes that safe to share.
+    /// The file. The current consumer (`Queue::busy`) locks it, and the
+    /// thread's periodic fsync briefly before and after the fsync (which
+    /// runs unlocked), so it is hardly ever contended; the mutex is what
+    /// makes that safe to share.
     state: Mutex<FileState>,
     /// `appendfsync always`: inline flushes leave the write to the thread,
     /// which writes and fsyncs whole groups.
@@ -281,6 +283,40 @@ impl Core {
             drop(q);
             self.wake.notify_one();
         }
+    }
+
+    /// The thread's periodic work when it needs no full round: the
+    /// `everysec` fsync, made on a duplicate of the file descriptor with
+    /// neither lock held, so writers go on meanwhile. False when a full
+    /// round is needed instead (a failed write to retry, bytes left in the
+    /// buffer, `always`).
+    fn periodic_fsync(&self) -> bool {
+        let (file, upto) = {
+            let st = self.state();
+            if st.error.is_some() || !st.buf.is_empty() || st.policy == AppendFsync::Always {
+                return false;
+            }
+            let due = st.policy == AppendFsync::EverySec
+                && st.dirty
+                && st.last_fsync.elapsed() >= Duration::from_secs(1);
+            let Some(file) = st.file.as_ref().filter(|_| due) else {
+                return true;
+            };
+            match file.try_clone() {
+                Ok(f) => (f, st.written_seq),
+                Err(_) => return false,
+            }
+        };
+        // Everything up to `upto` was handed to the kernel before the
+        // fsync starts, so the fsync covers it.
+        let started = Instant::now();
+        let r = super::faults::sync_data(&file);
+        crate::metrics::shell()
+            .fsync
+            .observe(started.elapsed().as_micros() as u64);
+        let mut st = self.state();
+        st.after_fsync(r, upto);
+        true
     }
 
     /// Ask the thread to run (with the queue locked).
@@ -525,16 +561,28 @@ fn open_append(path: &std::path::Path) -> std::io::Result<File> {
 /// takes the queue like an inline flush does, handles every message in
 /// order, writes, and fsyncs per policy.
 fn run(core: &Core) {
-    loop {
+    'rounds: loop {
         let timeout = core.state().next_wakeup();
         let deadline = Instant::now() + timeout;
         let mut q = core.queue();
         loop {
-            let due = Instant::now() >= deadline;
-            if !q.busy && (q.wanted || q.closed || due) {
+            if !q.busy && (q.wanted || q.closed) {
                 break;
             }
-            if due {
+            if Instant::now() >= deadline {
+                // Periodic work. The everysec fsync runs beside whoever is
+                // writing and leaves the records to their producers' inline
+                // flushes; taking the queue for it made this thread the
+                // writer for as long as records kept coming (every reply
+                // then waited for a wake-up from here).
+                drop(q);
+                if core.periodic_fsync() {
+                    continue 'rounds;
+                }
+                q = core.queue();
+                if !q.busy {
+                    break;
+                }
                 // An inline flush is running: it wakes us when it stops.
                 q.wanted = true;
             }
@@ -799,9 +847,18 @@ impl FileState {
         crate::metrics::shell()
             .fsync
             .observe(started.elapsed().as_micros() as u64);
+        self.after_fsync(r, upto);
+    }
+
+    /// Record an fsync's outcome; `upto`: the last record written before
+    /// it started.
+    fn after_fsync(&mut self, r: std::io::Result<()>, upto: u64) {
         match r {
             Ok(()) => {
-                self.dirty = false;
+                // Writes made while it ran are not covered by it.
+                if self.written_seq == upto {
+                    self.dirty = false;
+                }
                 self.last_fsync = Instant::now();
                 self.publish_synced(upto);
             }

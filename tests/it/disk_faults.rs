@@ -209,6 +209,60 @@ fn failing_fsync_refuses_writes_until_a_rewrite_replaces_the_file() {
 }
 
 #[test]
+fn failing_everysec_fsync_refuses_writes_and_recovers() {
+    // The once-a-second fsync runs beside the writers, on its own
+    // descriptor; its failure must still stop writes like an `always` one.
+    let mut s = Server::start(ServerOpts::with_args(&[
+        "--appendonly",
+        "yes",
+        "--appendfsync",
+        "everysec",
+    ]));
+    let mut c = s.client();
+    let before = addjob(&mut c, "q", "before", &[]);
+    assert_eq!(
+        c.cmd(&["DEBUG", "DISK-FAULT", "fsync-error"]),
+        Reply::Status("OK".into())
+    );
+    let mut refused = None;
+    assert!(
+        wait_until(WAIT, POLL, || match addjob_reply(&mut c, "during") {
+            r @ Reply::Error(_) => {
+                refused = Some(r);
+                true
+            }
+            _ => false,
+        }),
+        "writes still accepted although every fsync fails"
+    );
+    assert_misconf(
+        &refused.expect("refused ADDJOB"),
+        "fsync: Input/output error",
+    );
+    assert_eq!(
+        c.cmd(&["DEBUG", "DISK-FAULT", "none"]),
+        Reply::Status("OK".into())
+    );
+    let mut after = None;
+    assert!(
+        wait_until(WAIT, POLL, || match addjob_reply(&mut c, "after") {
+            Reply::Status(id) => {
+                after = Some(id);
+                true
+            }
+            _ => false,
+        }),
+        "node did not recover after fsync worked again"
+    );
+    s.kill9();
+    s.restart();
+    let mut c = s.client();
+    for id in [before, after.expect("recovered ADDJOB")] {
+        assert!(!c.cmd(&["SHOW", &id]).is_nil(), "job {id} lost");
+    }
+}
+
+#[test]
 fn slow_disk_delays_write_replies_without_stalling_the_node() {
     let s = Server::start(ServerOpts::with_args(&["--appendonly", "yes"]));
     let mut admin = s.client();
