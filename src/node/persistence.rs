@@ -17,7 +17,7 @@ use super::Node;
 use crate::aof::writer::{self, Msg, Writer};
 use crate::aof::{loader, reader, SyncWait};
 use crate::config::AppendFsync;
-use crate::engine::codec::{record_of, Flavor};
+use crate::engine::codec::storage_bytes;
 use crate::engine::AofRecord;
 use crate::errors::WireError;
 use crate::job::JobState;
@@ -387,8 +387,9 @@ fn encode_chunk(engine: &crate::engine::Engine, from: usize) -> (Vec<u8>, usize)
             break;
         }
         if matches!(j.state, JobState::Active | JobState::Queued) {
-            let rec = record_of(j, ext, engine.cluster(), Flavor::Storage, 0);
-            reader::encode_loadjob(&rec.to_bytes(), &mut out);
+            // One allocation per job, as for the LOADJOB of an ADDJOB: a
+            // rewrite snapshots every job in chunks under the node lock.
+            reader::encode_loadjob(&storage_bytes(j, ext, engine.cluster()), &mut out);
         }
         if out.len() >= CHUNK_BYTES {
             next = h + 1;
