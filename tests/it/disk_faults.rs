@@ -163,13 +163,14 @@ fn full_disk_refuses_writes_with_misconf_and_recovers_when_space_returns() {
     drop(disk);
 }
 
-#[test]
-fn failing_fsync_refuses_writes_until_a_rewrite_replaces_the_file() {
-    let mut s = Server::start(ServerOpts::with_args(&[
+/// A node with the AOF on under `policy`, one job added, then every fsync
+/// made to fail. Returns the added job's ID.
+fn start_with_failing_fsync(policy: &str) -> (Server, Client, String) {
+    let s = Server::start(ServerOpts::with_args(&[
         "--appendonly",
         "yes",
         "--appendfsync",
-        "always",
+        policy,
     ]));
     let mut c = s.client();
     let before = addjob(&mut c, "q", "before", &[]);
@@ -177,17 +178,18 @@ fn failing_fsync_refuses_writes_until_a_rewrite_replaces_the_file() {
         c.cmd(&["DEBUG", "DISK-FAULT", "fsync-error"]),
         Reply::Status("OK".into())
     );
-    // The command whose records could not be fsynced is not answered OK.
-    assert_misconf(&addjob_reply(&mut c, "during"), "fsync: Input/output error");
-    assert_misconf(&addjob_reply(&mut c, "later"), "fsync: Input/output error");
-    assert_eq!(c.cmd(&["QLEN", "q"]).int(), 2, "reads keep working");
+    (s, c, before)
+}
+
+/// Make fsyncs work again and check the node recovers by itself: a later
+/// fsync succeeding is not enough (the kernel may have dropped what it
+/// failed to write), so the node rewrites the AOF from memory and then
+/// accepts writes again; both jobs survive a kill -9.
+fn fsync_heals_and_nothing_is_lost(mut s: Server, mut c: Client, before: String) {
     assert_eq!(
         c.cmd(&["DEBUG", "DISK-FAULT", "none"]),
         Reply::Status("OK".into())
     );
-    // A later fsync succeeding is not enough (the kernel may have dropped
-    // what it failed to write): the node rewrites the AOF from memory, and
-    // then accepts writes again.
     let mut after = None;
     assert!(
         wait_until(WAIT, POLL, || match addjob_reply(&mut c, "after") {
@@ -209,21 +211,20 @@ fn failing_fsync_refuses_writes_until_a_rewrite_replaces_the_file() {
 }
 
 #[test]
+fn failing_fsync_refuses_writes_until_a_rewrite_replaces_the_file() {
+    let (s, mut c, before) = start_with_failing_fsync("always");
+    // The command whose records could not be fsynced is not answered OK.
+    assert_misconf(&addjob_reply(&mut c, "during"), "fsync: Input/output error");
+    assert_misconf(&addjob_reply(&mut c, "later"), "fsync: Input/output error");
+    assert_eq!(c.cmd(&["QLEN", "q"]).int(), 2, "reads keep working");
+    fsync_heals_and_nothing_is_lost(s, c, before);
+}
+
+#[test]
 fn failing_everysec_fsync_refuses_writes_and_recovers() {
     // The once-a-second fsync runs beside the writers, on its own
     // descriptor; its failure must still stop writes like an `always` one.
-    let mut s = Server::start(ServerOpts::with_args(&[
-        "--appendonly",
-        "yes",
-        "--appendfsync",
-        "everysec",
-    ]));
-    let mut c = s.client();
-    let before = addjob(&mut c, "q", "before", &[]);
-    assert_eq!(
-        c.cmd(&["DEBUG", "DISK-FAULT", "fsync-error"]),
-        Reply::Status("OK".into())
-    );
+    let (s, mut c, before) = start_with_failing_fsync("everysec");
     let mut refused = None;
     assert!(
         wait_until(WAIT, POLL, || match addjob_reply(&mut c, "during") {
@@ -239,27 +240,7 @@ fn failing_everysec_fsync_refuses_writes_and_recovers() {
         &refused.expect("refused ADDJOB"),
         "fsync: Input/output error",
     );
-    assert_eq!(
-        c.cmd(&["DEBUG", "DISK-FAULT", "none"]),
-        Reply::Status("OK".into())
-    );
-    let mut after = None;
-    assert!(
-        wait_until(WAIT, POLL, || match addjob_reply(&mut c, "after") {
-            Reply::Status(id) => {
-                after = Some(id);
-                true
-            }
-            _ => false,
-        }),
-        "node did not recover after fsync worked again"
-    );
-    s.kill9();
-    s.restart();
-    let mut c = s.client();
-    for id in [before, after.expect("recovered ADDJOB")] {
-        assert!(!c.cmd(&["SHOW", &id]).is_nil(), "job {id} lost");
-    }
+    fsync_heals_and_nothing_is_lost(s, c, before);
 }
 
 #[test]
