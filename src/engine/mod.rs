@@ -16,6 +16,7 @@ pub mod ext;
 pub mod forgotten;
 pub mod getjob;
 pub mod gossip;
+pub mod id_index;
 pub mod membership;
 pub mod memory;
 pub mod messages;

@@ -18,8 +18,7 @@
 use std::collections::BTreeMap;
 use std::hash::BuildHasher;
 
-use hashbrown::HashTable;
-
+use super::id_index::IdShard;
 use crate::job::{Job, JobId};
 use crate::slab::Slab;
 
@@ -35,7 +34,7 @@ pub struct Footprint {
     pub slot: usize,
     /// Slab segments.
     pub slab: usize,
-    /// ID index shards (hashbrown tables: entries plus control bytes).
+    /// ID index shards (flat tables of 8-byte entries, `id_index`).
     pub index: usize,
     /// Timer buckets: the handle vectors (their tree nodes not counted).
     pub timers: usize,
@@ -50,7 +49,7 @@ pub struct Footprint {
 pub struct JobStore {
     slab: Slab<Job>,
     /// `hash32 << 32 | handle`, in the shard picked by the hash's low byte.
-    index: Box<[HashTable<u64>; SHARDS]>,
+    index: Box<[IdShard; SHARDS]>,
     hasher: foldhash::fast::RandomState,
     /// bucket end time (ms) -> handles that may be due by then.
     awake: BTreeMap<u64, Vec<JobHandle>>,
@@ -59,18 +58,12 @@ pub struct JobStore {
 /// Index shards: a power of two up to 256 (the shard is a hash byte).
 const SHARDS: usize = 256;
 
-fn empty_index() -> Box<[HashTable<u64>; SHARDS]> {
-    Box::new(std::array::from_fn(|_| HashTable::new()))
+fn empty_index() -> Box<[IdShard; SHARDS]> {
+    Box::new(std::array::from_fn(|_| IdShard::default()))
 }
 
 /// Timer granularity in ms.
 const BUCKET_MS: u64 = 10;
-
-/// The table hash from 32 stored bits: high bits feed hashbrown's control
-/// tag, low bits the bucket index.
-fn spread(h32: u32) -> u64 {
-    u64::from(h32) << 32 | u64::from(h32)
-}
 
 fn bucket(when: u64) -> u64 {
     when.div_ceil(BUCKET_MS) * BUCKET_MS
@@ -110,11 +103,7 @@ impl JobStore {
     pub fn lookup(&self, id: &JobId) -> Option<JobHandle> {
         let (shard, h32) = self.hash(id);
         let slab = &self.slab;
-        self.index[shard]
-            .find(spread(h32), |&v| {
-                (v >> 32) as u32 == h32 && slab.get(v as u32).is_some_and(|j| j.id == *id)
-            })
-            .map(|&v| v as u32)
+        self.index[shard].find(h32, |h| slab.get(h).is_some_and(|j| j.id == *id))
     }
 
     /// Insert a job unless its ID is already present (one hash, one probe).
@@ -123,20 +112,12 @@ impl JobStore {
         let (shard, h32) = self.hash(&job.id);
         let slab = &self.slab;
         let id = job.id;
-        let entry = self.index[shard].entry(
-            spread(h32),
-            |&v| (v >> 32) as u32 == h32 && slab.get(v as u32).is_some_and(|j| j.id == id),
-            |&v| spread((v >> 32) as u32),
-        );
-        match entry {
-            hashbrown::hash_table::Entry::Occupied(_) => None,
-            hashbrown::hash_table::Entry::Vacant(v) => {
-                // The slab handle is known before insertion: the next free slot.
-                let h = self.slab.insert(job);
-                v.insert(u64::from(h32) << 32 | u64::from(h));
-                Some(h)
-            }
-        }
+        let slot = self.index[shard]
+            .vacant(h32, |h| slab.get(h).is_some_and(|j| j.id == id))
+            .ok()?;
+        let h = self.slab.insert(job);
+        self.index[shard].fill(slot, h32, h);
+        Some(h)
     }
 
     /// Remove a job from the table and the scheduler.
@@ -144,9 +125,7 @@ impl JobStore {
         let job = self.slab.get(h)?;
         let (shard, h32) = self.hash(&job.id);
         // Its timer entry goes stale and is skipped when popped.
-        if let Ok(entry) = self.index[shard].find_entry(spread(h32), |&v| v as u32 == h) {
-            entry.remove();
-        }
+        self.index[shard].remove(h32, h);
         self.slab.remove(h)
     }
 
