@@ -296,9 +296,7 @@ impl Core {
             if st.error.is_some() || !st.buf.is_empty() || st.policy == AppendFsync::Always {
                 return false;
             }
-            let due = st.policy == AppendFsync::EverySec
-                && st.dirty
-                && st.last_fsync.elapsed() >= Duration::from_secs(1);
+            let due = st.policy == AppendFsync::EverySec && st.dirty && st.fsync_due();
             let Some(file) = st.file.as_ref().filter(|_| due) else {
                 return true;
             };
@@ -309,11 +307,7 @@ impl Core {
         };
         // Everything up to `upto` was handed to the kernel before the
         // fsync starts, so the fsync covers it.
-        let started = Instant::now();
-        let r = super::faults::sync_data(&file);
-        crate::metrics::shell()
-            .fsync
-            .observe(started.elapsed().as_micros() as u64);
+        let r = timed_sync(&file);
         let mut st = self.state();
         st.after_fsync(r, upto);
         true
@@ -551,6 +545,17 @@ fn record_len(r: &AofRecord) -> usize {
         AofRecord::DelJob(_) => 63,
         AofRecord::Dedup(b) => b.len() + 32,
     }
+}
+
+/// `fdatasync` of the AOF (or its injected fault), timed for the fsync
+/// latency metric.
+fn timed_sync(file: &File) -> std::io::Result<()> {
+    let started = Instant::now();
+    let r = super::faults::sync_data(file);
+    crate::metrics::shell()
+        .fsync
+        .observe(started.elapsed().as_micros() as u64);
+    r
 }
 
 fn open_append(path: &std::path::Path) -> std::io::Result<File> {
@@ -824,13 +829,17 @@ impl FileState {
         }
     }
 
-    fn fsync_per_policy(&mut self) {
-        let due = match self.policy {
+    /// The policy asks for an fsync now.
+    fn fsync_due(&self) -> bool {
+        match self.policy {
             AppendFsync::Always => true,
             AppendFsync::EverySec => self.last_fsync.elapsed() >= Duration::from_secs(1),
             AppendFsync::No => false,
-        };
-        if due {
+        }
+    }
+
+    fn fsync_per_policy(&mut self) {
+        if self.fsync_due() {
             self.fsync();
         }
     }
@@ -842,11 +851,7 @@ impl FileState {
             return;
         }
         let upto = self.written_seq;
-        let started = Instant::now();
-        let r = super::faults::sync_data(file);
-        crate::metrics::shell()
-            .fsync
-            .observe(started.elapsed().as_micros() as u64);
+        let r = timed_sync(file);
         self.after_fsync(r, upto);
     }
 
