@@ -98,8 +98,25 @@ pub fn encode_job(
     flavor: Flavor,
     now: u64,
 ) -> Bytes {
+    with_record(j, ext, cluster, flavor, now, |rec| {
+        let mut out = bytes::BytesMut::new();
+        rec.encode(&mut out);
+        out.freeze()
+    })
+}
+
+/// Call `f` with the job's record: its extension section encoded and the
+/// IDs of its `nodes_delivered` looked up (on the stack for the common
+/// small sets), the other fields borrowed from the job.
+fn with_record<R>(
+    j: &Job,
+    ext: Option<&JobExt>,
+    cluster: &super::Cluster,
+    flavor: Flavor,
+    now: u64,
+    f: impl FnOnce(&RecordRef<'_, RawNodes<'_>>) -> R,
+) -> R {
     let ext = ext.map(JobExt::encode);
-    // Node IDs on the stack for the common small sets.
     let mut inline = [[0u8; 40]; 8];
     let mut spilled = Vec::new();
     let mut n = 0;
@@ -123,9 +140,7 @@ pub fn encode_job(
     } else {
         &spilled
     };
-    let mut out = bytes::BytesMut::new();
-    record_ref(j, ext.as_deref(), nodes, flavor, now).encode(&mut out);
-    out.freeze()
+    f(&record_ref(j, ext.as_deref(), nodes, flavor, now))
 }
 
 /// The record of a job, borrowing the job's fields, the node IDs of its
@@ -196,14 +211,9 @@ pub fn record_of(
     flavor: Flavor,
     now: u64,
 ) -> JobRecord {
-    let ext = ext.map(JobExt::encode);
-    let nodes: Vec<[u8; 40]> = j
-        .nodes_delivered
-        .iter()
-        .filter_map(|n| cluster.get(n).map(|x| x.id))
-        .collect();
-    let rec = record_ref(j, ext.as_deref(), &nodes, flavor, now);
-    JobRecord::owned(&rec, Bytes::copy_from_slice)
+    with_record(j, ext, cluster, flavor, now, |rec| {
+        JobRecord::owned(rec, Bytes::copy_from_slice)
+    })
 }
 
 #[cfg(test)]
