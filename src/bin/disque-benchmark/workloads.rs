@@ -592,18 +592,16 @@ async fn consumer_loop(
     loop {
         let done = shared.producers_done()
             && shared.consumed.load(Ordering::Acquire) >= shared.produced.load(Ordering::Acquire);
-        if done {
-            for id in &unacked {
-                plan.encode_ack(conn, id);
-            }
-            conn.flush().await?;
-            read_acks(conn, shared, unacked.len()).await?;
-            return Ok(());
-        }
+        // Last turn's acknowledgements go first, in this turn's write.
         for id in &unacked {
             plan.encode_ack(conn, id);
         }
         let pending_acks = std::mem::take(&mut unacked).len();
+        if done {
+            conn.flush().await?;
+            read_acks(conn, shared, pending_acks).await?;
+            return Ok(());
+        }
         conn.queue_raw(cmd);
         let t0 = Instant::now();
         conn.flush().await?;
