@@ -172,7 +172,9 @@ async fn outbound(shared: Arc<Shared>, idx: NodeIdx, ip: String, port: u16) {
     let stream = match tokio::time::timeout(timeout, TcpStream::connect(&addr)).await {
         Ok(Ok(s)) => s,
         _ => {
-            shared.with(|node, now| node.engine.on_link_down(idx, now));
+            shared
+                .call(move |node, now| node.engine.on_link_down(idx, now))
+                .await;
             return;
         }
     };
@@ -191,11 +193,15 @@ async fn outbound(shared: Arc<Shared>, idx: NodeIdx, ip: String, port: u16) {
         Ok(Ok(tls)) => outbound_link(shared, idx, tls, addr, timeout, ends).await,
         Ok(Err(e)) => {
             tracing::warn!(peer = %addr, error = %e, "Bus TLS handshake with the peer failed.");
-            shared.with(|node, now| node.engine.on_link_down(idx, now));
+            shared
+                .call(move |node, now| node.engine.on_link_down(idx, now))
+                .await;
         }
         Err(_) => {
             tracing::warn!(peer = %addr, "Bus TLS handshake with the peer timed out.");
-            shared.with(|node, now| node.engine.on_link_down(idx, now));
+            shared
+                .call(move |node, now| node.engine.on_link_down(idx, now))
+                .await;
         }
     }
 }
@@ -233,12 +239,16 @@ async fn outbound_link<S: BusStream>(
     let mut rbuf = BytesMut::with_capacity(16 * 1024);
     if !authenticate(&shared, &mut stream, &mut rbuf, Role::Connector, timeout).await {
         tracing::warn!(peer = %addr, "Bus authentication with the peer failed (different cluster-secret?).");
-        shared.with(|node, now| node.engine.on_link_down(idx, now));
+        shared
+            .call(move |node, now| node.engine.on_link_down(idx, now))
+            .await;
         return;
     }
     let (gen, wake) = shared.bus.register(idx);
     crate::metrics::shell().link_connected(idx);
-    shared.with(|node, now| node.engine.on_link_up(idx, now));
+    shared
+        .call(move |node, now| node.engine.on_link_up(idx, now))
+        .await;
     let r = run_link(
         &shared,
         stream,
@@ -252,7 +262,9 @@ async fn outbound_link<S: BusStream>(
         tracing::debug!(node = idx, error = %e, "Bus link closed.");
     }
     if shared.bus.unregister(idx, gen) {
-        shared.with(|node, now| node.engine.on_link_down(idx, now));
+        shared
+            .call(move |node, now| node.engine.on_link_down(idx, now))
+            .await;
     }
 }
 
@@ -388,7 +400,7 @@ async fn auth_connector<S: BusStream>(
         return Err(bad("expected an auth challenge"));
     };
     let n_c = nonce();
-    let header = shared.with(|node, _| node.engine.header(0));
+    let header = shared.call(move |node, _| node.engine.header(0)).await;
     let mac = auth::connector_mac(secret, &n_a, &n_c);
     stream
         .write_all(&Message::new(header, Body::Auth { nonce: n_c, mac }).to_bytes())
@@ -411,7 +423,7 @@ async fn auth_acceptor<S: BusStream>(
     secret: &[u8],
 ) -> std::io::Result<()> {
     let n_a = nonce();
-    let header = shared.with(|node, _| node.engine.header(0));
+    let header = shared.call(move |node, _| node.engine.header(0)).await;
     stream
         .write_all(&Message::new(header, Body::AuthChallenge { nonce: n_a }).to_bytes())
         .await?;
@@ -457,25 +469,34 @@ async fn run_link<S: BusStream>(
     ends: Ends,
 ) -> std::io::Result<()> {
     let Ends { local_ip, peer_ip } = ends;
+    // Shared with every batch sent to the owner.
+    let ips: Arc<(String, String)> = Arc::new((local_ip, peer_ip));
+    let peer_ip = ips.1.clone();
     let mut wbuf = BytesMut::new();
     let mut shutdown = shared.shutdown_rx();
     let mut batch: Vec<Message> = Vec::new();
     loop {
         let bad = decode_all(&mut rbuf, &mut batch);
         if !batch.is_empty() {
-            // Drained, not taken: the batch keeps its allocation (growing a
-            // fresh Vec of messages showed up at ~10 % of bus CPU).
-            shared.with(|node, now| {
-                for msg in batch.drain(..) {
-                    if let Some(r) = node
-                        .engine
-                        .on_bus_message(kind, &local_ip, &peer_ip, msg, now)
-                    {
-                        crate::metrics::shell().bus_sent(r.body.msg_type());
-                        r.encode(&mut wbuf);
+            // The batch and the write buffer travel to the owner and back,
+            // keeping their allocations.
+            let ips = ips.clone();
+            let (mut b, mut w) = (std::mem::take(&mut batch), std::mem::take(&mut wbuf));
+            (batch, wbuf) = shared
+                .call(move |node, now| {
+                    let (local_ip, peer_ip) = &*ips;
+                    for msg in b.drain(..) {
+                        if let Some(r) = node
+                            .engine
+                            .on_bus_message(kind, local_ip, peer_ip, msg, now)
+                        {
+                            crate::metrics::shell().bus_sent(r.body.msg_type());
+                            r.encode(&mut w);
+                        }
                     }
-                }
-            });
+                    (b, w)
+                })
+                .await;
             // Frames the batch queued on this link leave with its replies.
             if let Some(o) = &outbox {
                 if !collect(shared, o, &mut wbuf) {

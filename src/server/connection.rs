@@ -1,10 +1,11 @@
 //! One client connection: read, parse every complete request in the
-//! buffer, run them under a single lock, write all replies with one
-//! syscall per batch. Blocked commands (GETJOB, replicated ADDJOB) wait on
-//! their oneshot while the socket is watched for disconnects; requests
-//! pipelined behind them stay buffered and run after they unblock. A
-//! woken GETJOB writes its reply without taking the node lock again
-//! (unless the AOF is on: then it waits for the records produced so far).
+//! buffer, hand them to the node's owner as one batch (the owner runs them
+//! and encodes the replies), write all replies with one syscall per batch.
+//! Blocked commands (GETJOB, replicated ADDJOB) wait on their oneshot
+//! while the socket is watched for disconnects; requests pipelined behind
+//! them stay buffered and run after they unblock. A woken GETJOB writes
+//! its reply without another trip to the owner (unless the AOF is on: then
+//! it waits for the records produced so far).
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -40,7 +41,15 @@ enum Step {
     /// Wait for a blocked command's reply.
     Blocked(oneshot::Receiver<Reply>, bool),
     Close,
-    Shutdown,
+    Shutdown {
+        restart_after_ms: Option<u64>,
+    },
+    /// CLUSTER MEET <hostname>: resolved by the shell, then answered.
+    Meet {
+        host: String,
+        port: u16,
+        suppress: bool,
+    },
     Monitor,
     /// CLIENT PAUSE in effect until this unix ms.
     Paused(u64),
@@ -57,28 +66,32 @@ pub async fn handle<S: ClientStream>(shared: Arc<Shared>, mut stream: S, addr: S
     let (kill_tx, kill_rx) = oneshot::channel();
     let fd = i64::from(stream.as_raw_fd());
     let blocked = Arc::new(AtomicBool::new(false));
-    shared.with(|node, now| {
-        node.stats.total_connections += 1;
-        node.clients.insert(
-            id,
-            ClientInfo {
+    let (sh, info_addr, info_blocked) = (shared.clone(), addr.clone(), blocked.clone());
+    shared
+        .call(move |node, now| {
+            node.stats.total_connections += 1;
+            node.clients.insert(
                 id,
-                addr: addr.clone(),
-                fd,
-                name: None,
-                created: now,
-                last_active: now,
-                last_cmd: "NULL",
-                blocked: blocked.clone(),
-                monitor: false,
-                // Shutdown fires every client's kill (`Shared::shutdown`);
-                // one accepted after that starts with its sender dropped,
-                // which ends it at once.
-                kill: (!*shared.shutdown_tx.borrow()).then_some(kill_tx),
-            },
-        );
-    });
-    let mut client = ClientState {
+                ClientInfo {
+                    id,
+                    addr: info_addr,
+                    fd,
+                    name: None,
+                    created: now,
+                    last_active: now,
+                    last_cmd: "NULL",
+                    blocked: info_blocked,
+                    monitor: false,
+                    // Shutdown sets the watch, then fires every client's
+                    // kill in a later owner task (`Shared::shutdown`); one
+                    // registered after that starts with its sender dropped,
+                    // which ends it at once.
+                    kill: (!*sh.shutdown_tx.borrow()).then_some(kill_tx),
+                },
+            );
+        })
+        .await;
+    let client = ClientState {
         id,
         addr,
         proto: 2,
@@ -89,23 +102,25 @@ pub async fn handle<S: ClientStream>(shared: Arc<Shared>, mut stream: S, addr: S
     // Every log line about this client carries its id and address.
     let span = tracing::info_span!("client", id, peer = %client.addr);
     async {
-        let result = serve(&shared, &mut stream, &mut client, &blocked, kill_rx).await;
+        let result = serve(&shared, &mut stream, client, &blocked, kill_rx).await;
         if let Err(e) = result {
             tracing::debug!(error = %e, "Client connection closed with error.");
         }
     }
     .instrument(span)
     .await;
-    shared.with(|node, now| {
-        node.clients.remove(&id);
-        node.engine.client_gone(id, now);
-    });
+    shared
+        .call(move |node, now| {
+            node.clients.remove(&id);
+            node.engine.client_gone(id, now);
+        })
+        .await;
 }
 
 async fn serve<S: ClientStream>(
     shared: &Shared,
     stream: &mut S,
-    client: &mut ClientState,
+    client: ClientState,
     blocked: &AtomicBool,
     // Fires (or its sender is dropped) on CLIENT KILL and on shutdown. A
     // oneshot costs a load per poll; a `watch::changed` future, created in
@@ -113,109 +128,135 @@ async fn serve<S: ClientStream>(
     // mutex, which all connections contend on, once per request.
     mut stop: oneshot::Receiver<()>,
 ) -> std::io::Result<()> {
+    let stop = &mut stop;
     // Buffers start small and grow with the traffic: thousands of idle
     // connections must not cost 32 KB each.
     let mut rbuf = BytesMut::with_capacity(1024);
-    let mut wbuf = BytesMut::new();
+    let rbuf = &mut rbuf;
     let mut parser = RequestParser::new();
-    let mut pending: VecDeque<Vec<Bytes>> = VecDeque::new();
-    let mut read_bytes: u64 = 0;
+    let parser = &mut parser;
     let mut protocol_error: Option<String> = None;
-    let mut spent = Spent::default();
+    let protocol_error = &mut protocol_error;
+    // What travels to the owner and back with every batch.
+    let mut batch = Batch {
+        client,
+        pending: VecDeque::new(),
+        wbuf: BytesMut::new(),
+        spent: Spent::default(),
+        read_bytes: 0,
+    };
     loop {
         // Parse the complete requests already buffered, up to a batch.
         let mut batch_full = false;
         while protocol_error.is_none() {
-            if pending.len() >= MAX_BATCH {
+            if batch.pending.len() >= MAX_BATCH {
                 // More requests may be buffered: parse them before reading.
                 batch_full = true;
                 break;
             }
-            match parser.parse(&mut rbuf) {
-                Ok(Some(args)) => pending.push_back(args),
+            match parser.parse(rbuf) {
+                Ok(Some(args)) => batch.pending.push_back(args),
                 Ok(None) => break,
-                Err(e) => protocol_error = Some(e.message()),
+                Err(e) => *protocol_error = Some(e.message()),
             }
         }
-        if !pending.is_empty() {
-            let (step, aof_sync, flusher) = run_batch(
-                shared,
-                client,
-                &mut pending,
-                &mut wbuf,
-                read_bytes,
-                &mut spent,
-            );
-            read_bytes = 0;
-            if let Some(f) = flusher {
-                // Let the other connections ready on this worker queue
-                // their records first: one write() for all of them.
-                tokio::task::yield_now().await;
-                f.flush();
-            }
+        if !batch.pending.is_empty() {
+            let done = run_on_owner(shared, batch).await;
+            let step = done.step;
+            let sync = done.sync;
+            batch = done.batch;
+            batch.read_bytes = 0;
             // No reply of this batch leaves before its AOF records are
-            // written (fsynced with `always`), awaited outside the lock.
-            // If the disk fails meanwhile, the commands that produced
-            // records are answered -MISCONF instead of hanging.
-            if let Some(w) = aof_sync {
+            // written (fsynced with `always`); the owner wrote them at the
+            // end of its turn, so this is normally already over. If the
+            // disk fails meanwhile, the commands that produced records are
+            // answered -MISCONF instead of hanging.
+            if let Some(w) = sync {
                 match w.wait().await {
                     Ok(()) => {}
                     Err(NotDurable::Gone) => return Ok(()),
-                    Err(NotDurable::Disk(e)) => {
-                        misconf_replies(&mut wbuf, &spent.durable, &e, client.proto)
-                    }
+                    Err(NotDurable::Disk(e)) => misconf_replies(
+                        &mut batch.wbuf,
+                        &batch.spent.durable,
+                        &e,
+                        batch.client.proto,
+                    ),
                 }
             }
-            spent.clear(&mut parser);
+            batch.spent.clear(parser);
+            let wbuf = &mut batch.wbuf;
             match step {
                 Step::Continue => {}
                 Step::Paused(until) => {
-                    flush(stream, &mut wbuf).await?;
+                    flush(stream, wbuf).await?;
                     let wait = until.saturating_sub(crate::clock::unix_ms());
                     tokio::time::sleep(Duration::from_millis(wait.min(3_600_000))).await;
                     continue;
                 }
                 Step::Blocked(rx, suppress) => {
-                    flush(stream, &mut wbuf).await?;
-                    let Some(reply) =
-                        wait_blocked(shared, stream, blocked, rx, &mut rbuf, &mut stop).await?
+                    flush(stream, wbuf).await?;
+                    let Some(reply) = wait_blocked(shared, stream, blocked, rx, rbuf, stop).await?
                     else {
                         return Ok(());
                     };
                     if !suppress {
-                        encode(&reply, client.proto, &mut wbuf);
+                        encode(&reply, batch.client.proto, wbuf);
+                    }
+                    continue;
+                }
+                Step::Meet {
+                    host,
+                    port,
+                    suppress,
+                } => {
+                    flush(stream, wbuf).await?;
+                    let (tx, rx) = oneshot::channel();
+                    let _ = shared.meet_tx.send((host, port, tx));
+                    let Some(reply) = wait_blocked(shared, stream, blocked, rx, rbuf, stop).await?
+                    else {
+                        return Ok(());
+                    };
+                    if !suppress {
+                        encode(&reply, batch.client.proto, wbuf);
                     }
                     continue;
                 }
                 Step::Close => {
-                    flush(stream, &mut wbuf).await?;
+                    flush(stream, wbuf).await?;
                     return Ok(());
                 }
-                Step::Shutdown => {
-                    flush(stream, &mut wbuf).await?;
-                    shared.shutdown();
+                Step::Shutdown { restart_after_ms } => {
+                    flush(stream, wbuf).await?;
+                    if let Some(ms) = restart_after_ms {
+                        shared.request_restart(ms);
+                    }
+                    shared.shutdown().await;
                     return Ok(());
                 }
                 Step::Monitor => {
-                    flush(stream, &mut wbuf).await?;
-                    return monitor(shared, stream, client.id, &mut stop).await;
+                    flush(stream, wbuf).await?;
+                    return monitor(shared, stream, batch.client.id, stop).await;
                 }
             }
-            if !pending.is_empty() || batch_full {
+            if !batch.pending.is_empty() || batch_full {
                 // Write big reply backlogs out first, so a client that
                 // pipelines without reading blocks on TCP, not on our memory.
-                if wbuf.len() >= FLUSH_AT {
-                    flush(stream, &mut wbuf).await?;
+                if batch.wbuf.len() >= FLUSH_AT {
+                    flush(stream, &mut batch.wbuf).await?;
                 }
                 continue;
             }
         }
         if let Some(msg) = protocol_error.take() {
-            encode(&WireError::Protocol(msg).reply(), client.proto, &mut wbuf);
-            flush(stream, &mut wbuf).await?;
+            encode(
+                &WireError::Protocol(msg).reply(),
+                batch.client.proto,
+                &mut batch.wbuf,
+            );
+            flush(stream, &mut batch.wbuf).await?;
             return Ok(());
         }
-        flush(stream, &mut wbuf).await?;
+        flush(stream, &mut batch.wbuf).await?;
         if let Some(extra) = parser.pending_bulk_remaining() {
             rbuf.reserve(extra.min(MAX_RESERVE));
         } else if rbuf.capacity() - rbuf.len() < 512 {
@@ -226,14 +267,14 @@ async fn serve<S: ClientStream>(
         let idle = shared.idle_timeout.load(Ordering::Relaxed);
         let n = tokio::select! {
             biased;
-            r = stream.read_buf(&mut rbuf) => r?,
-            _ = &mut stop => return Ok(()),
+            r = stream.read_buf(rbuf) => r?,
+            _ = &mut *stop => return Ok(()),
             _ = idle_sleep(idle) => return Ok(()),
         };
         if n == 0 {
             return Ok(());
         }
-        read_bytes += n as u64;
+        batch.read_bytes += n as u64;
     }
 }
 
@@ -258,109 +299,146 @@ async fn flush<S: ClientStream>(stream: &mut S, wbuf: &mut BytesMut) -> std::io:
     Ok(())
 }
 
-/// Run queued requests under one lock until one needs the connection's attention.
-fn run_batch(
-    shared: &Shared,
-    client: &mut ClientState,
-    pending: &mut VecDeque<Vec<Bytes>>,
-    wbuf: &mut BytesMut,
+/// A connection's state that travels to the owner with each batch: the
+/// client's protocol state, the parsed requests, the reply buffer (the
+/// owner encodes into it) and what the batch leaves to free.
+struct Batch {
+    client: ClientState,
+    pending: VecDeque<Vec<Bytes>>,
+    wbuf: BytesMut,
+    spent: Spent,
     read_bytes: u64,
-    spent: &mut Spent,
-) -> (
-    Step,
-    Option<crate::aof::SyncWait>,
-    Option<crate::aof::writer::Flusher>,
-) {
-    let ((step, sync), flusher) = shared.with_aof_deferred(|node, now| {
-        node.stats.net_input += read_bytes;
-        if node.clients_paused_until > now {
-            return (Step::Paused(node.clients_paused_until), None);
+}
+
+/// A batch back from the owner, with what the connection must do next and
+/// the AOF progress its replies wait for.
+struct Done {
+    batch: Batch,
+    step: Step,
+    sync: Option<crate::aof::SyncWait>,
+}
+
+/// Hand the batch to the owner thread and await it (released at the end
+/// of the owner's turn, after the turn's AOF write).
+async fn run_on_owner(shared: &Shared, mut moved: Batch) -> Done {
+    let (tx, rx) = oneshot::channel();
+    shared.submit(Box::new(move |node, now, turn| {
+        let (step, sync) = run_batch(node, now, &mut moved);
+        turn.release(move || {
+            let _ = tx.send(Done {
+                batch: moved,
+                step,
+                sync,
+            });
+        });
+    }));
+    match rx.await {
+        Ok(done) => done,
+        // The owner runs every task it is given while the process lives.
+        Err(_) => std::process::abort(),
+    }
+}
+
+/// Run queued requests on the owner until one needs the connection's
+/// attention.
+fn run_batch(
+    node: &mut crate::node::Node,
+    now: u64,
+    b: &mut Batch,
+) -> (Step, Option<crate::aof::SyncWait>) {
+    let Batch {
+        client,
+        pending,
+        wbuf,
+        spent,
+        read_bytes,
+    } = b;
+    node.stats.net_input += *read_bytes;
+    if node.clients_paused_until > now {
+        return (Step::Paused(node.clients_paused_until), None);
+    }
+    let start_len = wbuf.len();
+    let mut step = Step::Continue;
+    while let Some(args) = pending.pop_front() {
+        let before = client.reply_mode;
+        if before == ReplyMode::Skip {
+            client.reply_mode = ReplyMode::On;
         }
-        let start_len = wbuf.len();
-        let mut step = Step::Continue;
-        while let Some(args) = pending.pop_front() {
-            let before = client.reply_mode;
-            if before == ReplyMode::Skip {
-                client.reply_mode = ReplyMode::On;
-            }
-            let records_before = node.engine.pending_aof_records();
-            let out = commands::dispatch(node, client, &args, now);
-            let durable = node.engine.pending_aof_records() > records_before;
-            let after = client.reply_mode;
-            let suppress = matches!(after, ReplyMode::Off | ReplyMode::Skip)
-                || (before == ReplyMode::Skip && after == ReplyMode::On);
-            spent.args.push(args);
-            match out {
-                Outcome::Reply(r) => {
-                    if !suppress {
-                        let at = wbuf.len();
-                        encode(&r, client.proto, wbuf);
-                        if durable {
-                            spent.durable.push((at, wbuf.len()));
-                        }
-                    }
-                    spent.replies.push(r);
-                    // As in Redis, the first 16 KB (its static reply
-                    // buffer) do not count against the limit.
-                    let hard = node.config.client_output_buffer_limit.hard;
-                    if hard != 0 && (wbuf.len() as u64).saturating_sub(16 * 1024) > hard {
-                        // client-output-buffer-limit hard: drop the client
-                        // rather than buffer without bound (as Redis does).
-                        tracing::warn!(
-                            client = client.id,
-                            bytes = wbuf.len(),
-                            "Client closed for overcoming of output buffer limits."
-                        );
-                        wbuf.clear();
-                        step = Step::Close;
-                        break;
-                    }
-                    if wbuf.len() >= FLUSH_AT {
-                        break;
+        let records_before = node.engine.pending_aof_records();
+        let out = commands::dispatch(node, client, &args, now);
+        let durable = node.engine.pending_aof_records() > records_before;
+        let after = client.reply_mode;
+        let suppress = matches!(after, ReplyMode::Off | ReplyMode::Skip)
+            || (before == ReplyMode::Skip && after == ReplyMode::On);
+        spent.args.push(args);
+        match out {
+            Outcome::Reply(r) => {
+                if !suppress {
+                    let at = wbuf.len();
+                    encode(&r, client.proto, wbuf);
+                    if durable {
+                        spent.durable.push((at, wbuf.len()));
                     }
                 }
-                Outcome::Blocked(rx) => {
-                    if let Some(info) = node.clients.get(&client.id) {
-                        info.blocked.store(true, Ordering::Relaxed);
-                    }
-                    step = Step::Blocked(rx, suppress);
-                    break;
-                }
-                Outcome::Close(r) => {
-                    if let Some(r) = r {
-                        encode(&r, client.proto, wbuf);
-                    }
+                spent.replies.push(r);
+                // As in Redis, the first 16 KB (its static reply
+                // buffer) do not count against the limit.
+                let hard = node.config.client_output_buffer_limit.hard;
+                if hard != 0 && (wbuf.len() as u64).saturating_sub(16 * 1024) > hard {
+                    // client-output-buffer-limit hard: drop the client
+                    // rather than buffer without bound (as Redis does).
+                    tracing::warn!(
+                        client = client.id,
+                        bytes = wbuf.len(),
+                        "Client closed for overcoming of output buffer limits."
+                    );
+                    wbuf.clear();
                     step = Step::Close;
                     break;
                 }
-                Outcome::Shutdown { restart_after_ms } => {
-                    if let Some(ms) = restart_after_ms {
-                        shared.request_restart(ms);
-                    }
-                    step = Step::Shutdown;
-                    break;
-                }
-                Outcome::MeetHost { host, port } => {
-                    let (tx, rx) = tokio::sync::oneshot::channel();
-                    let _ = shared.meet_tx.send((host, port, tx));
-                    step = Step::Blocked(rx, suppress);
-                    break;
-                }
-                Outcome::Monitor => {
-                    encode(&Reply::ok(), client.proto, wbuf);
-                    step = Step::Monitor;
+                if wbuf.len() >= FLUSH_AT {
                     break;
                 }
             }
+            Outcome::Blocked(rx) => {
+                if let Some(info) = node.clients.get(&client.id) {
+                    info.blocked.store(true, Ordering::Relaxed);
+                }
+                step = Step::Blocked(rx, suppress);
+                break;
+            }
+            Outcome::Close(r) => {
+                if let Some(r) = r {
+                    encode(&r, client.proto, wbuf);
+                }
+                step = Step::Close;
+                break;
+            }
+            Outcome::Shutdown { restart_after_ms } => {
+                step = Step::Shutdown { restart_after_ms };
+                break;
+            }
+            Outcome::MeetHost { host, port } => {
+                step = Step::Meet {
+                    host,
+                    port,
+                    suppress,
+                };
+                break;
+            }
+            Outcome::Monitor => {
+                encode(&Reply::ok(), client.proto, wbuf);
+                step = Step::Monitor;
+                break;
+            }
         }
-        node.stats.net_output += (wbuf.len() - start_len) as u64;
-        if let Some(info) = node.clients.get_mut(&client.id) {
-            info.last_active = now;
-            info.last_cmd = client.last_cmd;
-        }
-        (step, crate::node::persistence::pending_sync(node))
-    });
-    (step, sync, flusher)
+    }
+    node.stats.net_output += (wbuf.len() - start_len) as u64;
+    if let Some(info) = node.clients.get_mut(&client.id) {
+        info.last_active = now;
+        info.last_cmd = client.last_cmd;
+    }
+    (step, crate::node::persistence::pending_sync(node))
 }
 
 /// Requests and replies of a batch, freed after the lock is released so
@@ -438,7 +516,9 @@ async fn wait_blocked<S: ClientStream>(
     // another call: wait for everything produced. Without an AOF there is
     // nothing to wait for, and the lock is not taken a second time.
     let aof_sync = if shared.aof_records.load(Ordering::Acquire) {
-        shared.with(|node, _| crate::node::persistence::produced_sync(node))
+        shared
+            .call(|node, _| crate::node::persistence::produced_sync(node))
+            .await
     } else {
         None
     };
@@ -461,12 +541,14 @@ async fn monitor<S: ClientStream>(
     stop: &mut oneshot::Receiver<()>,
 ) -> std::io::Result<()> {
     let (tx, mut rx) = mpsc::channel::<Bytes>(10_000);
-    shared.with(|node, _| {
-        node.monitors.push(tx);
-        if let Some(info) = node.clients.get_mut(&id) {
-            info.monitor = true;
-        }
-    });
+    shared
+        .call(move |node, _| {
+            node.monitors.push(tx);
+            if let Some(info) = node.clients.get_mut(&id) {
+                info.monitor = true;
+            }
+        })
+        .await;
     let mut sink = [0u8; 1024];
     loop {
         tokio::select! {

@@ -14,18 +14,22 @@ const POLL: Duration = Duration::from_millis(200);
 
 /// Run the drain if it is configured; returns when it is over.
 pub async fn drain(shared: &Shared) {
-    let (secs, was_leaving) = shared.with(|node, _| {
-        (
-            node.config.deploy.shutdown_drain_timeout,
-            node.engine.cluster().leaving(),
-        )
-    });
+    let (secs, was_leaving) = shared
+        .call(|node, _| {
+            (
+                node.config.deploy.shutdown_drain_timeout,
+                node.engine.cluster().leaving(),
+            )
+        })
+        .await;
     if secs == 0 {
         return;
     }
-    shared.with(|node, _| node.engine.set_leaving(true));
+    shared
+        .call(move |node, _| node.engine.set_leaving(true))
+        .await;
     let queued = || {
-        shared.with(|node, _| {
+        shared.call(|node, _| {
             node.engine
                 .queues()
                 .iter()
@@ -35,12 +39,12 @@ pub async fn drain(shared: &Shared) {
     };
     tracing::info!(
         timeout_secs = secs,
-        queued = queued(),
+        queued = queued().await,
         "Draining before shutdown: leaving the cluster, letting queued jobs move to other nodes."
     );
     let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
     loop {
-        let left = queued();
+        let left = queued().await;
         if left == 0 {
             tracing::info!("Drained: no job left in the queues.");
             break;
@@ -63,6 +67,8 @@ pub async fn drain(shared: &Shared) {
     // The flag was the drain's, not an operator's CLUSTER LEAVING: the
     // node comes back as a full member after the restart.
     if !was_leaving {
-        shared.with(|node, _| node.engine.set_leaving(false));
+        shared
+            .call(move |node, _| node.engine.set_leaving(false))
+            .await;
     }
 }

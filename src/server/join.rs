@@ -73,7 +73,9 @@ pub async fn meet_resolver(shared: Arc<Shared>, mut rx: mpsc::UnboundedReceiver<
                 Ok(ips) => {
                     let ip = prefer_v4(&ips);
                     tracing::info!(host = %host, ip = %ip, port, "CLUSTER MEET resolved.");
-                    shared.with(|node, now| node.engine.cluster_meet(ip.to_string(), port, now));
+                    shared
+                        .call(move |node, now| node.engine.cluster_meet(ip.to_string(), port, now))
+                        .await;
                     Reply::ok()
                 }
                 Err(e) => {
@@ -91,12 +93,14 @@ fn prefer_v4(ips: &[IpAddr]) -> IpAddr {
 }
 
 /// True when some other node is a full member we can currently reach.
-fn joined(shared: &Shared) -> bool {
-    shared.with(|node, _| {
-        node.engine.cluster().nodes.iter().skip(1).any(|n| {
-            n.link && n.pong_received > 0 && !n.has(FLAG_HANDSHAKE | FLAG_PFAIL | FLAG_FAIL)
+async fn joined(shared: &Shared) -> bool {
+    shared
+        .call(|node, _| {
+            node.engine.cluster().nodes.iter().skip(1).any(|n| {
+                n.link && n.pong_received > 0 && !n.has(FLAG_HANDSHAKE | FLAG_PFAIL | FLAG_FAIL)
+            })
         })
-    })
+        .await
 }
 
 /// `cluster-join`: meet every seed (the first IPv4 address of each name)
@@ -110,7 +114,7 @@ pub async fn join(shared: Arc<Shared>, seeds: Vec<(String, u16)>) {
     let started = std::time::Instant::now();
     let mut attempts = 0u32;
     loop {
-        if joined(&shared) {
+        if joined(&shared).await {
             tracing::info!(
                 attempts,
                 secs = format!("{:.3}", started.elapsed().as_secs_f64()),
@@ -125,7 +129,10 @@ pub async fn join(shared: Arc<Shared>, seeds: Vec<(String, u16)>) {
                 // would make its entry flip between them.
                 Ok(ips) => {
                     let ip = prefer_v4(&ips);
-                    shared.with(|node, now| node.engine.cluster_meet(ip.to_string(), *port, now));
+                    let port = *port;
+                    shared
+                        .call(move |node, now| node.engine.cluster_meet(ip.to_string(), port, now))
+                        .await;
                 }
                 Err(e) => {
                     tracing::debug!(host = %host, error = %e, "cluster-join: cannot resolve the seed yet.");
@@ -139,7 +146,7 @@ pub async fn join(shared: Arc<Shared>, seeds: Vec<(String, u16)>) {
                 _ = tokio::time::sleep(Duration::from_millis(100)) => {}
                 _ = shutdown.changed() => return,
             }
-            if joined(&shared) {
+            if joined(&shared).await {
                 break;
             }
         }

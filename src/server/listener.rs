@@ -228,23 +228,26 @@ fn bind_single(
 }
 
 /// maxclients and protected mode (`peer` is None for the Unix socket).
-pub(crate) fn admit(shared: &Shared, peer: Option<&SocketAddr>) -> Result<(), Refusal> {
-    shared.with(|node, _| {
-        let refusal = if node.clients.len() as u64 >= node.config.maxclients {
-            Some(Refusal::Full)
-        } else if peer.is_some_and(|p| super::access::protected_mode_denies(&node.config, p)) {
-            Some(Refusal::Protected)
-        } else {
-            None
-        };
-        match refusal {
-            Some(r) => {
-                node.stats.rejected_connections += 1;
-                Err(r)
+pub(crate) async fn admit(shared: &Shared, peer: Option<&SocketAddr>) -> Result<(), Refusal> {
+    let peer = peer.copied();
+    shared
+        .call(move |node, _| {
+            let refusal = if node.clients.len() as u64 >= node.config.maxclients {
+                Some(Refusal::Full)
+            } else if peer.is_some_and(|p| super::access::protected_mode_denies(&node.config, &p)) {
+                Some(Refusal::Protected)
+            } else {
+                None
+            };
+            match refusal {
+                Some(r) => {
+                    node.stats.rejected_connections += 1;
+                    Err(r)
+                }
+                None => Ok(()),
             }
-            None => Ok(()),
-        }
-    })
+        })
+        .await
 }
 
 /// Tell a refused client why, then close.
@@ -290,7 +293,7 @@ pub async fn accept_loop(shared: Arc<Shared>, listener: TcpListener, tls: bool) 
             tokio::spawn(tls_client(shared.clone(), stream, addr));
             continue;
         }
-        if let Err(why) = admit(&shared, Some(&addr)) {
+        if let Err(why) = admit(&shared, Some(&addr)).await {
             tokio::spawn(reject(stream, why, addr.to_string()));
             continue;
         }
@@ -333,7 +336,7 @@ pub async fn accept_unix_loop(
                 continue;
             }
         };
-        if let Err(why) = admit(&shared, None) {
+        if let Err(why) = admit(&shared, None).await {
             tokio::spawn(reject(stream, why, path.clone()));
             continue;
         }
@@ -368,7 +371,7 @@ async fn tls_client(shared: Arc<Shared>, stream: tokio::net::TcpStream, addr: So
                 return;
             }
         };
-    if let Err(why) = admit(&shared, Some(&addr)) {
+    if let Err(why) = admit(&shared, Some(&addr)).await {
         reject(&mut stream, why, addr.to_string()).await;
         let _ = tokio::time::timeout(Duration::from_secs(1), stream.shutdown()).await;
         return;

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use super::Shared;
 use crate::node::persistence::{begin_load, finish_load, LoadingStatus};
 
-/// Records applied per lock acquisition.
+/// Records applied per owner task.
 const BATCH: usize = 1024;
 
 /// Test hook (docs/COMPATIBILITY.md): wait this many ms after opening the
@@ -19,17 +19,19 @@ const DELAY_ENV: &str = "DISQUE_DEBUG_LOADING_DELAY_MS";
 /// An error means the node must not start.
 pub async fn load(shared: &Shared) -> Result<(), String> {
     let started = Instant::now();
-    let begun = shared.with(|node, now| {
-        let load = begin_load(node)?;
-        if let Some(l) = &load {
-            node.aof.loading = Some(LoadingStatus {
-                start_time: now / 1000,
-                total_bytes: l.total_bytes,
-                loaded_bytes: 0,
-            });
-        }
-        Ok::<_, String>(load)
-    })?;
+    let begun = shared
+        .call(|node, now| {
+            let load = begin_load(node)?;
+            if let Some(l) = &load {
+                node.aof.loading = Some(LoadingStatus {
+                    start_time: now / 1000,
+                    total_bytes: l.total_bytes,
+                    loaded_bytes: 0,
+                });
+            }
+            Ok::<_, String>(load)
+        })
+        .await?;
     let loaded = match begun {
         None => None,
         Some(mut load) => {
@@ -40,24 +42,29 @@ pub async fn load(shared: &Shared) -> Result<(), String> {
                 tokio::time::sleep(Duration::from_millis(ms)).await;
             }
             loop {
-                let done = shared.with(|node, now| {
-                    let r = load.step(&mut node.engine, now, BATCH);
-                    if let Some(s) = &mut node.aof.loading {
-                        s.loaded_bytes = load.offset();
-                    }
-                    r
-                })?;
-                if done {
+                // The load travels to the owner and back with each batch,
+                // so connections' tasks (answered -LOADING) run between.
+                let (back, r) = shared
+                    .call(move |node, now| {
+                        let r = load.step(&mut node.engine, now, BATCH);
+                        if let Some(s) = &mut node.aof.loading {
+                            s.loaded_bytes = load.offset();
+                        }
+                        (load, r)
+                    })
+                    .await;
+                load = back;
+                if r? {
                     break;
                 }
-                // Let waiting connections take the lock between batches.
-                tokio::task::yield_now().await;
             }
-            Some(shared.with(|node, _| load.finish(&node.engine)))
+            Some(shared.call(move |node, _| load.finish(&node.engine)).await)
         }
     };
-    shared.with(|node, _| {
-        node.aof.loading = None;
-        finish_load(node, loaded, started)
-    })
+    shared
+        .call(move |node, _| {
+            node.aof.loading = None;
+            finish_load(node, loaded, started)
+        })
+        .await
 }

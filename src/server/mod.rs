@@ -1,7 +1,9 @@
-//! The tokio shell around the engine: shared state behind one mutex,
-//! startup and shutdown, the client listener, connections and the timer.
-//! Every client command, bus message and tick is one `with` call; effects
-//! are drained while the lock is still held so they leave in engine order.
+//! The tokio shell around the engine: the handles every task shares (the
+//! owner's mailbox, the bus, notifications), startup and shutdown, the
+//! client listener, connections and the timer. The node itself belongs to
+//! one thread (`owner`); every client batch, bus batch and tick is one
+//! task there, and effects are drained after each task, on that thread, so
+//! they leave in engine order.
 
 pub mod access;
 pub mod bus;
@@ -12,12 +14,13 @@ pub mod join;
 pub mod listener;
 pub mod loading;
 pub mod nodes_conf;
+pub mod owner;
 pub mod persistence;
 pub mod signals;
 pub mod ticker;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 
 use tokio::sync::{watch, Notify};
 
@@ -33,11 +36,9 @@ pub struct Exit {
     pub port: u16,
 }
 
-/// try_lock attempts before blocking on the node mutex.
-const SPIN_TRIES: u32 = 2000;
-
 pub struct Shared {
-    node: Mutex<Node>,
+    /// The owner thread's mailbox (`owner`): the only way to the node.
+    owner: owner::Handle,
     /// Wakes the ticker when an earlier deadline appears.
     pub tick_notify: Notify,
     /// Wakes the nodes.conf saver when the node table changed.
@@ -73,24 +74,14 @@ pub struct Shared {
     pub aof_records: AtomicBool,
 }
 
-/// A panic while the node lock was held left the engine's state possibly
-/// half-updated (a job dequeued but not delivered, an index out of step
-/// with the table): serving on from it could lose or duplicate jobs, so
-/// stop here, loudly. Replicas and the AOF recover the jobs on restart.
-#[cold]
-fn poisoned() -> ! {
-    tracing::error!("A command panicked while holding the node lock: the node state may be half-updated. Aborting.");
-    eprintln!("disque-server: a command panicked while holding the node lock; the node state may be half-updated. Aborting.");
-    std::process::abort()
-}
-
 impl Shared {
+    /// The shared handles, and the node's owner thread, started.
     pub fn new(
         node: Node,
-    ) -> (
+    ) -> std::io::Result<(
         Arc<Shared>,
         tokio::sync::mpsc::UnboundedReceiver<bus::ConnectRequest>,
-    ) {
+    )> {
         let idle = node.config.timeout;
         let keepalive = node.config.tcp_keepalive;
         let node_timeout = node.config.cluster_node_timeout;
@@ -99,8 +90,9 @@ impl Shared {
         let (shutdown_tx, _) = watch::channel(false);
         let (connect_tx, connect_rx) = tokio::sync::mpsc::unbounded_channel();
         let (meet_tx, meet_rx) = tokio::sync::mpsc::unbounded_channel();
+        let (owner, starter) = owner::start(node);
         let shared = Arc::new(Shared {
-            node: Mutex::new(node),
+            owner,
             tick_notify: Notify::new(),
             save_notify: Notify::new(),
             next_tick: AtomicU64::new(0),
@@ -119,7 +111,8 @@ impl Shared {
             bus_secret,
             tls,
         });
-        (shared, connect_rx)
+        starter.spawn(shared.clone())?;
+        Ok((shared, connect_rx))
     }
 
     /// DEBUG RESTART: after the shutdown that follows, run again.
@@ -137,71 +130,30 @@ impl Shared {
         self.node_timeout.load(Ordering::Relaxed)
     }
 
-    fn lock(&self) -> MutexGuard<'_, Node> {
-        // Critical sections are a few microseconds, held by the other
-        // worker on the other core: spinning that long is cheaper than the
-        // futex sleep and wake-up (two context switches) of a plain lock().
-        for _ in 0..SPIN_TRIES {
-            match self.node.try_lock() {
-                Ok(g) => return g,
-                Err(std::sync::TryLockError::Poisoned(_)) => poisoned(),
-                Err(std::sync::TryLockError::WouldBlock) => std::hint::spin_loop(),
-            }
-        }
-        self.node.lock().unwrap_or_else(|_| poisoned())
-    }
-
-    /// Run `f` on the node with the current time, then hand off effects.
-    pub fn with<R>(&self, f: impl FnOnce(&mut Node, u64) -> R) -> R {
-        let (out, flusher) = self.with_aof_deferred(f);
-        if let Some(f) = flusher {
-            f.flush();
-        }
-        out
-    }
-
-    /// `with`, but the AOF records the call queued are left for the caller
-    /// to write (`Flusher::flush`) before it replies: a connection first
-    /// lets the other connections ready on its worker run, so one
-    /// `write()` carries the records of all of them, as Disque writes its
-    /// AOF buffer once per event-loop turn.
-    pub fn with_aof_deferred<R>(
+    /// Run `f` on the node's owner thread with the current time and await
+    /// its result (released after the AOF write of the turn it ran in).
+    pub async fn call<R: Send + 'static>(
         &self,
-        f: impl FnOnce(&mut Node, u64) -> R,
-    ) -> (R, Option<crate::aof::writer::Flusher>) {
-        let mut node = self.lock();
-        let now = unix_ms();
-        let out = f(&mut node, now);
-        self.drain_effects(&mut node, now);
-        if let Some(d) = node.engine.next_deadline() {
-            if d < self.next_tick.load(Ordering::Relaxed) {
-                self.tick_notify.notify_one();
-            }
-        }
-        // Persist a changed node table right away, as Disque does before
-        // its event loop sleeps again (a node killed just after learning
-        // its peers must find them in nodes.conf on restart).
-        if node.engine.nodes_conf_dirty() {
-            self.save_notify.notify_one();
-        }
-        let aof = node.engine.aof_records();
-        if self.aof_records.load(Ordering::Relaxed) != aof {
-            self.aof_records.store(aof, Ordering::Release);
-        }
-        // AOF records this call queued are written outside the node lock
-        // and before the caller replies (docs/ARCHITECTURE.md).
-        let flusher = crate::node::persistence::take_flusher(&mut node);
-        let add_replies = node.engine.take_add_replies();
-        drop(node);
-        // Blocked ADDJOBs this call completed: woken outside the lock (the
-        // client still waits for the AOF watermark before it replies).
-        for (tx, reply) in add_replies {
-            let _ = tx.send(reply);
-        }
-        (out, flusher)
+        f: impl FnOnce(&mut Node, u64) -> R + Send + 'static,
+    ) -> R {
+        owner::call(&self.owner, f).await
     }
 
-    fn drain_effects(&self, node: &mut Node, now: u64) {
+    /// `call` from a thread outside the runtime (a blocking task), which
+    /// may wait.
+    pub fn call_blocking<R: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut Node, u64) -> R + Send + 'static,
+    ) -> R {
+        owner::call_blocking(&self.owner, f)
+    }
+
+    /// Hand the owner a task that answers by itself (`owner::Turn::release`).
+    pub fn submit(&self, task: owner::Task) {
+        self.owner.submit(task);
+    }
+
+    pub(crate) fn drain_effects(&self, node: &mut Node, now: u64) {
         let frames = node.engine.take_messages(now);
         if !frames.is_empty() {
             self.send_frames(node, frames);
@@ -281,18 +233,19 @@ impl Shared {
         }
     }
 
-    pub fn shutdown(&self) {
+    pub async fn shutdown(&self) {
         let _ = self.shutdown_tx.send(true);
         // Client connections wait on their kill oneshot only (cheaper to
         // poll than the watch): fire them all. One registering later sees
         // the watch set and gets no sender (`connection::handle`).
-        self.with(|node, _| {
+        self.call(|node, _| {
             for c in node.clients.values_mut() {
                 if let Some(k) = c.kill.take() {
                     let _ = k.send(());
                 }
             }
-        });
+        })
+        .await;
     }
 
     pub fn shutdown_rx(&self) -> watch::Receiver<bool> {
@@ -359,7 +312,8 @@ pub async fn run(config: crate::config::Config) -> Result<Exit, String> {
     let mut node = Node::new(engine, config, names, crate::commands::COMMANDS.len(), now);
     node.tcp_port = port;
     node.tls = tls;
-    let (shared, connect_rx) = Shared::new(node);
+    let (shared, connect_rx) =
+        Shared::new(node).map_err(|e| format!("Starting the node's owner thread: {e}"))?;
     if let Ok(mut g) = shared.nodes_conf.lock() {
         *g = Some(nodes_conf);
     }
@@ -383,7 +337,7 @@ pub async fn run(config: crate::config::Config) -> Result<Exit, String> {
         tokio::spawn(listener::accept_unix_loop(shared.clone(), l, path));
     }
     // Probes answer during the load too (/readyz says "loading").
-    let http_endpoint = http::start(&shared)?;
+    let http_endpoint = http::start(&shared).await?;
     // Fields are appended, never reordered: scripts parse these lines.
     let http_field = http_endpoint
         .as_ref()
@@ -410,7 +364,7 @@ pub async fn run(config: crate::config::Config) -> Result<Exit, String> {
     if let Some(rx) = shared.meet_rx.lock().ok().and_then(|mut g| g.take()) {
         tokio::spawn(join::meet_resolver(shared.clone(), rx));
     }
-    let seeds = shared.with(|node, _| node.config.deploy.join.clone());
+    let seeds = shared.call(|node, _| node.config.deploy.join.clone()).await;
     if !seeds.is_empty() {
         tokio::spawn(join::join(shared.clone(), seeds));
     }
@@ -438,7 +392,7 @@ pub async fn run(config: crate::config::Config) -> Result<Exit, String> {
         drain::drain(&shared).await;
     }
     tracing::info!("Shutting down.");
-    shared.shutdown();
+    shared.shutdown().await;
     let _ = tokio::time::timeout(std::time::Duration::from_secs(5), ticker).await;
     ticker::save_nodes_conf(&shared).await;
     persistence::shutdown(&shared).await;

@@ -10,12 +10,12 @@ use crate::node::persistence;
 /// Runs `persistence::cron` every 100 ms, and without pause while a
 /// snapshot is being taken (yielding between chunks so clients interleave).
 pub async fn run_task(shared: Arc<Shared>) {
-    let Some(kick) = shared.with(|node, _| persistence::kick(node)) else {
+    let Some(kick) = shared.call(move |node, _| persistence::kick(node)).await else {
         return;
     };
     let mut shutdown = shared.shutdown_rx();
     loop {
-        let more = shared.with(persistence::cron);
+        let more = shared.call(persistence::cron).await;
         if more {
             tokio::task::yield_now().await;
             continue;
@@ -31,7 +31,7 @@ pub async fn run_task(shared: Arc<Shared>) {
 /// Graceful shutdown: hand over what is pending, then flush, fsync and stop
 /// the writer outside the lock (on a blocking thread, bounded).
 pub async fn shutdown(shared: &Shared) {
-    let writer = shared.with(persistence::take_writer);
+    let writer = shared.call(persistence::take_writer).await;
     let Some(writer) = writer else { return };
     let stop = tokio::task::spawn_blocking(move || writer.stop(Duration::from_secs(30)));
     match stop.await {

@@ -14,17 +14,22 @@ use crate::clock::unix_ms;
 pub async fn run(shared: Arc<Shared>) {
     let mut shutdown = shared.shutdown_rx();
     loop {
-        let (next, period) = shared.with(|node, now| {
-            node.engine.tick(now);
-            sample_stats(node, now);
-            let period = 1000 / u64::from(node.config.hz.clamp(1, 500));
-            let mut next = now + period;
-            if let Some(d) = node.engine.next_deadline() {
-                next = next.min(d.max(now + 1));
-            }
-            (next, period)
-        });
-        shared.next_tick.store(next, Ordering::Relaxed);
+        let sh = shared.clone();
+        let (next, period) = shared
+            .call(move |node, now| {
+                node.engine.tick(now);
+                sample_stats(node, now);
+                let period = 1000 / u64::from(node.config.hz.clamp(1, 500));
+                let mut next = now + period;
+                if let Some(d) = node.engine.next_deadline() {
+                    next = next.min(d.max(now + 1));
+                }
+                // Stored on the owner, so the end of this very turn already
+                // compares new deadlines against it.
+                sh.next_tick.store(next, Ordering::Relaxed);
+                (next, period)
+            })
+            .await;
         let wait = next.saturating_sub(unix_ms()).min(period);
         tokio::select! {
             _ = tokio::time::sleep(Duration::from_millis(wait)) => {}
@@ -79,7 +84,8 @@ pub async fn save_nodes_conf(shared: &Arc<Shared>) {
 /// table has not changed since. Returns the text when the save failed.
 async fn save_nodes_conf_or(shared: &Arc<Shared>, previous: Option<String>) -> Option<String> {
     let text = shared
-        .with(|node, _| node.engine.take_nodes_conf())
+        .call(move |node, _| node.engine.take_nodes_conf())
+        .await
         .or(previous)?;
     let shared = shared.clone();
     let save = tokio::task::spawn_blocking(move || {

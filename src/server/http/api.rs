@@ -58,8 +58,12 @@ fn asset_response(ctype: &'static str, body: &'static str) -> Response {
 }
 
 /// Run one command as the dashboard client.
-fn run(node: &mut Node, args: &[&[u8]], now: u64) -> Reply {
-    let args: Vec<Bytes> = args.iter().map(|a| Bytes::copy_from_slice(a)).collect();
+/// A command's arguments, owned so they can travel to the node's owner.
+fn owned(args: &[&[u8]]) -> Vec<Bytes> {
+    args.iter().map(|a| Bytes::copy_from_slice(a)).collect()
+}
+
+fn run(node: &mut Node, args: Vec<Bytes>, now: u64) -> Reply {
     let mut client = ClientState {
         id: HTTP_CLIENT_ID,
         addr: "http:0".to_string(),
@@ -106,57 +110,60 @@ fn reply_response(r: Reply) -> Response {
 }
 
 pub(super) async fn overview(State(st): State<AppState>) -> Json<Value> {
-    let v = st.shared.with(|node, now| {
-        let c = node.engine.counters();
-        let queues = node.engine.queue_stats(now);
-        let queued: u64 = queues.iter().map(|q| q.len).sum();
-        let blocked: u64 = queues.iter().map(|q| q.blocked).sum();
-        let peers: Vec<Value> = node
-            .engine
-            .peer_stats()
-            .into_iter()
-            .map(|p| {
-                json!({
-                    "id": p.id, "addr": p.addr, "flags": p.flags,
-                    "myself": p.myself, "link": p.link, "reachable": p.reachable,
+    let v = st
+        .shared
+        .call(move |node, now| {
+            let c = node.engine.counters();
+            let queues = node.engine.queue_stats(now);
+            let queued: u64 = queues.iter().map(|q| q.len).sum();
+            let blocked: u64 = queues.iter().map(|q| q.blocked).sum();
+            let peers: Vec<Value> = node
+                .engine
+                .peer_stats()
+                .into_iter()
+                .map(|p| {
+                    json!({
+                        "id": p.id, "addr": p.addr, "flags": p.flags,
+                        "myself": p.myself, "link": p.link, "reachable": p.reachable,
+                    })
                 })
+                .collect();
+            json!({
+                "node": {
+                    "id": String::from_utf8_lossy(&node.engine.cluster().my_id()),
+                    "version": crate::VERSION,
+                    "port": node.tcp_port,
+                    "uptime_s": now.saturating_sub(node.start_time) / 1000,
+                    "ready": node.readiness().err(),
+                },
+                "counters": {
+                    "added": c.added, "delivered": c.delivered, "acked": c.acked,
+                    "nacked": c.nacked, "requeued": c.requeued, "expired": c.expired,
+                    "evicted": c.evicted, "dead_lettered": c.dead_lettered,
+                    "imported": c.imported, "norepl": c.norepl,
+                    "oom": node.metrics.oom_refused,
+                },
+                "totals": {
+                    "queues": queues.len(), "queued": queued, "blocked": blocked,
+                    "jobs": node.engine.store().len(), "clients": node.clients.len(),
+                },
+                "memory": {
+                    "used": crate::memory::allocated(),
+                    "max": node.engine.maxmemory(),
+                    "level": node.engine.memory_level(),
+                },
+                "aof": {
+                    "state": node.aof.state.name(),
+                    "size": node.aof.current_size,
+                    "rewriting": node.aof.rewrite_in_progress,
+                    "error": node.aof_write_error(),
+                },
+                "cluster": peers,
+                "features": { "redrive": commands::lookup(node, b"redrive").is_some() },
+                "now": now,
             })
-            .collect();
-        json!({
-            "node": {
-                "id": String::from_utf8_lossy(&node.engine.cluster().my_id()),
-                "version": crate::VERSION,
-                "port": node.tcp_port,
-                "uptime_s": now.saturating_sub(node.start_time) / 1000,
-                "ready": node.readiness().err(),
-            },
-            "counters": {
-                "added": c.added, "delivered": c.delivered, "acked": c.acked,
-                "nacked": c.nacked, "requeued": c.requeued, "expired": c.expired,
-                "evicted": c.evicted, "dead_lettered": c.dead_lettered,
-                "imported": c.imported, "norepl": c.norepl,
-                "oom": node.metrics.oom_refused,
-            },
-            "totals": {
-                "queues": queues.len(), "queued": queued, "blocked": blocked,
-                "jobs": node.engine.store().len(), "clients": node.clients.len(),
-            },
-            "memory": {
-                "used": crate::memory::allocated(),
-                "max": node.engine.maxmemory(),
-                "level": node.engine.memory_level(),
-            },
-            "aof": {
-                "state": node.aof.state.name(),
-                "size": node.aof.current_size,
-                "rewriting": node.aof.rewrite_in_progress,
-                "error": node.aof_write_error(),
-            },
-            "cluster": peers,
-            "features": { "redrive": commands::lookup(node, b"redrive").is_some() },
-            "now": now,
         })
-    });
+        .await;
     Json(v)
 }
 
@@ -176,24 +183,27 @@ fn totals_json(t: &NodeTotals) -> Value {
 /// not reachable, does not answer within the QLEN CLUSTER wait or
 /// predates totals has `"totals": null` (unknown, not zero).
 pub(super) async fn cluster(State(st): State<AppState>) -> Json<Value> {
-    let (mut nodes, idx, rx, now) = st.shared.with(|node, now| {
-        let mine = node.engine.node_totals();
-        let mut idx = Vec::new();
-        let nodes: Vec<Value> = node
-            .engine
-            .peer_stats()
-            .into_iter()
-            .map(|p| {
-                idx.push((p.idx, p.myself));
-                json!({
-                    "id": p.id, "addr": p.addr, "flags": p.flags,
-                    "myself": p.myself, "link": p.link, "reachable": p.reachable,
-                    "totals": if p.myself { totals_json(&mine) } else { Value::Null },
+    let (mut nodes, idx, rx, now) = st
+        .shared
+        .call(move |node, now| {
+            let mine = node.engine.node_totals();
+            let mut idx = Vec::new();
+            let nodes: Vec<Value> = node
+                .engine
+                .peer_stats()
+                .into_iter()
+                .map(|p| {
+                    idx.push((p.idx, p.myself));
+                    json!({
+                        "id": p.id, "addr": p.addr, "flags": p.flags,
+                        "myself": p.myself, "link": p.link, "reachable": p.reachable,
+                        "totals": if p.myself { totals_json(&mine) } else { Value::Null },
+                    })
                 })
-            })
-            .collect();
-        (nodes, idx, node.engine.cluster_totals(now), now)
-    });
+                .collect();
+            (nodes, idx, node.engine.cluster_totals(now), now)
+        })
+        .await;
     let answers = match tokio::time::timeout(CLUSTER_WAIT, rx).await {
         Ok(Ok(a)) => a,
         _ => Vec::new(),
@@ -221,24 +231,27 @@ pub(super) async fn cluster(State(st): State<AppState>) -> Json<Value> {
 }
 
 pub(super) async fn queues(State(st): State<AppState>) -> Json<Value> {
-    let v = st.shared.with(|node, now| {
-        let mut qs = node.engine.queue_stats(now);
-        let total = qs.len();
-        qs.sort_by(|a, b| b.len.cmp(&a.len).then_with(|| a.name.cmp(&b.name)));
-        qs.truncate(MAX_LISTED_QUEUES);
-        let list: Vec<Value> = qs
-            .into_iter()
-            .map(|q| {
-                json!({
-                    "name": String::from_utf8_lossy(&q.name),
-                    "len": q.len, "oldest_age_ms": q.oldest_age_ms,
-                    "blocked": q.blocked, "jobs_in": q.jobs_in, "jobs_out": q.jobs_out,
-                    "paused_in": q.paused_in, "paused_out": q.paused_out,
+    let v = st
+        .shared
+        .call(move |node, now| {
+            let mut qs = node.engine.queue_stats(now);
+            let total = qs.len();
+            qs.sort_by(|a, b| b.len.cmp(&a.len).then_with(|| a.name.cmp(&b.name)));
+            qs.truncate(MAX_LISTED_QUEUES);
+            let list: Vec<Value> = qs
+                .into_iter()
+                .map(|q| {
+                    json!({
+                        "name": String::from_utf8_lossy(&q.name),
+                        "len": q.len, "oldest_age_ms": q.oldest_age_ms,
+                        "blocked": q.blocked, "jobs_in": q.jobs_in, "jobs_out": q.jobs_out,
+                        "paused_in": q.paused_in, "paused_out": q.paused_out,
+                    })
                 })
-            })
-            .collect();
-        json!({ "total": total, "queues": list, "now": now })
-    });
+                .collect();
+            json!({ "total": total, "queues": list, "now": now })
+        })
+        .await;
     Json(v)
 }
 
@@ -270,13 +283,15 @@ pub(super) async fn queue_jobs(
         args.push(b"STATE");
         args.push(s.as_bytes());
     }
-    reply_response(st.shared.with(|node, now| run(node, &args, now)))
+    let args = owned(&args);
+    reply_response(st.shared.call(move |node, now| run(node, args, now)).await)
 }
 
 pub(super) async fn show(State(st): State<AppState>, Path(id): Path<String>) -> Response {
     reply_response(
         st.shared
-            .with(|node, now| run(node, &[b"SHOW", id.as_bytes()], now)),
+            .call(move |node, now| run(node, owned(&[b"SHOW", id.as_bytes()]), now))
+            .await,
     )
 }
 
@@ -304,21 +319,27 @@ pub(super) async fn pause(
     if body.bcast.unwrap_or(true) {
         args.push(b"BCAST");
     }
-    reply_response(st.shared.with(|node, now| run(node, &args, now)))
+    let args = owned(&args);
+    reply_response(st.shared.call(move |node, now| run(node, args, now)).await)
 }
 
 pub(super) async fn delete_job(State(st): State<AppState>, Path(id): Path<String>) -> Response {
     reply_response(
         st.shared
-            .with(|node, now| run(node, &[b"DELJOB", id.as_bytes()], now)),
+            .call(move |node, now| run(node, owned(&[b"DELJOB", id.as_bytes()]), now))
+            .await,
     )
 }
 
 pub(super) async fn redrive(State(st): State<AppState>, Path(name): Path<String>) -> Response {
-    reply_response(st.shared.with(|node, now| {
-        if commands::lookup(node, b"redrive").is_none() {
-            return Reply::Error("ERR REDRIVE is not available on this node".into());
-        }
-        run(node, &[b"REDRIVE", b"FROM", name.as_bytes()], now)
-    }))
+    reply_response(
+        st.shared
+            .call(move |node, now| {
+                if commands::lookup(node, b"redrive").is_none() {
+                    return Reply::Error("ERR REDRIVE is not available on this node".into());
+                }
+                run(node, owned(&[b"REDRIVE", b"FROM", name.as_bytes()]), now)
+            })
+            .await,
+    )
 }

@@ -30,7 +30,7 @@ pub(super) async fn readyz(State(st): State<AppState>) -> Response {
         )
             .into_response();
     }
-    match st.shared.with(|node, _| node.readiness()) {
+    match st.shared.call(move |node, _| node.readiness()).await {
         Ok(()) => (StatusCode::OK, "ready\n").into_response(),
         Err(why) => (
             StatusCode::SERVICE_UNAVAILABLE,

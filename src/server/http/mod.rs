@@ -70,15 +70,17 @@ impl Endpoint {
 
 /// Bind the HTTP listeners and start serving (None when the endpoint is
 /// off, the default). /readyz answers 503 until `Endpoint::started`.
-pub fn start(shared: &Arc<Shared>) -> Result<Option<Endpoint>, String> {
-    let (port, bind) = shared.with(|n, _| {
-        let bind = if n.config.http_bind.is_empty() {
-            n.config.bind.clone()
-        } else {
-            n.config.http_bind.clone()
-        };
-        (n.config.http_port, bind)
-    });
+pub async fn start(shared: &Arc<Shared>) -> Result<Option<Endpoint>, String> {
+    let (port, bind) = shared
+        .call(|n, _| {
+            let bind = if n.config.http_bind.is_empty() {
+                n.config.bind.clone()
+            } else {
+                n.config.http_bind.clone()
+            };
+            (n.config.http_port, bind)
+        })
+        .await;
     let Some(port) = port else {
         return Ok(None);
     };
@@ -91,7 +93,7 @@ pub fn start(shared: &Arc<Shared>) -> Result<Option<Endpoint>, String> {
     let weak = Arc::downgrade(shared);
     let exporter = Exporter::new(move || {
         weak.upgrade()
-            .map(|s| s.with(|node, now| Snapshot::take(node, now)))
+            .map(|s| s.call_blocking(|node, now| Snapshot::take(node, now)))
     });
     let started = Arc::new(AtomicBool::new(false));
     let state = AppState {
@@ -179,7 +181,8 @@ async fn metrics(State(st): State<AppState>) -> Response {
 async fn guard(State(st): State<AppState>, req: Request, next: Next) -> Response {
     let pass = st
         .shared
-        .with(|n, _| n.config.requirepass.clone().filter(|p| !p.is_empty()));
+        .call(move |n, _| n.config.requirepass.clone().filter(|p| !p.is_empty()))
+        .await;
     if let Some(pass) = pass {
         if !authorized(req.headers(), &pass) {
             return (

@@ -1,0 +1,215 @@
+//! The node's single owner: one OS thread holds `Node` (the engine plus
+//! the shell state commands read) and runs everything that touches it in
+//! turns, as Disque's event loop does. Connections, bus links, the timer
+//! and the HTTP endpoint run on the tokio runtime's I/O threads; they read
+//! and parse, then hand owned work to the owner and await its answer.
+//!
+//! A turn takes every task that is ready (up to `MAX_TURN`), runs them one
+//! after another, then ends like Redis's `beforeSleep`: one `write()` of
+//! every AOF record the turn produced, the turn's bus frames handed to the
+//! links, and only then the turn's answers released. So no reply leaves
+//! before the write of its records, and nothing is ever locked: the state
+//! has one thread.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use tokio::sync::{mpsc, oneshot};
+
+use super::Shared;
+use crate::clock::unix_ms;
+use crate::node::Node;
+
+/// Work for the owner: runs with the node, the current time, and the turn
+/// it belongs to (where it leaves what must wait for the end of the turn).
+pub type Task = Box<dyn FnOnce(&mut Node, u64, &mut Turn) + Send>;
+
+/// Tasks run per turn at most, so the end-of-turn work (the AOF write,
+/// releasing answers) is never postponed for long under load.
+const MAX_TURN: usize = 512;
+
+/// What a turn releases once its AOF records are written.
+#[derive(Default)]
+pub struct Turn {
+    releases: Vec<Box<dyn FnOnce() + Send>>,
+}
+
+impl Turn {
+    /// Run `f` at the end of the turn, after the AOF write.
+    pub fn release(&mut self, f: impl FnOnce() + Send + 'static) {
+        self.releases.push(Box::new(f));
+    }
+}
+
+/// The senders' side: cloned into `Shared`.
+pub struct Handle {
+    tx: mpsc::UnboundedSender<Submitted>,
+}
+
+/// A task with the span it was submitted in (the client or bus link a log
+/// line it writes is about).
+type Submitted = (tracing::Span, Task);
+
+impl Handle {
+    /// Queue a task. The owner lives as long as the process, so a send
+    /// only fails while the process is exiting: then there is nobody left
+    /// to answer, and the task is dropped (its answer channel with it).
+    pub fn submit(&self, task: Task) {
+        let _ = self.tx.send((tracing::Span::current(), task));
+    }
+}
+
+/// Start the owner thread with this node. `shared` is reachable once the
+/// returned handle is stored in it (the thread waits for its first task).
+pub fn start(node: Node) -> (Handle, Starter) {
+    let (tx, rx) = mpsc::unbounded_channel();
+    (Handle { tx }, Starter { node, rx })
+}
+
+/// The owner, not yet running (it needs the `Shared` that holds its handle).
+pub struct Starter {
+    node: Node,
+    rx: mpsc::UnboundedReceiver<Submitted>,
+}
+
+impl Starter {
+    /// Spawn the owner thread. It enters the runtime of the caller, so
+    /// effects can spawn tasks and start timers there.
+    pub fn spawn(self, shared: Arc<Shared>) -> std::io::Result<()> {
+        let Starter { node, rx } = self;
+        let runtime = tokio::runtime::Handle::current();
+        std::thread::Builder::new()
+            .name("disque-owner".into())
+            .spawn(move || {
+                let _rt = runtime.enter();
+                run(shared, node, rx)
+            })
+            .map(|_| ())
+    }
+}
+
+/// A panic inside a task left the node's state possibly half-updated (a
+/// job dequeued but not delivered, an index out of step with the table):
+/// serving on from it could lose or duplicate jobs, so stop here, loudly.
+/// Replicas and the AOF recover the jobs on restart.
+struct AbortOnPanic;
+
+impl Drop for AbortOnPanic {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            tracing::error!("A command panicked on the node's owner thread: the node state may be half-updated. Aborting.");
+            eprintln!("disque-server: a command panicked on the owner thread; the node state may be half-updated. Aborting.");
+            std::process::abort();
+        }
+    }
+}
+
+fn run(shared: Arc<Shared>, mut node: Node, mut rx: mpsc::UnboundedReceiver<Submitted>) {
+    let _guard = AbortOnPanic;
+    let mut tasks: Vec<Submitted> = Vec::with_capacity(MAX_TURN);
+    let mut turn = Turn::default();
+    loop {
+        // Sleep only when there is nothing to do.
+        match rx.try_recv() {
+            Ok(t) => tasks.push(t),
+            Err(mpsc::error::TryRecvError::Empty) => match rx.blocking_recv() {
+                Some(t) => tasks.push(t),
+                None => return,
+            },
+            Err(mpsc::error::TryRecvError::Disconnected) => return,
+        }
+        while tasks.len() < MAX_TURN {
+            match rx.try_recv() {
+                Ok(t) => tasks.push(t),
+                Err(_) => break,
+            }
+        }
+        let mut now = 0;
+        for (span, task) in tasks.drain(..) {
+            now = unix_ms();
+            let _in = span.enter();
+            task(&mut node, now, &mut turn);
+            shared.drain_effects(&mut node, now);
+        }
+        end_turn(&shared, &mut node, now, &mut turn);
+    }
+}
+
+/// Redis's `beforeSleep`: wake the timer and the nodes.conf saver when
+/// needed, write the turn's AOF records with one `write()`, then release
+/// the turn's answers and completed blocked commands.
+fn end_turn(shared: &Shared, node: &mut Node, now: u64, turn: &mut Turn) {
+    if let Some(d) = node.engine.next_deadline() {
+        if d < shared.next_tick.load(Ordering::Relaxed) {
+            shared.tick_notify.notify_one();
+        }
+    }
+    // Persist a changed node table right away, as Disque does before its
+    // event loop sleeps again (a node killed just after learning its peers
+    // must find them in nodes.conf on restart).
+    if node.engine.nodes_conf_dirty() {
+        shared.save_notify.notify_one();
+    }
+    let aof = node.engine.aof_records();
+    if shared.aof_records.load(Ordering::Relaxed) != aof {
+        shared.aof_records.store(aof, Ordering::Release);
+    }
+    if let Some(f) = crate::node::persistence::take_flusher(node) {
+        f.flush();
+    }
+    // Blocked ADDJOBs this turn completed (each client still waits for the
+    // AOF watermark before it replies).
+    for (tx, reply) in node.engine.take_add_replies() {
+        let _ = tx.send(reply);
+    }
+    let _ = now;
+    for r in turn.releases.drain(..) {
+        r();
+    }
+}
+
+/// Run `f` on the owner and await its result, released at the end of the
+/// turn it ran in.
+pub async fn call<R: Send + 'static>(
+    handle: &Handle,
+    f: impl FnOnce(&mut Node, u64) -> R + Send + 'static,
+) -> R {
+    let (tx, rx) = oneshot::channel();
+    handle.submit(Box::new(move |node, now, turn| {
+        let out = f(node, now);
+        turn.release(move || {
+            let _ = tx.send(out);
+        });
+    }));
+    match rx.await {
+        Ok(r) => r,
+        // The owner never drops a task without running it while the
+        // process runs; if it did, there is no state left to serve from.
+        Err(_) => owner_gone(),
+    }
+}
+
+/// `call` for a thread that may block (not a runtime worker).
+pub fn call_blocking<R: Send + 'static>(
+    handle: &Handle,
+    f: impl FnOnce(&mut Node, u64) -> R + Send + 'static,
+) -> R {
+    let (tx, rx) = oneshot::channel();
+    handle.submit(Box::new(move |node, now, turn| {
+        let out = f(node, now);
+        turn.release(move || {
+            let _ = tx.send(out);
+        });
+    }));
+    match rx.blocking_recv() {
+        Ok(r) => r,
+        Err(_) => owner_gone(),
+    }
+}
+
+#[cold]
+fn owner_gone() -> ! {
+    tracing::error!("The node's owner thread is gone. Aborting.");
+    eprintln!("disque-server: the node's owner thread is gone. Aborting.");
+    std::process::abort()
+}
