@@ -1,15 +1,20 @@
 #!/usr/bin/env bash
-# System tools the integration tests use: redis-cli (Debian's redis-tools,
-# built with TLS) for the `redis-cli --tls` tests. Installed only if missing;
-# fails loudly if it cannot be installed (the tests would fail anyway).
+# System tools some scripts use (`cargo test` needs only the Rust
+# toolchain): redis-cli and redis-benchmark (Debian's redis-tools, built
+# with TLS) and openssl, for scripts/redis-cli-tls.sh and the perf scripts.
+# Installed only if missing; fails loudly if they cannot be installed.
 set -euo pipefail
-if ! command -v redis-cli >/dev/null 2>&1; then
+missing=()
+command -v redis-cli >/dev/null 2>&1 || missing+=(redis-tools)
+command -v openssl >/dev/null 2>&1 || missing+=(openssl)
+if [ "${#missing[@]}" -gt 0 ]; then
     if [ "$(id -u)" = 0 ]; then
         apt-get update -qq
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-tools
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"
     else
-        echo "redis-cli missing and not root: install redis-tools" >&2
+        echo "ci-deps.sh: ${missing[*]} missing and not root: cannot apt-get install" >&2
         exit 1
     fi
 fi
 redis-cli --version
+openssl version

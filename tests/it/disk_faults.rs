@@ -1,13 +1,18 @@
-//! Disk faults (issue 13, docs/PERSISTENCE.md "Disk faults"): a full disk
-//! (a real 1 MB tmpfs mounted by the test), failing fsyncs and a slow disk
-//! (the `DEBUG DISK-FAULT` hook). Write commands get -MISCONF instead of
-//! hanging or an OK for data that is not on disk, the node recovers by
-//! itself, the AOF stays loadable, and nodes.conf survives failed saves.
+//! Disk faults (issue 13, docs/PERSISTENCE.md "Disk faults"): a full disk,
+//! failing fsyncs and a slow disk (the `DEBUG DISK-FAULT` hook). Write
+//! commands get -MISCONF instead of hanging or an OK for data that is not
+//! on disk, the node recovers by itself, the AOF stays loadable, and
+//! nodes.conf survives failed saves.
 //!
-//! Mounting needs root (or a loop device); the full-disk test fails when
-//! neither works unless `DISQUE_TEST_NO_MOUNT=1` explicitly opts out.
+//! The full disk needs no root: the server process runs under a soft
+//! `RLIMIT_FSIZE` (`ServerOpts::file_size_limit`). The kernel then treats
+//! its files as a full filesystem would: the write that crosses the limit
+//! stores what fits and returns a short count, the next one fails (EFBIG,
+//! "File too large", where a full filesystem says ENOSPC), and raising the
+//! limit is the space coming back. The server's write path does not tell
+//! the two errors apart.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
@@ -16,56 +21,8 @@ use crate::util::{addjob, POLL};
 
 const WAIT: Duration = Duration::from_secs(30);
 const MISCONF: &str = "MISCONF Errors writing to the AOF file: ";
-
-/// A small tmpfs (or, failing that, a loop-mounted ext2 image) unmounted
-/// on drop.
-struct SmallDisk {
-    dir: PathBuf,
-    image: Option<PathBuf>,
-}
-
-impl SmallDisk {
-    fn mount(tag: &str) -> Option<SmallDisk> {
-        let dir = std::env::temp_dir().join(format!("disque-disk-{tag}-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).expect("create mount point");
-        let ok = |c: &mut Command| c.output().map(|o| o.status.success()).unwrap_or(false);
-        let tmpfs = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", "size=1m", "tmpfs"])
-            .arg(&dir)
-            .output()
-            .map(|o| o.status.success())
-            .unwrap_or(false);
-        if tmpfs {
-            return Some(SmallDisk { dir, image: None });
-        }
-        let image = dir.with_extension("img");
-        let made = ok(Command::new("truncate").args(["-s", "1M"]).arg(&image))
-            && ok(Command::new("mkfs.ext2").arg("-q").arg("-F").arg(&image))
-            && ok(Command::new("mount")
-                .args(["-o", "loop"])
-                .arg(&image)
-                .arg(&dir));
-        if made {
-            return Some(SmallDisk {
-                dir,
-                image: Some(image),
-            });
-        }
-        let _ = std::fs::remove_file(&image);
-        let _ = std::fs::remove_dir(&dir);
-        None
-    }
-}
-
-impl Drop for SmallDisk {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg("-l").arg(&self.dir).output();
-        let _ = std::fs::remove_dir_all(&self.dir);
-        if let Some(img) = &self.image {
-            let _ = std::fs::remove_file(img);
-        }
-    }
-}
+/// Room for the AOF on the "disk" (the server's file-size limit).
+const ROOM: u64 = 768 * 1024;
 
 fn check_aof(file: &Path) -> (bool, String) {
     let out = Command::new(SERVER_BIN)
@@ -98,34 +55,30 @@ fn assert_misconf(r: &Reply, cause: &str) {
 
 #[test]
 fn full_disk_refuses_writes_with_misconf_and_recovers_when_space_returns() {
-    let Some(disk) = SmallDisk::mount("full") else {
-        if std::env::var("DISQUE_TEST_NO_MOUNT").as_deref() == Ok("1") {
-            eprintln!("DISQUE_TEST_NO_MOUNT=1: full-disk test skipped");
-            return;
-        }
-        panic!("cannot mount a tmpfs or a loop filesystem (run as root, or set DISQUE_TEST_NO_MOUNT=1)");
-    };
-    // Space to hand back later: the node must notice it by itself.
-    let filler = disk.dir.join("filler");
-    std::fs::write(&filler, vec![0u8; 256 * 1024]).expect("write filler");
     let mut s = Server::start(ServerOpts {
-        dir: Some(disk.dir.clone()),
+        file_size_limit: Some(ROOM),
         ..ServerOpts::with_args(&["--appendonly", "yes", "--appendfsync", "everysec"])
     });
     let mut c = s.client();
     let body = "x".repeat(4000);
     let mut acked = Vec::new();
     let refused = loop {
-        assert!(acked.len() < 1000, "the 1 MB disk never filled up");
+        assert!(acked.len() < 1000, "the disk never filled up");
         match addjob_reply(&mut c, &body) {
             Reply::Status(id) => acked.push(id),
             other => break other,
         }
     };
-    assert_misconf(&refused, "No space left on device");
+    // Filled (not refused early): the acknowledged records took the room.
+    assert!(
+        acked.len() as u64 * 4000 > ROOM / 2,
+        "refused after only {} jobs",
+        acked.len()
+    );
+    assert_misconf(&refused, "File too large");
     // Every later write is refused at once; reads still work.
-    assert_misconf(&addjob_reply(&mut c, "small"), "No space left on device");
-    assert_misconf(&c.cmd(&["PING"]), "No space left on device");
+    assert_misconf(&addjob_reply(&mut c, "small"), "File too large");
+    assert_misconf(&c.cmd(&["PING"]), "File too large");
     assert_eq!(c.cmd(&["SHOW", &acked[0]]).field("state").text(), "queued");
     assert_eq!(
         c.info_field("aof_last_write_status"),
@@ -134,14 +87,17 @@ fn full_disk_refuses_writes_with_misconf_and_recovers_when_space_returns() {
     );
     // The file on the full disk ends on a record boundary: a partial write
     // was cut back, so it loads as is.
+    let aof = s.dir().join("disque.aof");
+    let size = std::fs::metadata(&aof).expect("stat the AOF").len();
+    assert!(size <= ROOM, "AOF of {size} bytes past the limit");
     let copy = std::env::temp_dir().join(format!("disque-full-{}.aof", std::process::id()));
-    std::fs::copy(disk.dir.join("disque.aof"), &copy).expect("copy the AOF");
+    std::fs::copy(&aof, &copy).expect("copy the AOF");
     let (valid, report) = check_aof(&copy);
     let _ = std::fs::remove_file(&copy);
     assert!(valid, "AOF left unloadable on a full disk: {report}");
 
     // Space returns: the node writes its backlog and accepts writes again.
-    std::fs::remove_file(&filler).expect("remove filler");
+    s.set_file_size_limit(None);
     assert!(
         wait_until(WAIT, POLL, || matches!(
             addjob_reply(&mut c, "after"),
@@ -158,9 +114,6 @@ fn full_disk_refuses_writes_with_misconf_and_recovers_when_space_returns() {
     for id in &acked {
         assert!(!c.cmd(&["SHOW", id]).is_nil(), "acknowledged job {id} lost");
     }
-    drop(c);
-    s.kill9();
-    drop(disk);
 }
 
 /// A node with the AOF on under `policy`, one job added, then every fsync

@@ -3,10 +3,14 @@
 //! (replicate externally) before the 95% one (-OOM), because the job
 //! table never grows by one large contiguous reallocation.
 //!
-//! The loop of the issue, run `DISQUE_MEMORY_RUNS` times (default 20) per
-//! REPLICATE level on one 7-node cluster, flushed between runs: ADDJOB
+//! The loop of the issue, run `DISQUE_MEMORY_RUNS` times per REPLICATE
+//! level and body size on one 7-node cluster, flushed between runs: ADDJOB
 //! then SHOW until SHOW answers nil, i.e. the job went only to other
 //! nodes. Any -OOM on the way fails the test.
+//!
+//! `cargo test` makes 3 runs (a fresh node, then twice after a flush:
+//! about 30 s of the suite's 3-minute budget on 2 cores); the issue's 20
+//! runs are a soak that `.ci/run` makes with `DISQUE_MEMORY_RUNS=20`.
 
 use std::time::{Duration, Instant};
 
@@ -25,7 +29,7 @@ fn runs() -> usize {
     std::env::var("DISQUE_MEMORY_RUNS")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(20)
+        .unwrap_or(3)
 }
 
 fn pipeline(c: &mut Client, cmds: &[Vec<String>]) -> Vec<Reply> {

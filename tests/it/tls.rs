@@ -1,11 +1,12 @@
-//! TLS on the client port (tls-port, tls-auth-clients, tls-only, reload by
-//! CONFIG SET) with a Rust client and with `redis-cli --tls`, and plain
-//! text / TLS mix-ups that must fail without harming other clients.
+//! TLS on the client port (tls-port, tls-auth-clients, tls-only, AUTH,
+//! reload by CONFIG SET) with a Rust client (rustls, `pki::TlsClient`), and
+//! plain text / TLS mix-ups that must fail without harming other clients.
+//! `scripts/redis-cli-tls.sh` (run by `.ci/run`) checks the same with
+//! `redis-cli --tls`.
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
@@ -347,92 +348,43 @@ fn certificates_reload_with_config_set() {
     assert!(s.wait_output("TLS configuration reloaded", Duration::from_secs(10)));
 }
 
-/// `redis-cli`, or a failure saying how to get it. Set
-/// DISQUE_SKIP_REDIS_CLI=1 to skip on a machine without it
-/// (scripts/ci-deps.sh installs it for CI).
-fn redis_cli() -> Option<PathBuf> {
-    let find = || {
-        std::env::var_os("PATH").and_then(|paths| {
-            std::env::split_paths(&paths)
-                .map(|p| p.join("redis-cli"))
-                .find(|p| p.is_file())
-        })
-    };
-    if find().is_none() && std::env::var("DISQUE_SKIP_REDIS_CLI").as_deref() == Ok("1") {
-        eprintln!("redis-cli not found: skipped because DISQUE_SKIP_REDIS_CLI=1");
-        return None;
-    }
-    if find().is_none() {
-        // `cargo test` on a fresh machine: the project's own script installs
-        // Debian's redis-tools (it fails loudly when it cannot).
-        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/ci-deps.sh");
-        let status = Command::new("bash").arg(&script).status();
-        eprintln!("redis-cli missing: ran {} ({status:?})", script.display());
-    }
-    Some(find().unwrap_or_else(|| {
-        panic!(
-            "redis-cli is required for this test and scripts/ci-deps.sh could not \
-             install it (apt-get install redis-tools); set DISQUE_SKIP_REDIS_CLI=1 to skip"
-        )
-    }))
-}
-
-fn run_cli<A: AsRef<std::ffi::OsStr> + std::fmt::Debug>(cli: &Path, args: &[A]) -> String {
-    let out = Command::new(cli).args(args).output().unwrap();
-    assert!(
-        out.status.success(),
-        "redis-cli {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim_end().to_string()
-}
-
+/// AUTH over TLS with a client certificate, sent the two ways `redis-cli
+/// --tls` sends it (`--user default --pass pw`: `AUTH default pw`; `-a pw`:
+/// `AUTH pw`). `scripts/redis-cli-tls.sh` (run by `.ci/run`) repeats this
+/// with redis-cli itself.
 #[test]
-fn redis_cli_over_tls_with_auth() {
-    let Some(cli) = redis_cli() else { return };
+fn auth_over_tls_with_a_client_certificate() {
     let d = TempDir::new("tls");
     let ca = Ca::new(&d.0, "ca");
     let client = ca.issue("client");
     let (_s, port) = tls_node(&ca, &ca.issue("node"), &["--requirepass", "pw"]);
-    let port = port.to_string();
-    let base = [
-        "--tls",
-        "--cacert",
-        ca.cert.to_str().unwrap(),
-        "--cert",
-        client.cert.to_str().unwrap(),
-        "--key",
-        client.key.to_str().unwrap(),
-        "-h",
-        "127.0.0.1",
-        "-p",
-        &port,
-        "--no-auth-warning",
-    ];
-    let with = |extra: &[&str]| -> Vec<String> {
-        base.iter().chain(extra).map(|s| s.to_string()).collect()
-    };
-    // `--user default --pass` sends `AUTH default pw`; `-a` sends `AUTH pw`.
-    let v = with(&[
-        "--user", "default", "--pass", "pw", "ADDJOB", "q", "over tls", "0",
-    ]);
-    let id = run_cli(&cli, &v);
-    assert!(id.starts_with("D-"), "{id}");
-    let v = with(&["-a", "pw", "GETJOB", "FROM", "q"]);
-    let got = run_cli(&cli, &v);
+    let connect = || TlsClient::connect(port, &ca.cert, Some(&client)).unwrap();
+    let ok = Reply::Status("OK".into());
+    let noauth = Reply::Error("NOAUTH Authentication required.".into());
+    let mut c = connect();
+    assert_eq!(c.cmd(&["AUTH", "default", "pw"]), ok);
+    let id = job_id(&c.cmd(&["ADDJOB", "q", "over tls", "0"]));
+    let mut c = connect();
+    assert_eq!(c.cmd(&["AUTH", "pw"]), ok);
+    let r = c.cmd(&["GETJOB", "FROM", "q"]);
+    let job = r.array()[0].array();
+    let fields: Vec<String> = job.iter().map(|f| f.text()).collect();
+    assert_eq!(fields, ["q", id.as_str(), "over tls"]);
+    let mut c = connect();
+    assert_eq!(c.cmd(&["AUTH", "default", "pw"]), ok);
+    assert_eq!(c.cmd(&["ACKJOB", &id]), Reply::Int(1));
+    // A wrong user or password is refused, and the session stays
+    // unauthenticated.
+    let mut c = connect();
     assert_eq!(
-        got.lines().collect::<Vec<_>>(),
-        ["q", id.as_str(), "over tls"]
+        c.cmd(&["AUTH", "alice", "pw"]),
+        Reply::Error("WRONGPASS invalid username-password pair or user is disabled.".into())
     );
-    let v = with(&["--user", "default", "--pass", "pw", "ACKJOB", &id]);
-    assert_eq!(run_cli(&cli, &v), "1");
-    // A wrong user: redis-cli reports the AUTH error, then PING is refused.
-    let v = with(&["--user", "alice", "--pass", "pw", "PING"]);
-    let out = Command::new(&cli).args(&v).output().unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("WRONGPASS"), "{err}");
-    assert!(String::from_utf8_lossy(&out.stdout).contains("NOAUTH"));
-    let v = with(&["PING"]);
-    let out = run_cli(&cli, &v);
-    assert!(out.contains("NOAUTH"), "{out}");
+    assert_eq!(c.cmd(&["PING"]), noauth);
+    assert!(matches!(c.cmd(&["AUTH", "wrong"]), Reply::Error(_)));
+    assert_eq!(c.cmd(&["ADDJOB", "q", "x", "0"]), noauth);
+    // A valid certificate is not a password.
+    let mut c = connect();
+    assert_eq!(c.cmd(&["PING"]), noauth);
+    assert_eq!(c.cmd(&["QLEN", "q"]), noauth);
 }

@@ -3,11 +3,13 @@
 //! restart, signal or kill it, and keep everything it printed.
 //!
 //! Nothing here is specific to one area: `ServerOpts` carries arbitrary
-//! arguments and an optional config file, `Server::restart` brings a node
-//! back on the same port, dir and config, and the captured output is dumped
-//! when a test fails.
+//! arguments, an optional config file and an optional file-size limit (a
+//! full disk without root), `Server::restart` brings a node back on the
+//! same port, dir and config, and the captured output is dumped when a
+//! test fails.
 
-use std::io::{ErrorKind, Read};
+use std::io::{self, ErrorKind, Read};
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -37,6 +39,12 @@ pub struct ServerOpts {
     pub dir: Option<PathBuf>,
     /// Do not pass `--dir` (the config file or the args provide it).
     pub no_dir_arg: bool,
+    /// Soft `RLIMIT_FSIZE` of the server process, in bytes: no file it
+    /// writes may grow past this, as on a full disk (a write crossing it
+    /// stores what fits, the next fails with EFBIG; SIGXFSZ is ignored in
+    /// the child so it does not kill the process). Needs no privilege;
+    /// [`Server::set_file_size_limit`] changes it while the node runs.
+    pub file_size_limit: Option<u64>,
 }
 
 impl ServerOpts {
@@ -170,7 +178,7 @@ impl Server {
         });
         let args = build_args(&opts, config_path.as_deref(), &dir, opts.port.unwrap_or(0));
         let output: Output = Arc::new(Mutex::new(String::new()));
-        let mut child = spawn(&args, &dir, &output);
+        let mut child = spawn(&args, &dir, &output, opts.file_size_limit);
         let deadline = Instant::now() + timeout;
         let status = loop {
             if let Some(st) = child.try_wait().expect("try_wait") {
@@ -211,7 +219,7 @@ impl Server {
             }
             o.len()
         };
-        let mut child = spawn(&args, &self.dir, &self.output);
+        let mut child = spawn(&args, &self.dir, &self.output, self.opts.file_size_limit);
         let deadline = Instant::now() + START_DEADLINE;
         loop {
             let ready = {
@@ -366,6 +374,25 @@ impl Server {
         status
     }
 
+    /// Set (`Some`) or lift (`None`: back to the hard limit) the running
+    /// child's soft `RLIMIT_FSIZE` with prlimit(2), which needs no privilege
+    /// for a process of the same user; later restarts use the new value.
+    pub fn set_file_size_limit(&mut self, limit: Option<u64>) {
+        let pid = libc::pid_t::try_from(self.pid).expect("pid fits pid_t");
+        let mut rl = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        // SAFETY: prlimit(2) only reads the limit into `rl`, a valid rlimit.
+        let rc = unsafe { libc::prlimit(pid, libc::RLIMIT_FSIZE, std::ptr::null(), &mut rl) };
+        assert_eq!(rc, 0, "prlimit get: {}", io::Error::last_os_error());
+        rl.rlim_cur = limit.map_or(rl.rlim_max, |l| l.min(rl.rlim_max));
+        // SAFETY: prlimit(2) with a valid rlimit to set and no old value.
+        let rc = unsafe { libc::prlimit(pid, libc::RLIMIT_FSIZE, &rl, std::ptr::null_mut()) };
+        assert_eq!(rc, 0, "prlimit set: {}", io::Error::last_os_error());
+        self.opts.file_size_limit = limit;
+    }
+
     /// Start the server again (after kill9/sigterm/SHUTDOWN) with the same
     /// dir, config file and args, on the same client port.
     pub fn restart(&mut self) {
@@ -393,15 +420,47 @@ fn build_args(opts: &ServerOpts, config: Option<&Path>, dir: &Path, port: u16) -
     args
 }
 
-fn spawn(args: &[String], dir: &Path, output: &Output) -> Child {
-    let mut child = Command::new(SERVER_BIN)
-        .args(args)
+/// In the forked child, before exec: ignore SIGXFSZ (an ignored signal
+/// stays ignored across exec) so a write past the limit fails with EFBIG
+/// instead of killing the server, and lower the soft `RLIMIT_FSIZE` to
+/// `limit` (the hard limit is kept, so it can be raised again).
+fn limit_file_size(limit: u64) -> io::Result<()> {
+    // SAFETY: signal(2) setting SIG_IGN, async-signal-safe.
+    if unsafe { libc::signal(libc::SIGXFSZ, libc::SIG_IGN) } == libc::SIG_ERR {
+        return Err(io::Error::last_os_error());
+    }
+    let mut rl = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit(2) writes into `rl`, a valid rlimit.
+    if unsafe { libc::getrlimit(libc::RLIMIT_FSIZE, &mut rl) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    rl.rlim_cur = limit.min(rl.rlim_max);
+    // SAFETY: setrlimit(2) reads `rl`, a valid rlimit.
+    if unsafe { libc::setrlimit(libc::RLIMIT_FSIZE, &rl) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+fn spawn(args: &[String], dir: &Path, output: &Output, file_size_limit: Option<u64>) -> Child {
+    let mut cmd = Command::new(SERVER_BIN);
+    cmd.args(args)
         .current_dir(dir)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn disque-server");
+        .stderr(Stdio::piped());
+    if let Some(limit) = file_size_limit {
+        // SAFETY: the closure runs between fork and exec and only makes
+        // async-signal-safe system calls (signal, getrlimit, setrlimit),
+        // allocating nothing.
+        unsafe {
+            cmd.pre_exec(move || limit_file_size(limit));
+        }
+    }
+    let mut child = cmd.spawn().expect("spawn disque-server");
     if let Some(out) = child.stdout.take() {
         drain(out, output.clone());
     }
