@@ -172,6 +172,7 @@ impl Shared {
         let mut node = self.lock();
         let now = unix_ms();
         let out = f(&mut node, now);
+        let replies = crate::commands::deliver_wakes(&mut node, now);
         self.drain_effects(&mut node, now);
         if let Some(d) = node.engine.next_deadline() {
             if d < self.next_tick.load(Ordering::Relaxed) {
@@ -191,11 +192,11 @@ impl Shared {
         // AOF records this call queued are written outside the node lock
         // and before the caller replies (docs/ARCHITECTURE.md).
         let flusher = crate::node::persistence::take_flusher(&mut node);
-        let add_replies = node.engine.take_add_replies();
         drop(node);
-        // Blocked ADDJOBs this call completed: woken outside the lock (the
-        // client still waits for the AOF watermark before it replies).
-        for (tx, reply) in add_replies {
+        // Blocked clients this call completed (jobs excepted): woken outside
+        // the lock (the client still waits for the AOF watermark before it
+        // replies).
+        for (tx, reply) in replies {
             let _ = tx.send(reply);
         }
         (out, flusher)
@@ -337,7 +338,6 @@ pub async fn run(config: crate::config::Config) -> Result<Exit, String> {
     };
     // The persisted LEAVING flag and address come with the myself line;
     // the port is always the one bound now.
-    engine.defer_add_replies();
     engine.set_node_timeout(config.cluster_node_timeout);
     engine.set_announce(crate::engine::cluster::Announced {
         ip: config.deploy.announce_ip,
