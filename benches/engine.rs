@@ -18,7 +18,6 @@ use disque::engine::addjob::{AddJobOutcome, AddJobRequest};
 use disque::engine::getjob::{GetJobOutcome, GetJobRequest};
 use disque::engine::Engine;
 use disque::job::JobId;
-use disque::resp::Reply;
 
 #[global_allocator]
 static ALLOC: disque::memory::Counting = disque::memory::Counting;
@@ -31,7 +30,7 @@ const CHUNK: u64 = 1000;
 fn add(e: &mut Engine, queue: &Bytes, body: &Bytes) -> JobId {
     let req = AddJobRequest::new(queue.clone(), body.clone());
     match e.addjob(1, req, NOW) {
-        AddJobOutcome::Reply(Reply::Id(id)) => JobId(id),
+        AddJobOutcome::Added(id) => id,
         _ => panic!("ADDJOB failed"),
     }
 }
@@ -44,15 +43,12 @@ fn get(e: &mut Engine, queue: &Bytes) -> JobId {
         withcounters: false,
         queues: vec![queue.clone()],
     };
-    let GetJobOutcome::Reply(Reply::Array(jobs)) = e.getjob(2, req, NOW) else {
+    let GetJobOutcome::Jobs(jobs) = e.getjob(2, req, NOW) else {
         panic!("GETJOB returned nothing");
     };
     match jobs.first() {
-        Some(Reply::Array(f)) => match f.get(1) {
-            Some(Reply::Bulk(id)) => JobId::parse(id).expect("valid id"),
-            _ => panic!("bad job entry"),
-        },
-        _ => panic!("no job"),
+        Some(j) => j.id,
+        None => panic!("no job"),
     }
 }
 

@@ -1,8 +1,10 @@
 //! The import graph between the crate's top-level modules, checked: it
 //! must have no cycle, and the layers of docs/ARCHITECTURE.md must hold
 //! (the engine never reaches up into the node, the commands or the shell).
-//! Read from the source text, so a new `crate::x` path is checked the
-//! moment it is written.
+//! And the engine stays wire-free and clock-free: no file under
+//! `src/engine/` (its tests and simulation included) names the RESP
+//! replies, the async runtime or a clock. Read from the source text, so a
+//! new path is checked the moment it is written.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -114,7 +116,12 @@ fn lower_layers_never_reach_up() {
     let g = graph();
     // Each module and what it must never import.
     let rules: &[(&str, &[&str])] = &[
-        ("engine", &["node", "commands", "server", "aof", "config"]),
+        (
+            "engine",
+            &[
+                "node", "commands", "server", "aof", "config", "resp", "clock",
+            ],
+        ),
         ("aof", &["node", "commands", "server"]),
         ("node", &["commands", "server"]),
         ("commands", &["server"]),
@@ -142,4 +149,49 @@ fn finds_a_planted_cycle() {
     );
     g.entry("c".into()).or_default().clear();
     assert_eq!(find_cycle(&g), None);
+}
+
+/// What no engine file may name: replies are encoded by the commands,
+/// blocked clients are answered by the shell (the engine hands out domain
+/// wakes), and time comes in as `now`.
+const ENGINE_FORBIDDEN: &[&str] = &["crate::resp", "tokio", "Instant::now", "SystemTime::now"];
+
+/// The forbidden names a source text contains.
+fn engine_violations(text: &str) -> Vec<&'static str> {
+    ENGINE_FORBIDDEN
+        .iter()
+        .copied()
+        .filter(|needle| text.contains(needle))
+        .collect()
+}
+
+#[test]
+fn engine_names_no_wire_runtime_or_clock() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("src")
+        .join("engine");
+    let mut files = Vec::new();
+    rust_files(&dir, &mut files);
+    assert!(files.len() > 10, "engine sources not found in {dir:?}");
+    let mut found = Vec::new();
+    for f in files {
+        let text = std::fs::read_to_string(&f).unwrap_or_default();
+        for needle in engine_violations(&text) {
+            found.push(format!("{} names {needle}", f.display()));
+        }
+    }
+    assert!(found.is_empty(), "{}", found.join("\n"));
+}
+
+#[test]
+fn finds_a_planted_engine_violation() {
+    assert_eq!(
+        engine_violations("use tokio::sync::oneshot;\nlet t = std::time::Instant::now();"),
+        vec!["tokio", "Instant::now"]
+    );
+    assert_eq!(
+        engine_violations("fn f() -> crate::resp::Reply { SystemTime::now() }"),
+        vec!["crate::resp", "SystemTime::now"]
+    );
+    assert!(engine_violations("pub fn tick(&mut self, now: u64) {}").is_empty());
 }

@@ -2,10 +2,12 @@
 
 use bytes::Bytes;
 
-use super::{eq_ic, err, string2ll, syntax_error, Ctx, Outcome};
+use super::{blocked, eq_ic, err, string2ll, syntax_error, Ctx, Outcome};
 use crate::engine::addjob::{AddJobOutcome, AddJobRequest};
 use crate::errors::WireError;
+use crate::job::JobId;
 use crate::job_ext::JobExt;
+use crate::resp::Reply;
 
 pub fn addjob(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
     let mut req = AddJobRequest::new(args[1].clone(), args[2].clone());
@@ -81,10 +83,15 @@ pub fn addjob(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
         return err(e);
     }
     match ctx.node.engine.addjob(ctx.client.id, req, ctx.now) {
-        AddJobOutcome::Reply(r) => Outcome::Reply(r),
-        AddJobOutcome::Blocked(rx) => Outcome::Blocked(rx),
+        AddJobOutcome::Added(id) => Outcome::Reply(encode_added(id)),
+        AddJobOutcome::Blocked => blocked(ctx),
         AddJobOutcome::Error(e) => err(e),
     }
+}
+
+/// ADDJOB's reply: the job ID as a status line.
+pub fn encode_added(id: JobId) -> Reply {
+    Reply::Id(id.0)
 }
 
 /// Our ADDJOB options (docs/COMPATIBILITY.md). None: not one of ours.

@@ -1,7 +1,9 @@
 //! Client commands: the command table (names, arity, flags as Disque
 //! reports them), dispatch in Disque's order (docs/COMMANDS.md#dispatch-and-common-errors), and one module per
 //! command or small family. Argument errors become `-ERR ...` replies and
-//! keep the connection open; only protocol errors close it.
+//! keep the connection open; only protocol errors close it. Replies are
+//! encoded here from the engine's domain values, those of blocked clients
+//! too (`wake`).
 
 pub mod ackjob;
 pub mod addjob;
@@ -22,6 +24,9 @@ pub mod redrive;
 pub mod scan;
 pub mod show;
 pub mod waitjob;
+pub mod wake;
+
+pub use wake::deliver_wakes;
 
 use std::time::Instant;
 
@@ -281,7 +286,8 @@ pub static COMMANDS: &[CommandSpec] = &[
 /// What the connection must do after a command.
 pub enum Outcome {
     Reply(Reply),
-    /// Wait for the engine to answer (blocked GETJOB / ADDJOB).
+    /// Wait for the engine to answer (blocked GETJOB, ADDJOB, WAITJOB,
+    /// QLEN/QSTAT CLUSTER): the reply to its wake comes on the receiver.
     Blocked(oneshot::Receiver<Reply>),
     /// Send the reply (if any), then close the connection.
     Close(Option<Reply>),
@@ -312,6 +318,11 @@ pub struct Ctx<'a> {
     pub client: &'a mut ClientState,
     /// Unix milliseconds.
     pub now: u64,
+}
+
+/// The engine blocked the client: wait for the reply to its wake.
+pub fn blocked(ctx: &mut Ctx) -> Outcome {
+    Outcome::Blocked(ctx.node.block_client(ctx.client.id))
 }
 
 pub fn err(e: WireError) -> Outcome {

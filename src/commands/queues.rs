@@ -3,8 +3,8 @@
 
 use bytes::Bytes;
 
-use super::{eq_ic, err, string2ll, Ctx, Outcome};
-use crate::engine::qlen_cluster::CountOutcome;
+use super::{blocked, eq_ic, err, string2ll, Ctx, Outcome};
+use crate::engine::qlen_cluster::{CountOutcome, QStat};
 use crate::errors::WireError;
 use crate::queue::Queue;
 use crate::resp::Reply;
@@ -19,22 +19,58 @@ fn cluster_form(args: &[Bytes], name: &'static str) -> Result<bool, Outcome> {
     }
 }
 
-fn counted(o: CountOutcome) -> Outcome {
-    match o {
-        CountOutcome::Reply(r) => Outcome::Reply(r),
-        CountOutcome::Blocked(rx) => Outcome::Blocked(rx),
+/// Start a CLUSTER count; `qstat` for QSTAT CLUSTER.
+fn count(ctx: &mut Ctx, queue: &Bytes, qstat: Option<QStat>) -> Outcome {
+    let client = ctx.client.id;
+    match ctx
+        .node
+        .engine
+        .count_cluster(client, queue.clone(), qstat, ctx.now)
+    {
+        CountOutcome::Counted { total, qstat } => encode_count(total, qstat).into(),
+        CountOutcome::Blocked => blocked(ctx),
     }
+}
+
+/// The reply to QLEN CLUSTER (the total), or to QSTAT CLUSTER (QSTAT's
+/// fields with `len-cluster`).
+pub fn encode_count(total: u64, qstat: Option<QStat>) -> Reply {
+    let n = i64::try_from(total).unwrap_or(i64::MAX);
+    match qstat {
+        None => Reply::Integer(n),
+        Some(s) => encode_qstat(s, Some(n)),
+    }
+}
+
+/// QSTAT's map, in Disque's field order; `len-cluster` last when given.
+fn encode_qstat(s: QStat, len_cluster: Option<i64>) -> Reply {
+    let mut pairs = Vec::with_capacity(11);
+    pairs.extend([
+        ("name", Reply::Bulk(s.name)),
+        ("len", Reply::Integer(s.len as i64)),
+        ("age", Reply::Integer(s.age as i64)),
+        ("idle", Reply::Integer(s.idle as i64)),
+        ("blocked", Reply::Integer(s.blocked as i64)),
+        (
+            "import-from",
+            Reply::Array(s.import_from.into_iter().map(Reply::bulk).collect()),
+        ),
+        ("import-rate", Reply::Integer(s.import_rate as i64)),
+        ("jobs-in", Reply::Integer(s.jobs_in as i64)),
+        ("jobs-out", Reply::Integer(s.jobs_out as i64)),
+        ("pause", Reply::bulk_str(Queue::pause_name(s.paused))),
+    ]);
+    if let Some(n) = len_cluster {
+        pairs.push(("len-cluster", Reply::Integer(n)));
+    }
+    Reply::map(pairs)
 }
 
 pub fn qlen(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
     match cluster_form(args, "qlen") {
         Err(e) => e,
         Ok(false) => Reply::Integer(ctx.node.engine.queue_len(&args[1]) as i64).into(),
-        Ok(true) => counted(
-            ctx.node
-                .engine
-                .count_cluster(args[1].clone(), None, ctx.now),
-        ),
+        Ok(true) => count(ctx, &args[1], None),
     }
 }
 
@@ -55,7 +91,11 @@ pub fn qpeek(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
     Reply::Array(
         handles
             .into_iter()
-            .map(|h| engine.job_reply(h, false))
+            .map(|h| {
+                engine
+                    .delivered(h, false)
+                    .map_or(Reply::NullBulk, super::getjob::encode_job)
+            })
             .collect(),
     )
     .into()
@@ -66,37 +106,11 @@ pub fn qstat(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
         Ok(c) => c,
         Err(e) => return e,
     };
-    let now = ctx.now;
-    let engine = &ctx.node.engine;
-    let Some(q) = engine.queue(&args[1]) else {
+    let Some(stat) = ctx.node.engine.qstat(&args[1], ctx.now) else {
         return Reply::NullArray.into();
     };
-    let now_s = now / 1000;
-    let import_from: Vec<Reply> = q
-        .fed
-        .responders
-        .keys()
-        .filter_map(|&n| engine.cluster().get(n))
-        .map(|n| Reply::bulk(n.id))
-        .collect();
-    let pairs = vec![
-        ("name", Reply::Bulk(q.name.clone())),
-        ("len", Reply::Integer(q.len() as i64)),
-        ("age", Reply::Integer(now_s.saturating_sub(q.ctime) as i64)),
-        ("idle", Reply::Integer(now_s.saturating_sub(q.atime) as i64)),
-        ("blocked", Reply::Integer(q.blocked.len() as i64)),
-        ("import-from", Reply::Array(import_from)),
-        ("import-rate", Reply::Integer(q.fed.import_rate(now) as i64)),
-        ("jobs-in", Reply::Integer(q.jobs_in as i64)),
-        ("jobs-out", Reply::Integer(q.jobs_out as i64)),
-        ("pause", Reply::bulk_str(Queue::pause_name(q.paused))),
-    ];
     if cluster {
-        return counted(
-            ctx.node
-                .engine
-                .count_cluster(args[1].clone(), Some(pairs), now),
-        );
+        return count(ctx, &args[1], Some(stat));
     }
-    Reply::map(pairs).into()
+    encode_qstat(stat, None).into()
 }

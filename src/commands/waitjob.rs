@@ -4,10 +4,12 @@
 
 use bytes::Bytes;
 
-use super::{eq_ic, err, string2ll, syntax_error, Ctx, Outcome};
+use super::{blocked, eq_ic, err, string2ll, syntax_error, Ctx, Outcome};
 use crate::engine::waitjob::WaitJobOutcome;
+use crate::engine::JobEnd;
 use crate::errors::WireError;
 use crate::job::JobId;
+use crate::resp::Reply;
 
 pub fn waitjob(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
     let Some(id) = JobId::parse(&args[1]) else {
@@ -24,7 +26,16 @@ pub fn waitjob(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
         _ => return syntax_error(),
     }
     match ctx.node.engine.waitjob(ctx.client.id, id, timeout, ctx.now) {
-        WaitJobOutcome::Reply(r) => Outcome::Reply(r),
-        WaitJobOutcome::Blocked(rx) => Outcome::Blocked(rx),
+        WaitJobOutcome::Ended(end) => Outcome::Reply(encode_end(end)),
+        WaitJobOutcome::Blocked => blocked(ctx),
+        WaitJobOutcome::Error(e) => err(e),
+    }
+}
+
+/// WAITJOB's reply: `+acked` and the like, a null bulk at the timeout.
+pub fn encode_end(end: JobEnd) -> Reply {
+    match end.name() {
+        Some(word) => Reply::Status(word.into()),
+        None => Reply::NullBulk,
     }
 }

@@ -1,16 +1,15 @@
 //! ADDJOB inside the engine (docs/COMMANDS.md#addjob): validation that needs node state,
 //! job creation, the immediate and synchronous replication paths, the
-//! replication cron that keeps adding nodes, and "replication achieved".
+//! replication cron that keeps adding nodes, and "replication achieved"
+//! (which wakes the blocked client with `Wake::Added`).
 
 use bytes::Bytes;
 use rand::seq::SliceRandom;
-use tokio::sync::oneshot;
 
-use super::{AddWaiter, BusOut, Engine, JobHandle};
+use super::{AddWaiter, BusOut, ClientId, Engine, JobHandle, Wake};
 use crate::errors::WireError;
 use crate::job::{JobId, JobState, NodeSet};
-use crate::queue::{ClientId, PAUSE_IN};
-use crate::resp::Reply;
+use crate::queue::PAUSE_IN;
 
 pub struct AddJobRequest {
     pub queue: Bytes,
@@ -46,8 +45,11 @@ impl AddJobRequest {
 }
 
 pub enum AddJobOutcome {
-    Reply(Reply),
-    Blocked(oneshot::Receiver<Reply>),
+    /// The job's ID: created (or, with DEDUP, found) without waiting.
+    Added(JobId),
+    /// The client waits for replication; its answer comes as a `Wake`
+    /// (`Added`, or `Error` with NOREPL).
+    Blocked,
     Error(WireError),
 }
 
@@ -69,7 +71,7 @@ impl Engine {
         // DEDUP: a known key answers with the first job's ID, adding nothing.
         if let Some(key) = req.ext.as_ref().and_then(|x| x.dedup_key.as_ref()) {
             if let Some(id) = self.dedup_lookup(&req.queue, key, now) {
-                return AddJobOutcome::Reply(Reply::Id(id.0));
+                return AddJobOutcome::Added(id);
             }
         }
         let retry = req.retry.unwrap_or_else(|| (ttl / 10).clamp(1, 300));
@@ -132,7 +134,6 @@ impl Engine {
             } else {
                 NodeSet::from_slice(&[0])
             };
-            let (tx, rx) = oneshot::channel();
             let deadline = if req.timeout == 0 {
                 u64::MAX
             } else {
@@ -146,7 +147,6 @@ impl Engine {
                 h,
                 AddWaiter {
                     client,
-                    tx,
                     deadline,
                     last_add: now,
                 },
@@ -155,7 +155,7 @@ impl Engine {
             self.add_waiting += 1;
             self.update_awake(h, now);
             self.add_replication_targets(h, needed as usize, false);
-            return AddJobOutcome::Blocked(rx);
+            return AddJobOutcome::Blocked;
         }
 
         // Immediate path.
@@ -188,7 +188,7 @@ impl Engine {
                 self.add_replication_targets(h, needed as usize, true);
             }
         }
-        AddJobOutcome::Reply(Reply::Id(id.0))
+        AddJobOutcome::Added(id)
     }
 
     /// Add `n` random reachable linked nodes to nodes_delivered and send them REPLJOB.
@@ -310,7 +310,7 @@ impl Engine {
             self.counters
                 .repl_latency
                 .observe(now.saturating_sub(created_ms));
-            self.finish_add_waiter(h, w, Reply::Id(id.0));
+            self.finish_add_waiter(h, w, Wake::Added(id));
         }
         if !local {
             let targets: Vec<u32> = confirmed.into_iter().filter(|&n| n != 0).collect();

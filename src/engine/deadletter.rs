@@ -184,7 +184,7 @@ impl Engine {
             self.aof_loadjob(h);
         }
         if dead {
-            self.job_finished(&id, "dead");
+            self.job_finished(&id, super::JobEnd::Dead);
         }
         self.update_awake(h, now);
         Some(id)

@@ -1,15 +1,15 @@
 //! GETJOB: popping jobs across queues, blocking clients on empty queues,
 //! serving them when jobs arrive, their timeouts, and the need-jobs hook
-//! that asks other nodes for jobs (federation).
+//! that asks other nodes for jobs (federation). A blocked client is
+//! served with `Wake::Jobs`; jobs its shell could not hand over come back
+//! through `hand_back`.
 
 use bytes::Bytes;
-use tokio::sync::oneshot;
 
-use super::{BusOut, Engine, JobHandle};
+use super::{BusOut, ClientId, DeliveredJob, Engine, Wake};
 use crate::errors::WireError;
-use crate::job::{JobState, F_DELIVERED};
-use crate::queue::{ClientId, PAUSE_OUT};
-use crate::resp::Reply;
+use crate::job::{JobId, JobState, F_DELIVERED};
+use crate::queue::PAUSE_OUT;
 
 /// A client blocked in GETJOB.
 pub struct GetWaiter {
@@ -17,7 +17,6 @@ pub struct GetWaiter {
     pub withcounters: bool,
     /// u64::MAX = forever.
     pub deadline: u64,
-    pub tx: oneshot::Sender<Reply>,
 }
 
 pub struct GetJobRequest {
@@ -30,8 +29,13 @@ pub struct GetJobRequest {
 }
 
 pub enum GetJobOutcome {
-    Reply(Reply),
-    Blocked(oneshot::Receiver<Reply>),
+    /// Jobs found at once, in delivery order.
+    Jobs(Vec<DeliveredJob>),
+    /// NOHANG and nothing to take.
+    NoJobs,
+    /// The client waits; its answer comes as a `Wake` (`Jobs`, `NoJobs`
+    /// at the timeout, or `Error`).
+    Blocked,
     Error(WireError),
 }
 
@@ -50,24 +54,6 @@ pub enum NeedReason {
 const PREFETCH_BELOW: usize = 50;
 
 impl Engine {
-    /// Render a job as GETJOB does: [queue, id, body] (+ counters).
-    pub fn job_reply(&self, h: JobHandle, withcounters: bool) -> Reply {
-        let Some(j) = self.store.get(h) else {
-            return Reply::NullBulk;
-        };
-        let mut v = Vec::with_capacity(if withcounters { 7 } else { 3 });
-        v.push(j.queue.as_deref().map_or(Reply::NullBulk, Reply::bulk));
-        v.push(Reply::Bulk(Bytes::copy_from_slice(&j.id.0)));
-        v.push(j.body.as_deref().map_or(Reply::NullBulk, Reply::bulk));
-        if withcounters {
-            v.push(Reply::bulk_str("nacks"));
-            v.push(Reply::Integer(i64::from(j.nacks)));
-            v.push(Reply::bulk_str("additional-deliveries"));
-            v.push(Reply::Integer(i64::from(j.deliv)));
-        }
-        Reply::Array(v)
-    }
-
     pub fn getjob(&mut self, client: ClientId, req: GetJobRequest, now: u64) -> GetJobOutcome {
         let mut jobs = Vec::new();
         loop {
@@ -90,7 +76,7 @@ impl Engine {
                 };
                 match popped {
                     Some((qh, h)) => {
-                        jobs.push(self.job_reply(h, req.withcounters));
+                        jobs.extend(self.delivered(h, req.withcounters));
                         taken += 1;
                         self.after_pop(qh, name, now);
                     }
@@ -103,15 +89,14 @@ impl Engine {
         }
         if !jobs.is_empty() {
             self.counters.delivered += jobs.len() as u64;
-            return GetJobOutcome::Reply(Reply::Array(jobs));
+            return GetJobOutcome::Jobs(jobs);
         }
         if req.nohang {
-            return GetJobOutcome::Reply(Reply::NullArray);
+            return GetJobOutcome::NoJobs;
         }
         if self.cluster.leaving() {
             return GetJobOutcome::Error(WireError::Leaving);
         }
-        let (tx, rx) = oneshot::channel();
         let mut queues: Vec<Bytes> = Vec::with_capacity(req.queues.len());
         for q in req.queues {
             if !queues.contains(&q) {
@@ -137,10 +122,9 @@ impl Engine {
                 queues,
                 withcounters: req.withcounters,
                 deadline,
-                tx,
             },
         );
-        GetJobOutcome::Blocked(rx)
+        GetJobOutcome::Blocked
     }
 
     /// Unregister a blocked client from all its queues.
@@ -185,16 +169,15 @@ impl Engine {
                 let Some(w) = self.take_waiter(client, Some(&name[..])) else {
                     continue;
                 };
-                if w.tx.is_closed() {
-                    continue;
-                }
-                let Some(h) = self.pop(qh, now) else { break };
-                let reply = Reply::Array(vec![self.job_reply(h, w.withcounters)]);
-                if w.tx.send(reply).is_err() {
-                    self.undo_pop(qh, h);
-                } else {
-                    self.counters.delivered += 1;
-                }
+                // Unreachable (the queue is not empty), but a waiter taken
+                // off every list must get its one wake.
+                let Some(h) = self.pop(qh, now) else {
+                    self.wake(client, Wake::NoJobs);
+                    break;
+                };
+                let job = self.delivered(h, w.withcounters);
+                self.counters.delivered += 1;
+                self.wake(client, Wake::Jobs(job.into_iter().collect()));
                 self.after_pop(qh, &name, now);
             }
         }
@@ -214,17 +197,40 @@ impl Engine {
         }
     }
 
-    /// Put back a job whose receiving client vanished between pop and send.
-    fn undo_pop(&mut self, qh: u32, h: JobHandle) {
-        if let Some(j) = self.store.get_mut(h) {
+    /// Jobs of a `Wake::Jobs` whose client left before the shell could
+    /// hand them over: queued again where they were (as if never popped)
+    /// and offered to the next blocked client. Jobs that changed since
+    /// (acknowledged, deleted, queued again by a later command of the same
+    /// call) are left as they are.
+    pub fn hand_back(&mut self, ids: &[JobId], now: u64) {
+        for id in ids {
+            let Some(h) = self.lookup(id) else { continue };
+            let Some(j) = self.store.get_mut(h) else {
+                continue;
+            };
+            if j.state != JobState::Active {
+                continue;
+            }
+            let Some(qh) = j
+                .queue
+                .as_deref()
+                .and_then(|n| self.queue_index.get(n).copied())
+            else {
+                continue;
+            };
             j.state = JobState::Queued;
             j.flags &= !F_DELIVERED;
             let ctime = j.ctime;
+            self.counters.delivered = self.counters.delivered.saturating_sub(1);
             if let Some(q) = self.queues.get_mut(qh) {
                 q.insert(ctime, h);
                 q.jobs_out = q.jobs_out.saturating_sub(1);
+                if !q.blocked.is_empty() && q.paused & PAUSE_OUT == 0 {
+                    self.ready.push(q.name.clone());
+                }
             }
         }
+        self.serve_ready(now);
     }
 
     /// Time out blocked GETJOB clients; kick them when leaving.
@@ -235,8 +241,8 @@ impl Engine {
             if t >= now {
                 break;
             }
-            if let Some(w) = self.remove_waiter(client) {
-                let _ = w.tx.send(Reply::NullArray);
+            if self.remove_waiter(client).is_some() {
+                self.wake(client, Wake::NoJobs);
             } else {
                 self.waiter_timeouts.remove(&(t, client));
             }
@@ -244,8 +250,8 @@ impl Engine {
         if self.cluster.leaving() && !self.waiters.is_empty() {
             let ids: Vec<ClientId> = self.waiters.keys().copied().collect();
             for c in ids {
-                if let Some(w) = self.remove_waiter(c) {
-                    let _ = w.tx.send(WireError::Leaving.reply());
+                if self.remove_waiter(c).is_some() {
+                    self.wake(c, Wake::Error(WireError::Leaving));
                 }
             }
         }
@@ -364,26 +370,136 @@ impl Engine {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::engine::addjob::{AddJobOutcome, AddJobRequest};
+
+    fn engine() -> Engine {
+        Engine::new(*b"ad249f8c9b2240cd45f72fd233bd3d5a42a6709d", 7711, 1, 1000)
+    }
+
+    fn blocking(timeout: u64, withcounters: bool) -> GetJobRequest {
+        GetJobRequest {
+            nohang: false,
+            timeout,
+            count: 1,
+            withcounters,
+            queues: vec![Bytes::from_static(b"q")],
+        }
+    }
+
+    fn add(e: &mut Engine, body: &'static [u8], now: u64) -> JobId {
+        let req = AddJobRequest::new(Bytes::from_static(b"q"), Bytes::from_static(body));
+        let AddJobOutcome::Added(id) = e.addjob(99, req, now) else {
+            panic!("ADDJOB did not add");
+        };
+        e.serve_ready(now);
+        id
+    }
 
     #[test]
     fn getjob_timeout_never_fires_early() {
-        let mut e = Engine::new(*b"ad249f8c9b2240cd45f72fd233bd3d5a42a6709d", 7711, 1, 1000);
-        let req = GetJobRequest {
-            nohang: false,
-            timeout: 300,
-            count: 1,
-            withcounters: false,
-            queues: vec![Bytes::from_static(b"q")],
-        };
-        let GetJobOutcome::Blocked(mut rx) = e.getjob(7, req, 1000) else {
-            panic!("expected to block");
-        };
+        let mut e = engine();
+        assert!(matches!(
+            e.getjob(7, blocking(300, false), 1000),
+            GetJobOutcome::Blocked
+        ));
         // 1000 may stand for 1000.9 ms: the deadline itself is too early.
         e.tick(1300);
-        assert!(rx.try_recv().is_err());
+        assert!(e.take_wakes().is_empty());
         assert_eq!(e.blocked_clients(), 1);
         e.tick(1301);
-        assert_eq!(rx.try_recv(), Ok(Reply::NullArray));
+        assert_eq!(e.take_wakes(), vec![(7, Wake::NoJobs)]);
+        assert_eq!(e.blocked_clients(), 0);
+    }
+
+    #[test]
+    fn a_blocked_client_is_woken_with_the_job_copied_out() {
+        let mut e = engine();
+        assert!(matches!(
+            e.getjob(7, blocking(0, true), 1000),
+            GetJobOutcome::Blocked
+        ));
+        let id = add(&mut e, b"body", 1001);
+        let wakes = e.take_wakes();
+        let [(7, Wake::Jobs(jobs))] = &wakes[..] else {
+            panic!("unexpected wakes {wakes:?}");
+        };
+        let [job] = &jobs[..] else {
+            panic!("one job expected: {jobs:?}");
+        };
+        assert_eq!(job.id, id);
+        assert_eq!(job.queue.as_deref(), Some(&b"q"[..]));
+        assert_eq!(job.body.as_deref(), Some(&b"body"[..]));
+        assert_eq!(job.counters, Some((0, 0)));
+        assert_eq!(e.counters().delivered, 1);
+        assert_eq!(e.queue_len(b"q"), 0);
+    }
+
+    #[test]
+    fn jobs_handed_back_go_to_the_next_waiter_or_the_queue() {
+        let mut e = engine();
+        for client in [7, 8] {
+            assert!(matches!(
+                e.getjob(client, blocking(0, false), 1000),
+                GetJobOutcome::Blocked
+            ));
+        }
+        let id = add(&mut e, b"b", 1001);
+        let wakes = e.take_wakes();
+        assert!(
+            matches!(&wakes[..], [(7, Wake::Jobs(j))] if j.len() == 1 && j[0].id == id),
+            "{wakes:?}"
+        );
+        // Client 7 vanished before its reply went out: the job goes to 8.
+        e.hand_back(&[id], 1002);
+        let wakes = e.take_wakes();
+        assert!(
+            matches!(&wakes[..], [(8, Wake::Jobs(j))] if j.len() == 1 && j[0].id == id),
+            "{wakes:?}"
+        );
+        assert_eq!(e.counters().delivered, 1);
+        // Client 8 vanished too: with nobody waiting, the job is queued
+        // again, never delivered.
+        e.hand_back(&[id], 1003);
+        assert!(e.take_wakes().is_empty());
+        assert_eq!(e.queue_len(b"q"), 1);
+        assert_eq!(e.counters().delivered, 0);
+        let h = e.lookup(&id).expect("job kept");
+        let j = e.job(h).expect("job kept");
+        assert_eq!(j.state, JobState::Queued);
+        assert!(!j.has(F_DELIVERED));
+        // A job that changed meanwhile (here acknowledged) stays as it is.
+        let GetJobOutcome::Jobs(got) = e.getjob(
+            9,
+            GetJobRequest {
+                nohang: true,
+                ..blocking(0, false)
+            },
+            1004,
+        ) else {
+            panic!("job not queued");
+        };
+        assert_eq!(got.len(), 1);
+        e.ackjob(&[id], 1005);
+        e.hand_back(&[id], 1006);
+        assert_eq!(e.queue_len(b"q"), 0);
+    }
+
+    #[test]
+    fn leaving_and_flushall_end_every_wait() {
+        let mut e = engine();
+        assert!(matches!(
+            e.getjob(7, blocking(0, false), 1000),
+            GetJobOutcome::Blocked
+        ));
+        e.flushall(1001);
+        assert_eq!(e.take_wakes(), vec![(7, Wake::NoJobs)]);
+        assert!(matches!(
+            e.getjob(8, blocking(0, false), 1002),
+            GetJobOutcome::Blocked
+        ));
+        e.set_leaving(true);
+        e.tick(1003);
+        assert_eq!(e.take_wakes(), vec![(8, Wake::Error(WireError::Leaving))]);
         assert_eq!(e.blocked_clients(), 0);
     }
 }

@@ -2,8 +2,6 @@
 //! byte count and `maxmemory`, and eviction of acked or already-delivered
 //! at-most-once jobs (then idle queues) when above 95%.
 
-use std::time::Instant;
-
 use rand::Rng;
 
 use super::Engine;
@@ -35,6 +33,14 @@ impl Default for MemoryConfig {
         }
     }
 }
+
+/// Per call, `free_memory_if_needed` samples at most this many job slots
+/// and evicts at most `MAX_EVICTIONS` jobs (about a millisecond's work):
+/// one command never stalls the node for long, and the next call goes on
+/// where this one stopped. Counts rather than a clock, so the engine stays
+/// deterministic.
+const MAX_SAMPLES: u32 = 50_000;
+const MAX_EVICTIONS: u32 = 1_000;
 
 impl Engine {
     /// 0 normal, 1 above 75% of maxmemory, 2 above 95%.
@@ -71,8 +77,9 @@ impl Engine {
         if self.memory.policy == Policy::NoEviction {
             return false;
         }
-        let start = Instant::now();
         let mut misses = 0;
+        let mut sampled = 0u32;
+        let mut evicted = 0u32;
         while self.memory_level() >= 2 {
             if self.store.is_empty() {
                 let before = self.queues.len();
@@ -80,6 +87,7 @@ impl Engine {
                 return self.memory_level() < 2
                     || (self.queues.len() < before && self.memory_level() < 2);
             }
+            sampled += 1;
             let slots = self.store.slots();
             let h = self.rng.gen_range(0..slots.max(1)) as u32;
             let evictable = self
@@ -91,11 +99,12 @@ impl Engine {
                     self.counters.evicted += 1;
                     self.delete_job(h, now);
                     misses = 0;
+                    evicted += 1;
                 }
                 Some(false) => misses += 1,
                 None => {}
             }
-            if misses >= 10 || start.elapsed().as_micros() > 1000 {
+            if misses >= 10 || sampled >= MAX_SAMPLES || evicted >= MAX_EVICTIONS {
                 return false;
             }
         }

@@ -2,8 +2,8 @@
 //! blocked clients, scheduler, node table). It performs no I/O and reads no
 //! clock: every entry point takes `now` (unix ms) and leaves its side
 //! effects (AOF records, bus messages) in `Engine::out`, to be drained by the
-//! shell in engine order. Blocked clients are woken through oneshot
-//! channels, which never block.
+//! shell in engine order. Blocked clients are client IDs; the end of
+//! their wait leaves as a domain `Wake` in the wake outbox (`wake`).
 
 pub mod ack;
 pub mod addjob;
@@ -26,24 +26,28 @@ pub mod scheduler;
 mod sim;
 pub mod store;
 pub mod waitjob;
+pub mod wake;
 
 use std::collections::{BTreeSet, HashMap};
 
 use bytes::Bytes;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
-use tokio::sync::oneshot;
 
 use crate::errors::WireError;
 use crate::job::{Job, JobId, JobState, NodeIdx, NodeSet, F_BCAST_QUEUED, F_BCAST_WILLQUEUE};
-use crate::queue::{ClientId, Queue, PAUSE_OUT};
-use crate::resp::Reply;
+use crate::queue::{Queue, PAUSE_OUT};
 use crate::slab::Slab;
 
 pub use cluster::Cluster;
 pub use getjob::GetWaiter;
 pub use memory::MemoryConfig;
 pub use store::{JobHandle, JobStore};
+pub use wake::{DeliveredJob, JobEnd, Wake};
+
+/// A client connection, as the shell numbers them: blocked clients are
+/// these IDs, never a channel.
+pub use crate::queue::ClientId;
 
 /// A message for a peer, produced by the engine and sent by the bus layer.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -150,7 +154,6 @@ pub struct Effects {
 /// A client blocked in ADDJOB until its job is replicated.
 pub struct AddWaiter {
     pub client: ClientId,
-    pub tx: oneshot::Sender<Reply>,
     /// u64::MAX = wait forever.
     pub deadline: u64,
     /// Last time a node was added to nodes_delivered.
@@ -180,9 +183,8 @@ pub struct Engine {
     waiter_timeouts: BTreeSet<(u64, ClientId)>,
     /// Blocked ADDJOB clients by job (few at a time, so kept out of `Job`).
     adders: Map<JobHandle, AddWaiter>,
-    /// Replies to finished blocked ADDJOBs, when the shell sends them
-    /// (`defer_add_replies`); None: sent at once.
-    add_replies: Option<Vec<(oneshot::Sender<Reply>, Reply)>>,
+    /// Wake-ups of blocked clients, taken by the shell (`wake`).
+    wakes: Vec<(ClientId, Wake)>,
     /// nodes_confirmed (SHOW's `nodes-confirmed`) of wait-repl and acked jobs; absent = none.
     confirmed: Map<JobHandle, NodeSet>,
     /// Extension fields of the jobs flagged `F_EXT` (`crate::job_ext`).
@@ -256,7 +258,7 @@ impl Engine {
             counts: qlen_cluster::ClusterCounts::default(),
             add_timeouts: BTreeSet::new(),
             add_waiting: 0,
-            add_replies: None,
+            wakes: Vec::new(),
             ready: Vec::new(),
             fed_ready: Vec::new(),
             early_demand: Vec::new(),
@@ -746,7 +748,7 @@ impl Engine {
         if job.state == JobState::Acked {
             self.forgotten.insert(&job.id, now);
         }
-        self.job_finished(&job.id, "deleted");
+        self.job_finished(&job.id, JobEnd::Deleted);
         match job.state {
             JobState::Active | JobState::Queued => self.aof_deljob(job.id),
             JobState::WaitRepl => {
@@ -760,39 +762,17 @@ impl Engine {
             return;
         }
         if let Some(w) = self.adders.remove(&h) {
-            self.finish_add_waiter(h, w, crate::errors::WireError::NoReplExpired.reply());
+            self.finish_add_waiter(h, w, Wake::Error(WireError::NoReplExpired));
         }
     }
 
-    pub fn finish_add_waiter(&mut self, h: JobHandle, w: AddWaiter, reply: Reply) {
+    pub fn finish_add_waiter(&mut self, h: JobHandle, w: AddWaiter, wake: Wake) {
         self.add_timeouts.remove(&(w.deadline, h));
         self.add_waiting = self.add_waiting.saturating_sub(1);
-        match &mut self.add_replies {
-            Some(later) => later.push((w.tx, reply)),
-            None => {
-                let _ = w.tx.send(reply);
-            }
-        }
+        self.wake(w.client, wake);
     }
 
-    /// From now on, hold the replies of finished blocked ADDJOBs until
-    /// [`take_add_replies`](Self::take_add_replies): the shell sends them
-    /// after releasing the node lock, so the woken clients (a batch of
-    /// GOTJOBs completes many at once) neither run into the held lock nor
-    /// make the lock holder pay for their wake-ups.
-    pub fn defer_add_replies(&mut self) {
-        self.add_replies.get_or_insert_with(Vec::new);
-    }
-
-    /// The replies held since the last call (see `defer_add_replies`).
-    pub fn take_add_replies(&mut self) -> Vec<(oneshot::Sender<Reply>, Reply)> {
-        self.add_replies
-            .as_mut()
-            .map(std::mem::take)
-            .unwrap_or_default()
-    }
-
-    /// Delete every job and queue; blocked GETJOB clients get a null reply.
+    /// Delete every job and queue; blocked GETJOB clients get no jobs.
     pub fn flushall(&mut self, now: u64) {
         for h in self.store.handles() {
             self.delete_job(h, now);
@@ -804,8 +784,8 @@ impl Engine {
         self.forgotten.clear();
         let ids: Vec<ClientId> = self.waiters.keys().copied().collect();
         for id in ids {
-            if let Some(w) = self.remove_waiter(id) {
-                let _ = w.tx.send(Reply::NullArray);
+            if self.remove_waiter(id).is_some() {
+                self.wake(id, Wake::NoJobs);
             }
         }
         self.queues.clear();
@@ -843,7 +823,7 @@ impl Engine {
         if live {
             self.aof_deljob(id);
         }
-        self.job_finished(&id, "acked");
+        self.job_finished(&id, JobEnd::Acked);
         true
     }
 

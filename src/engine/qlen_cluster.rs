@@ -15,27 +15,47 @@
 //! it reuses these types are in `cluster::message`). There a peer that
 //! did not answer in time, or answered the short form because it predates
 //! totals, is reported as unknown, never as zero.
+//!
+//! A count's client gets its figure as `Wake::Count`; the dashboard's
+//! totals are taken by request number (`Engine::take_totals`).
 
 use std::collections::BTreeSet;
 
 use bytes::Bytes;
-use tokio::sync::oneshot;
 
-use super::{BusOut, Engine};
+use super::{BusOut, ClientId, Engine, Wake};
 use crate::cluster::message::NodeTotals;
 use crate::job::NodeIdx;
-use crate::resp::Reply;
 
 /// Upper bound of the wait for peers' answers.
 pub const MAX_WAIT_MS: u64 = 1000;
 
+/// QSTAT's fields of one queue.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QStat {
+    pub name: Bytes,
+    pub len: u64,
+    /// Seconds since the queue was created.
+    pub age: u64,
+    /// Seconds since the last enqueue or pop.
+    pub idle: u64,
+    pub blocked: u64,
+    /// IDs of the nodes this queue imported jobs from lately.
+    pub import_from: Vec<[u8; 40]>,
+    pub import_rate: u64,
+    pub jobs_in: u64,
+    pub jobs_out: u64,
+    /// `PAUSE_IN` / `PAUSE_OUT` flags.
+    pub paused: u8,
+}
+
 struct Pending {
-    tx: oneshot::Sender<Reply>,
+    client: ClientId,
     total: u64,
     waiting: Vec<NodeIdx>,
     deadline: u64,
-    /// QSTAT fields to reply with (`len-cluster` is appended); None = QLEN.
-    qstat: Option<Vec<(&'static str, Reply)>>,
+    /// QSTAT's local fields (answered with `len-cluster`); None = QLEN.
+    qstat: Option<QStat>,
 }
 
 /// Every peer asked for its totals, by node index; None = unknown (no
@@ -43,7 +63,6 @@ struct Pending {
 pub type PeerTotals = Vec<(NodeIdx, Option<NodeTotals>)>;
 
 struct PendingTotals {
-    tx: oneshot::Sender<PeerTotals>,
     got: PeerTotals,
     waiting: Vec<NodeIdx>,
     deadline: u64,
@@ -58,32 +77,29 @@ pub struct ClusterCounts {
     pending: super::Map<u32, Pending>,
     totals: super::Map<u32, PendingTotals>,
     timeouts: BTreeSet<(u64, u32)>,
+    /// Totals requests answered (or timed out), for `Engine::take_totals`.
+    finished_totals: Vec<(u32, PeerTotals)>,
 }
 
 impl ClusterCounts {
     pub fn next_deadline(&self) -> Option<u64> {
         self.timeouts.first().map(|&(t, _)| t)
     }
-}
 
-pub enum CountOutcome {
-    Reply(Reply),
-    Blocked(oneshot::Receiver<Reply>),
-}
+    pub(super) fn has_finished_totals(&self) -> bool {
+        !self.finished_totals.is_empty()
+    }
 
-fn reply_of(total: u64, qstat: Option<Vec<(&'static str, Reply)>>) -> Reply {
-    let n = Reply::Integer(i64::try_from(total).unwrap_or(i64::MAX));
-    match qstat {
-        None => n,
-        Some(mut pairs) => {
-            pairs.push(("len-cluster", n));
-            Reply::map(pairs)
-        }
+    pub(super) fn take_finished_totals(&mut self) -> Vec<(u32, PeerTotals)> {
+        std::mem::take(&mut self.finished_totals)
     }
 }
 
-fn finish(p: Pending) {
-    let _ = p.tx.send(reply_of(p.total, p.qstat));
+pub enum CountOutcome {
+    /// No peer to ask: the local figure (and QSTAT's fields, given back).
+    Counted { total: u64, qstat: Option<QStat> },
+    /// The client waits for the peers; its answer comes as `Wake::Count`.
+    Blocked,
 }
 
 impl Engine {
@@ -115,24 +131,24 @@ impl Engine {
         t
     }
 
-    /// Ask every linked reachable peer for its totals; the receiver gets
-    /// them when all answered or after the QLEN CLUSTER wait.
-    pub fn cluster_totals(&mut self, now: u64) -> oneshot::Receiver<PeerTotals> {
-        let (tx, rx) = oneshot::channel();
+    /// Ask every linked reachable peer for its totals. Returns the
+    /// request number; the answers are taken with `take_totals` when all
+    /// peers answered or after the QLEN CLUSTER wait (at once without
+    /// peers).
+    pub fn cluster_totals(&mut self, now: u64) -> u32 {
         let peers = self.linked_peers();
-        if peers.is_empty() {
-            let _ = tx.send(Vec::new());
-            return rx;
-        }
         let deadline = now + self.count_wait();
         let c = &mut self.counts;
         c.next_req = c.next_req.wrapping_add(1);
         let req = c.next_req;
+        if peers.is_empty() {
+            c.finished_totals.push((req, Vec::new()));
+            return req;
+        }
         c.timeouts.insert((deadline, req));
         c.totals.insert(
             req,
             PendingTotals {
-                tx,
                 got: peers.iter().map(|&n| (n, None)).collect(),
                 waiting: peers.clone(),
                 deadline,
@@ -141,7 +157,7 @@ impl Engine {
         for n in peers {
             self.out.bus.push((n, BusOut::TotalsReq { req }));
         }
-        rx
+        req
     }
 
     pub(crate) fn on_totals_req(&mut self, from: NodeIdx, req: u32) {
@@ -165,28 +181,31 @@ impl Engine {
         if p.waiting.is_empty() {
             if let Some(p) = self.counts.totals.remove(&req) {
                 self.counts.timeouts.remove(&(p.deadline, req));
-                let _ = p.tx.send(p.got);
+                self.counts.finished_totals.push((req, p.got));
             }
         }
     }
 
-    /// Start a cluster-wide count of `queue`. `qstat`: the local QSTAT
-    /// fields when the caller is QSTAT CLUSTER.
+    /// Start a cluster-wide count of `queue` for `client`. `qstat`: the
+    /// local QSTAT fields when the caller is QSTAT CLUSTER.
     pub fn count_cluster(
         &mut self,
+        client: ClientId,
         queue: Bytes,
-        qstat: Option<Vec<(&'static str, Reply)>>,
+        qstat: Option<QStat>,
         now: u64,
     ) -> CountOutcome {
         let local = self.queue_len(&queue) as u64;
         let peers = self.linked_peers();
         if peers.is_empty() {
-            return CountOutcome::Reply(reply_of(local, qstat));
+            return CountOutcome::Counted {
+                total: local,
+                qstat,
+            };
         }
-        let (tx, rx) = oneshot::channel();
         let wait = self.count_wait();
         let p = Pending {
-            tx,
+            client,
             total: local,
             waiting: peers.clone(),
             deadline: now + wait,
@@ -206,7 +225,7 @@ impl Engine {
                 },
             ));
         }
-        CountOutcome::Blocked(rx)
+        CountOutcome::Blocked
     }
 
     /// QLENREQ from a peer: answer with our local length.
@@ -229,7 +248,7 @@ impl Engine {
         if p.waiting.is_empty() {
             if let Some(p) = self.counts.pending.remove(&req) {
                 self.counts.timeouts.remove(&(p.deadline, req));
-                finish(p);
+                self.finish_count(p);
             }
         }
     }
@@ -242,11 +261,45 @@ impl Engine {
             }
             self.counts.timeouts.remove(&(t, req));
             if let Some(p) = self.counts.pending.remove(&req) {
-                finish(p);
+                self.finish_count(p);
             }
             if let Some(p) = self.counts.totals.remove(&req) {
-                let _ = p.tx.send(p.got);
+                self.counts.finished_totals.push((req, p.got));
             }
         }
+    }
+
+    fn finish_count(&mut self, p: Pending) {
+        self.wake(
+            p.client,
+            Wake::Count {
+                total: p.total,
+                qstat: p.qstat,
+            },
+        );
+    }
+
+    /// QSTAT's fields of a queue; None if it does not exist.
+    pub fn qstat(&self, name: &[u8], now: u64) -> Option<QStat> {
+        let q = self.queue(name)?;
+        let now_s = now / 1000;
+        Some(QStat {
+            name: q.name.clone(),
+            len: q.len() as u64,
+            age: now_s.saturating_sub(q.ctime),
+            idle: now_s.saturating_sub(q.atime),
+            blocked: q.blocked.len() as u64,
+            import_from: q
+                .fed
+                .responders
+                .keys()
+                .filter_map(|&n| self.cluster.get(n))
+                .map(|n| n.id)
+                .collect(),
+            import_rate: q.fed.import_rate(now),
+            jobs_in: q.jobs_in,
+            jobs_out: q.jobs_out,
+            paused: q.paused,
+        })
     }
 }

@@ -57,7 +57,7 @@ impl Engine {
                 self.counters.expired += 1;
             }
             let id = j.id;
-            self.job_finished(&id, "expired");
+            self.job_finished(&id, super::JobEnd::Expired);
             self.delete_job(h, now);
             return;
         }
@@ -184,7 +184,7 @@ impl Engine {
             self.add_timeouts.remove(&(t, h));
             if let Some(w) = self.adders.remove(&h) {
                 self.counters.norepl += 1;
-                self.finish_add_waiter(h, w, WireError::NoReplTimeout.reply());
+                self.finish_add_waiter(h, w, super::Wake::Error(WireError::NoReplTimeout));
                 // The job is deleted and DELJOB broadcast to possible holders.
                 self.delete_job(h, now);
             }

@@ -15,17 +15,16 @@ use std::collections::{HashMap, HashSet};
 
 use bytes::Bytes;
 use rand::Rng;
-use tokio::sync::oneshot;
 
 use super::addjob::{AddJobOutcome, AddJobRequest};
 use super::getjob::{GetJobOutcome, GetJobRequest};
+use super::{ClientId, Wake};
 use crate::job::{JobId, JobState};
-use crate::resp::Reply;
 use net::{Faults, Sim, START};
 
 struct Workload {
-    /// ADDJOB replies still pending: (node, receiver, body).
-    pending_adds: Vec<(oneshot::Receiver<Reply>, Bytes)>,
+    /// Blocked ADDJOBs still waiting: (client, body).
+    pending_adds: Vec<(ClientId, Bytes)>,
     accepted: HashMap<JobId, Bytes>,
     delivered: HashMap<JobId, u32>,
     acked: HashSet<JobId>,
@@ -48,24 +47,27 @@ fn addjob(sim: &mut Sim, w: &mut Workload, node: usize, n: usize) {
         ..AddJobRequest::new(Bytes::from_static(b"q"), body.clone())
     };
     match e.addjob(client, req, now) {
-        AddJobOutcome::Reply(Reply::Id(id)) => {
-            w.accepted.insert(JobId(id), body);
+        AddJobOutcome::Added(id) => {
+            w.accepted.insert(id, body);
         }
-        AddJobOutcome::Reply(_) | AddJobOutcome::Error(_) => {}
-        AddJobOutcome::Blocked(rx) => w.pending_adds.push((rx, body)),
+        AddJobOutcome::Error(_) => {}
+        AddJobOutcome::Blocked => {
+            sim.blocked_on(client, node);
+            w.pending_adds.push((client, body));
+        }
     }
     sim.flush(node);
 }
 
-fn poll_adds(w: &mut Workload) {
+fn poll_adds(sim: &mut Sim, w: &mut Workload) {
     let mut still = Vec::new();
-    for (mut rx, body) in w.pending_adds.drain(..) {
-        match rx.try_recv() {
-            Ok(Reply::Id(id)) => {
-                w.accepted.insert(JobId(id), body);
+    for (client, body) in w.pending_adds.drain(..) {
+        match sim.answer(client) {
+            Some(Some(Wake::Added(id))) => {
+                w.accepted.insert(id, body);
             }
-            Ok(_) | Err(oneshot::error::TryRecvError::Closed) => {}
-            Err(oneshot::error::TryRecvError::Empty) => still.push((rx, body)),
+            Some(_) => {}
+            None => still.push((client, body)),
         }
     }
     w.pending_adds = still;
@@ -81,20 +83,10 @@ fn getjob_ids(e: &mut super::Engine, client: u64, now: u64) -> Option<Vec<JobId>
         withcounters: false,
         queues: vec![Bytes::from_static(b"q")],
     };
-    let GetJobOutcome::Reply(Reply::Array(jobs)) = e.getjob(client, req, now) else {
+    let GetJobOutcome::Jobs(jobs) = e.getjob(client, req, now) else {
         return None;
     };
-    let ids = jobs
-        .iter()
-        .filter_map(|j| match j {
-            Reply::Array(f) => match f.get(1) {
-                Some(Reply::Bulk(id)) => JobId::parse(id),
-                _ => None,
-            },
-            _ => None,
-        })
-        .collect();
-    Some(ids)
+    Some(jobs.iter().map(|j| j.id).collect())
 }
 
 fn consume(sim: &mut Sim, w: &mut Workload, node: usize, ack: bool, healthy: bool) {
@@ -164,7 +156,7 @@ fn run_scenario(seed: u64) -> u64 {
         }
         sim.partition_then_crash(t, crash_node, &mut table);
         sim.step();
-        poll_adds(&mut w);
+        poll_adds(&mut sim, &mut w);
     }
     // Phase 2: healed network, no loss. First let requeues settle with no
     // consumer: a job must not stay queued on two nodes at once.
@@ -192,7 +184,7 @@ fn run_scenario(seed: u64) -> u64 {
             consume(&mut sim, &mut w, node, true, true);
         }
         sim.step();
-        poll_adds(&mut w);
+        poll_adds(&mut sim, &mut w);
     }
     sim.run_for(60_000);
 

@@ -1,21 +1,17 @@
 //! WAITJOB: clients blocked until a job this node holds ends. The engine
 //! calls `job_finished` wherever a job ends locally (acknowledged - also
 //! when the SETACK comes from another node -, expired, deleted,
-//! dead-lettered); timeouts are decided by `tick`, like GETJOB's.
+//! dead-lettered); timeouts are decided by `tick`, like GETJOB's. The
+//! outcome leaves as `Wake::JobEnded`.
 
 use std::collections::BTreeSet;
 
-use tokio::sync::oneshot;
-
-use super::Engine;
+use super::{ClientId, Engine, JobEnd, Wake};
 use crate::errors::WireError;
 use crate::job::{JobId, JobState};
-use crate::queue::ClientId;
-use crate::resp::Reply;
 
 struct Waiter {
     id: JobId,
-    tx: oneshot::Sender<Reply>,
     /// u64::MAX = no timeout.
     deadline: u64,
 }
@@ -65,8 +61,11 @@ impl JobWaiters {
 }
 
 pub enum WaitJobOutcome {
-    Reply(Reply),
-    Blocked(oneshot::Receiver<Reply>),
+    /// The job already ended (acknowledged or dead-lettered).
+    Ended(JobEnd),
+    /// The client waits; its answer comes as a `Wake::JobEnded`.
+    Blocked,
+    Error(WireError),
 }
 
 impl Engine {
@@ -79,15 +78,14 @@ impl Engine {
         now: u64,
     ) -> WaitJobOutcome {
         let Some(h) = self.lookup(&id) else {
-            return WaitJobOutcome::Reply(WireError::NoJob.reply());
+            return WaitJobOutcome::Error(WireError::NoJob);
         };
         if self.job(h).is_some_and(|j| j.state == JobState::Acked) {
-            return WaitJobOutcome::Reply(Reply::Status("acked".into()));
+            return WaitJobOutcome::Ended(JobEnd::Acked);
         }
         if self.ext_of(h).is_some_and(|x| x.is_dead()) {
-            return WaitJobOutcome::Reply(Reply::Status("dead".into()));
+            return WaitJobOutcome::Ended(JobEnd::Dead);
         }
-        let (tx, rx) = oneshot::channel();
         let deadline = if timeout == 0 {
             u64::MAX
         } else {
@@ -95,16 +93,16 @@ impl Engine {
         };
         let w = &mut self.waitjobs;
         w.remove(client);
-        w.by_client.insert(client, Waiter { id, tx, deadline });
+        w.by_client.insert(client, Waiter { id, deadline });
         w.by_job.entry(id).or_default().push(client);
         if deadline != u64::MAX {
             w.timeouts.insert((deadline, client));
         }
-        WaitJobOutcome::Blocked(rx)
+        WaitJobOutcome::Blocked
     }
 
     /// A job ended here: wake its WAITJOB clients with `outcome`.
-    pub(crate) fn job_finished(&mut self, id: &JobId, outcome: &'static str) {
+    pub(crate) fn job_finished(&mut self, id: &JobId, outcome: JobEnd) {
         if self.waitjobs.is_empty() {
             return;
         }
@@ -112,21 +110,21 @@ impl Engine {
             return;
         };
         for c in clients {
-            if let Some(w) = self.waitjobs.remove(c) {
-                let _ = w.tx.send(Reply::Status(outcome.into()));
+            if self.waitjobs.remove(c).is_some() {
+                self.wake(c, Wake::JobEnded(outcome));
             }
         }
     }
 
-    /// WAITJOB clients whose timeout passed get a null reply.
+    /// WAITJOB clients whose timeout passed.
     pub(crate) fn expire_job_waiters(&mut self, now: u64) {
         while let Some(&(t, c)) = self.waitjobs.timeouts.first() {
             // Strictly after the deadline, like GETJOB (ms truncation).
             if t >= now {
                 break;
             }
-            if let Some(w) = self.waitjobs.remove(c) {
-                let _ = w.tx.send(Reply::NullBulk);
+            if self.waitjobs.remove(c).is_some() {
+                self.wake(c, Wake::JobEnded(JobEnd::Timeout));
             } else {
                 self.waitjobs.timeouts.remove(&(t, c));
             }

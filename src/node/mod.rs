@@ -1,6 +1,8 @@
 //! Everything behind the node's one lock: the engine plus server-level
 //! state that commands read or change (configuration, client registry,
-//! statistics, slow log, monitors, persistence status).
+//! statistics, slow log, monitors, persistence status), and the reply
+//! channels of blocked clients, which the engine knows by ID only
+//! (`commands::wake` answers them).
 //!
 //! The node sits between the commands and the engine: commands reach the
 //! engine and the node's own state through it; it drives the AOF writer
@@ -16,7 +18,9 @@ use bytes::Bytes;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::config::Config;
-use crate::engine::Engine;
+use crate::engine::qlen_cluster::PeerTotals;
+use crate::engine::{ClientId, Engine, Wake};
+use crate::resp::Reply;
 
 /// Per-connection state owned by the connection task.
 pub struct ClientState {
@@ -106,6 +110,15 @@ pub struct Node {
     pub effect_sink: Option<Box<dyn Fn(crate::engine::Effects) + Send>>,
     /// Latency histograms and refusal counts for /metrics.
     pub metrics: metrics::NodeMetrics,
+    /// Reply channels of the blocked clients (GETJOB, ADDJOB, WAITJOB,
+    /// QLEN/QSTAT CLUSTER), answered when the engine wakes them. A cheap
+    /// hash: the IDs are ours.
+    pub waiters: HashMap<ClientId, oneshot::Sender<Reply>, foldhash::fast::FixedState>,
+    /// The engine's wake outbox is moved here to be answered; kept for its
+    /// allocation.
+    pub wake_buf: Vec<(ClientId, Wake)>,
+    /// The dashboard's node-totals requests, by engine request number.
+    totals_waiters: HashMap<u32, oneshot::Sender<PeerTotals>, foldhash::fast::FixedState>,
 }
 
 impl Node {
@@ -148,6 +161,9 @@ impl Node {
             tls: Default::default(),
             aof_writer: None,
             metrics: metrics::NodeMetrics::new(commands),
+            waiters: HashMap::default(),
+            wake_buf: Vec::new(),
+            totals_waiters: HashMap::default(),
         }
     }
 
@@ -270,6 +286,42 @@ impl Node {
         persistence::dispatch(self, std::mem::take(&mut effects.aof), now);
         if let Some(tx) = &self.effect_sink {
             tx(effects);
+        }
+    }
+}
+
+impl Node {
+    /// A command blocked `client` in the engine: the receiver its
+    /// connection waits on for the reply to the engine's wake.
+    pub fn block_client(&mut self, client: ClientId) -> oneshot::Receiver<Reply> {
+        let (tx, rx) = oneshot::channel();
+        self.waiters.insert(client, tx);
+        rx
+    }
+
+    /// Forget a connection that closed: its reply channel and its state
+    /// in the engine (an ADDJOB it waited for is deleted).
+    pub fn client_gone(&mut self, client: ClientId, now: u64) {
+        self.waiters.remove(&client);
+        self.engine.client_gone(client, now);
+    }
+
+    /// The dashboard's cluster view: ask every peer for its totals; the
+    /// receiver gets them when all answered or after the QLEN CLUSTER
+    /// wait (`deliver_totals`).
+    pub fn cluster_totals(&mut self, now: u64) -> oneshot::Receiver<PeerTotals> {
+        let (tx, rx) = oneshot::channel();
+        let req = self.engine.cluster_totals(now);
+        self.totals_waiters.insert(req, tx);
+        rx
+    }
+
+    /// Send the totals the engine finished to their requesters.
+    pub fn deliver_totals(&mut self) {
+        for (req, totals) in self.engine.take_totals() {
+            if let Some(tx) = self.totals_waiters.remove(&req) {
+                let _ = tx.send(totals);
+            }
         }
     }
 }

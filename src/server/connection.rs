@@ -112,7 +112,7 @@ pub async fn handle<S: ClientStream>(shared: Arc<Shared>, mut stream: S, addr: S
     shared
         .call(move |node, now| {
             node.clients.remove(&id);
-            node.engine.client_gone(id, now);
+            node.client_gone(id, now);
         })
         .await;
 }

@@ -290,7 +290,6 @@ pub async fn run(config: crate::config::Config) -> Result<Exit, String> {
     };
     // The persisted LEAVING flag and address come with the myself line;
     // the port is always the one bound now.
-    engine.defer_add_replies();
     engine.set_node_timeout(config.cluster_node_timeout);
     engine.set_announce(crate::engine::cluster::Announced {
         ip: config.deploy.announce_ip,

@@ -119,14 +119,23 @@ fn run(shared: Arc<Shared>, mut node: Node, mut rx: mpsc::UnboundedReceiver<Subm
                 Err(_) => break,
             }
         }
-        let mut now = 0;
         for (span, task) in tasks.drain(..) {
-            now = unix_ms();
+            let now = unix_ms();
             let _in = span.enter();
             task(&mut node, now, &mut turn);
+            // Before the effects: jobs handed back by a vanished client
+            // may produce more of them.
+            let replies = crate::commands::deliver_wakes(&mut node, now);
+            if !replies.is_empty() {
+                turn.release(move || {
+                    for (tx, reply) in replies {
+                        let _ = tx.send(reply);
+                    }
+                });
+            }
             shared.drain_effects(&mut node, now);
         }
-        end_turn(&shared, &mut node, now, &mut turn);
+        end_turn(&shared, &mut node, &mut turn);
     }
 }
 
@@ -150,8 +159,8 @@ fn next_task(rx: &mut mpsc::UnboundedReceiver<Submitted>) -> Option<Submitted> {
 
 /// Redis's `beforeSleep`: wake the timer and the nodes.conf saver when
 /// needed, write the turn's AOF records with one `write()`, then release
-/// the turn's answers and completed blocked commands.
-fn end_turn(shared: &Shared, node: &mut Node, now: u64, turn: &mut Turn) {
+/// the turn's answers (batches, calls, completed blocked commands).
+fn end_turn(shared: &Shared, node: &mut Node, turn: &mut Turn) {
     if let Some(d) = node.engine.next_deadline() {
         if d < shared.next_tick.load(Ordering::Relaxed) {
             shared.tick_notify.notify_one();
@@ -170,12 +179,6 @@ fn end_turn(shared: &Shared, node: &mut Node, now: u64, turn: &mut Turn) {
     if let Some(f) = crate::node::persistence::take_flusher(node) {
         f.flush();
     }
-    // Blocked ADDJOBs this turn completed (each client still waits for the
-    // AOF watermark before it replies).
-    for (tx, reply) in node.engine.take_add_replies() {
-        let _ = tx.send(reply);
-    }
-    let _ = now;
     for r in turn.releases.drain(..) {
         r();
     }

@@ -11,12 +11,11 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use bytes::Bytes;
 use rand::Rng;
-use tokio::sync::oneshot;
 
 use super::{Faults, Sim};
 use crate::engine::addjob::{AddJobOutcome, AddJobRequest};
+use crate::engine::{ClientId, Wake};
 use crate::job::JobId;
-use crate::resp::Reply;
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub(super) enum Fault {
@@ -33,7 +32,8 @@ pub(super) enum Fault {
 
 #[derive(Default)]
 pub(super) struct Ledger {
-    pending: Vec<oneshot::Receiver<Reply>>,
+    /// Blocked ADDJOB clients.
+    pending: Vec<ClientId>,
     pub(super) accepted: HashSet<JobId>,
     pub(super) deliveries: HashMap<JobId, u32>,
     /// "phase/path" -> duplicate deliveries.
@@ -76,24 +76,27 @@ fn produce(sim: &mut Sim, l: &mut Ledger, node: usize, n: u64) {
         ..AddJobRequest::new(Bytes::from_static(b"q"), Bytes::from(format!("job-{n}")))
     };
     match e.addjob(client, req, now) {
-        AddJobOutcome::Reply(Reply::Id(id)) => {
-            l.accepted.insert(JobId(id));
+        AddJobOutcome::Added(id) => {
+            l.accepted.insert(id);
         }
-        AddJobOutcome::Blocked(rx) => l.pending.push(rx),
-        AddJobOutcome::Reply(_) | AddJobOutcome::Error(_) => {}
+        AddJobOutcome::Blocked => {
+            sim.blocked_on(client, node);
+            l.pending.push(client);
+        }
+        AddJobOutcome::Error(_) => {}
     }
     sim.flush(node);
 }
 
-fn poll(l: &mut Ledger) {
+fn poll(sim: &mut Sim, l: &mut Ledger) {
     let mut accepted = Vec::new();
-    l.pending.retain_mut(|rx| match rx.try_recv() {
-        Ok(Reply::Id(id)) => {
-            accepted.push(JobId(id));
+    l.pending.retain(|&client| match sim.answer(client) {
+        Some(Some(Wake::Added(id))) => {
+            accepted.push(id);
             false
         }
-        Ok(_) | Err(oneshot::error::TryRecvError::Closed) => false,
-        Err(oneshot::error::TryRecvError::Empty) => true,
+        Some(_) => false,
+        None => true,
     });
     l.accepted.extend(accepted);
 }
@@ -246,7 +249,7 @@ pub(super) fn run(fault: Fault, seed: u64) -> Ledger {
             }
         }
         sim.step();
-        poll(&mut l);
+        poll(&mut sim, &mut l);
     }
     // Drain: consumers on every node until every accepted job was seen.
     for t in 0..12_000u64 {
@@ -258,7 +261,7 @@ pub(super) fn run(fault: Fault, seed: u64) -> Ledger {
             consume(&mut sim, &mut l, node, "drain");
         }
         sim.step();
-        poll(&mut l);
+        poll(&mut sim, &mut l);
     }
     // Settle, still consuming: late requeues show up as duplicates.
     for t in 0..3000u64 {

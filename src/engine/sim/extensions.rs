@@ -13,9 +13,9 @@ use bytes::Bytes;
 use super::{Faults, Sim};
 use crate::engine::addjob::{AddJobOutcome, AddJobRequest};
 use crate::engine::getjob::{GetJobOutcome, GetJobRequest};
+use crate::engine::{ClientId, Wake};
 use crate::job::{JobId, JobState};
 use crate::job_ext::JobExt;
-use crate::resp::Reply;
 
 fn ext(f: impl FnOnce(&mut JobExt)) -> Option<JobExt> {
     let mut x = JobExt::default();
@@ -31,7 +31,7 @@ fn add(
     queue: &'static [u8],
     req_ext: Option<JobExt>,
     replicate: u32,
-    pending: &mut Vec<tokio::sync::oneshot::Receiver<Reply>>,
+    pending: &mut Vec<ClientId>,
 ) -> Option<JobId> {
     let client = sim.client();
     let now = sim.now;
@@ -47,24 +47,25 @@ fn add(
     let out = e.addjob(client, req, now);
     sim.flush(node);
     match out {
-        AddJobOutcome::Reply(Reply::Id(id)) => Some(JobId(id)),
-        AddJobOutcome::Blocked(rx) => {
-            pending.push(rx);
+        AddJobOutcome::Added(id) => Some(id),
+        AddJobOutcome::Blocked => {
+            sim.blocked_on(client, node);
+            pending.push(client);
             None
         }
-        _ => None,
+        AddJobOutcome::Error(_) => None,
     }
 }
 
-fn poll(pending: &mut Vec<tokio::sync::oneshot::Receiver<Reply>>) -> Vec<JobId> {
+fn poll(sim: &mut Sim, pending: &mut Vec<ClientId>) -> Vec<JobId> {
     let mut done = Vec::new();
-    pending.retain_mut(|rx| match rx.try_recv() {
-        Ok(Reply::Id(id)) => {
-            done.push(JobId(id));
+    pending.retain(|&client| match sim.answer(client) {
+        Some(Some(Wake::Added(id))) => {
+            done.push(id);
             false
         }
-        Ok(_) | Err(tokio::sync::oneshot::error::TryRecvError::Closed) => false,
-        Err(tokio::sync::oneshot::error::TryRecvError::Empty) => true,
+        Some(_) => false,
+        None => true,
     });
     done
 }
@@ -85,18 +86,10 @@ fn take(sim: &mut Sim, node: usize, queue: &'static [u8]) -> Vec<JobId> {
     };
     let out = e.getjob(client, req, now);
     sim.flush(node);
-    let GetJobOutcome::Reply(Reply::Array(jobs)) = out else {
+    let GetJobOutcome::Jobs(jobs) = out else {
         return Vec::new();
     };
-    jobs.iter()
-        .filter_map(|j| match j {
-            Reply::Array(f) => match f.get(1) {
-                Some(Reply::Bulk(id)) => JobId::parse(id),
-                _ => None,
-            },
-            _ => None,
-        })
-        .collect()
+    jobs.iter().map(|j| j.id).collect()
 }
 
 fn nack(sim: &mut Sim, node: usize, id: JobId) {
@@ -164,7 +157,7 @@ fn dead_letter_scenario(seed: u64) {
         }
         sim.partition_then_crash(t, crash_node, &mut table);
         sim.step();
-        accepted.extend(poll(&mut pending));
+        accepted.extend(poll(&mut sim, &mut pending));
     }
     // Healed, lossless: timers keep re-queueing the undelivered copies,
     // which dead-letters the rest; then holders must agree.
@@ -248,7 +241,7 @@ fn dedup_scenario(seed: u64) {
         // timeout would) on other nodes.
         for _ in 0..200 {
             if !pending.is_empty() {
-                got.extend(poll(&mut pending));
+                got.extend(poll(&mut sim, &mut pending));
             }
             if pending.is_empty() && !got.is_empty() {
                 break;
@@ -273,7 +266,7 @@ fn dedup_scenario(seed: u64) {
                     break;
                 }
                 sim.step();
-                got.extend(poll(&mut pending));
+                got.extend(poll(&mut sim, &mut pending));
             }
         }
         answers.entry(k).or_default().extend(got);
@@ -328,7 +321,7 @@ fn backoff_scenario(seed: u64) {
     let mut id = add(&mut sim, 0, b"q", x, 3, &mut pending);
     while id.is_none() {
         sim.step();
-        id = poll(&mut pending).first().copied();
+        id = poll(&mut sim, &mut pending).first().copied();
     }
     // A consumer on every node that never acknowledges: each delivery is
     // followed by a re-queue after the job's current back-off. Two holders

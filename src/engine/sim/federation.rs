@@ -6,12 +6,11 @@
 //! trip per batch.
 
 use bytes::Bytes;
-use tokio::sync::oneshot;
 
 use super::{Faults, Sim};
 use crate::engine::addjob::{AddJobOutcome, AddJobRequest};
 use crate::engine::getjob::{GetJobOutcome, GetJobRequest};
-use crate::resp::Reply;
+use crate::engine::{ClientId, Wake};
 
 const Q: &[u8] = b"fq";
 
@@ -46,14 +45,15 @@ fn add(sim: &mut Sim, node: usize, n: usize) {
         };
         assert!(matches!(
             e.addjob(client, req, now),
-            AddJobOutcome::Reply(Reply::Id(_))
+            AddJobOutcome::Added(_)
         ));
     }
     e.serve_ready(now);
     sim.flush(node);
 }
 
-fn getjob(sim: &mut Sim, node: usize, nohang: bool) -> GetJobOutcome {
+/// GETJOB on `node`; a client that blocks is registered for its answer.
+fn getjob(sim: &mut Sim, node: usize, nohang: bool) -> (ClientId, GetJobOutcome) {
     let client = sim.client();
     let now = sim.now;
     let req = GetJobRequest {
@@ -65,10 +65,32 @@ fn getjob(sim: &mut Sim, node: usize, nohang: bool) -> GetJobOutcome {
     };
     let out = match sim.nodes[node].as_mut() {
         Some(e) => e.getjob(client, req, now),
-        None => GetJobOutcome::Reply(Reply::NullArray),
+        None => GetJobOutcome::NoJobs,
     };
+    if matches!(out, GetJobOutcome::Blocked) {
+        sim.blocked_on(client, node);
+    }
     sim.flush(node);
-    out
+    (client, out)
+}
+
+/// Block a consumer on `node`.
+fn block(sim: &mut Sim, node: usize) -> ClientId {
+    let (client, out) = getjob(sim, node, false);
+    assert!(
+        matches!(out, GetJobOutcome::Blocked),
+        "consumer did not block"
+    );
+    client
+}
+
+/// The number of jobs a blocked consumer got; None while it waits.
+fn jobs_got(sim: &mut Sim, client: ClientId) -> Option<usize> {
+    match sim.answer(client) {
+        None => None,
+        Some(Some(Wake::Jobs(jobs))) => Some(jobs.len()),
+        Some(other) => panic!("the waiting consumer got {other:?}"),
+    }
 }
 
 fn qlen(sim: &Sim, node: usize) -> usize {
@@ -87,26 +109,18 @@ fn sim_a_job_queued_after_an_unanswered_needjobs_goes_to_the_waiting_node() {
     // The queue exists on node 0 but is empty.
     add(&mut sim, 0, 1);
     assert!(matches!(
-        getjob(&mut sim, 0, true),
-        GetJobOutcome::Reply(Reply::Array(_))
+        getjob(&mut sim, 0, true).1,
+        GetJobOutcome::Jobs(_)
     ));
     // A consumer blocks on node 1: it broadcasts NEEDJOBS, node 0 has nothing.
-    let GetJobOutcome::Blocked(mut rx): GetJobOutcome = getjob(&mut sim, 1, false) else {
-        panic!("consumer did not block");
-    };
+    let client = block(&mut sim, 1);
     sim.run_for(50);
-    assert!(matches!(
-        rx.try_recv(),
-        Err(oneshot::error::TryRecvError::Empty)
-    ));
+    assert_eq!(jobs_got(&mut sim, client), None);
     // Without the remembered demand node 1 would ask again only after its
     // broadcast back-off (4 s); the job must arrive within a few hops.
     add(&mut sim, 0, 1);
     sim.run_for(50);
-    match rx.try_recv() {
-        Ok(Reply::Array(jobs)) => assert_eq!(jobs.len(), 1),
-        other => panic!("the waiting consumer got {other:?}"),
-    }
+    assert_eq!(jobs_got(&mut sim, client), Some(1));
     assert_eq!(qlen(&sim, 0), 0);
 }
 
@@ -114,16 +128,11 @@ fn sim_a_job_queued_after_an_unanswered_needjobs_goes_to_the_waiting_node() {
 fn sim_a_consumer_waiting_before_the_queue_exists_elsewhere_gets_the_first_job() {
     let mut sim = quiet_pair();
     // Node 0 has never heard of the queue when node 1's consumer asks.
-    let GetJobOutcome::Blocked(mut rx) = getjob(&mut sim, 1, false) else {
-        panic!("consumer did not block");
-    };
+    let client = block(&mut sim, 1);
     sim.run_for(50);
     add(&mut sim, 0, 1);
     sim.run_for(50);
-    match rx.try_recv() {
-        Ok(Reply::Array(jobs)) => assert_eq!(jobs.len(), 1),
-        other => panic!("the waiting consumer got {other:?}"),
-    }
+    assert_eq!(jobs_got(&mut sim, client), Some(1));
 }
 
 #[test]
@@ -131,13 +140,11 @@ fn sim_an_importing_queue_asks_for_more_before_it_runs_dry() {
     let mut sim = quiet_pair();
     add(&mut sim, 0, 300);
     // First batch: a blocked consumer on node 1 makes it ask.
-    let GetJobOutcome::Blocked(mut rx) = getjob(&mut sim, 1, false) else {
-        panic!("consumer did not block");
-    };
+    let client = block(&mut sim, 1);
     let mut got = 0;
     for _ in 0..100 {
         sim.step();
-        if rx.try_recv().is_ok() {
+        if jobs_got(&mut sim, client).is_some() {
             got = 1;
             break;
         }
@@ -153,8 +160,8 @@ fn sim_an_importing_queue_asks_for_more_before_it_runs_dry() {
     // Then one consumer takes a job every step (10 ms, messages take 1 ms):
     // the queue must never be found empty while node 0 still has jobs.
     while qlen(&sim, 0) > 0 {
-        match getjob(&mut sim, 1, true) {
-            GetJobOutcome::Reply(Reply::Array(_)) => got += 1,
+        match getjob(&mut sim, 1, true).1 {
+            GetJobOutcome::Jobs(_) => got += 1,
             _ => panic!(
                 "node 1 ran dry after {got} jobs with {} still on node 0",
                 qlen(&sim, 0)

@@ -1,8 +1,10 @@
 //! The simulation's network: engines on seeded in-memory links with
 //! loss (a lost message breaks its link, as with TCP), duplication, delay,
 //! reordering, partitions and crash/restart. Scenarios live in `super`.
+//! The harness also plays the shell for blocked clients: it collects every
+//! engine's wakes as the clients' answers.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -10,7 +12,8 @@ use rand::{Rng, SeedableRng};
 use crate::cluster::message::Message;
 use crate::engine::cluster::NodeInfo;
 use crate::engine::gossip::LinkKind;
-use crate::engine::Engine;
+use crate::engine::qlen_cluster::PeerTotals;
+use crate::engine::{ClientId, Engine, Wake};
 use crate::job::NodeIdx;
 
 pub(super) const START: u64 = 1_700_000_000_000;
@@ -61,6 +64,13 @@ pub(super) struct Sim {
     /// Pairs that cannot talk.
     pub(super) cut: BTreeSet<(usize, usize)>,
     pub(super) next_client: u64,
+    /// Blocked clients, by the node they wait on.
+    waiting: BTreeMap<ClientId, usize>,
+    /// What blocked clients got: their wake, or None when their node
+    /// crashed (the connection broke).
+    answers: HashMap<ClientId, Option<Wake>>,
+    /// Dashboard totals by (node, request number).
+    totals: HashMap<(usize, u32), PeerTotals>,
     /// A digest of every message delivered (time, sender, receiver,
     /// bytes): equal for two runs of a seed exactly when they went the
     /// same way.
@@ -98,6 +108,9 @@ impl Sim {
             faults,
             cut: BTreeSet::new(),
             next_client: 1,
+            waiting: BTreeMap::new(),
+            answers: HashMap::new(),
+            totals: HashMap::new(),
             trace: 0,
         }
     }
@@ -178,6 +191,13 @@ impl Sim {
         let Some(e) = self.nodes[a].as_mut() else {
             return;
         };
+        for (client, wake) in e.take_wakes() {
+            self.waiting.remove(&client);
+            self.answers.insert(client, Some(wake));
+        }
+        for (req, totals) in e.take_totals() {
+            self.totals.insert((a, req), totals);
+        }
         let frames = e.take_messages(now);
         let connects: Vec<_> = e.out.connect.drain(..).collect();
         let disconnects: Vec<_> = e.out.disconnect.drain(..).collect();
@@ -320,6 +340,16 @@ impl Sim {
 
     pub(super) fn crash(&mut self, i: usize) {
         self.nodes[i] = None;
+        let gone: Vec<ClientId> = self
+            .waiting
+            .iter()
+            .filter(|&(_, &n)| n == i)
+            .map(|(&c, _)| c)
+            .collect();
+        for c in gone {
+            self.waiting.remove(&c);
+            self.answers.insert(c, None);
+        }
         self.links.retain(|&(a, _), &mut b| a != i && b != i);
     }
 
@@ -369,5 +399,21 @@ impl Sim {
     pub(super) fn client(&mut self) -> u64 {
         self.next_client += 1;
         self.next_client
+    }
+
+    /// `client` blocked on `node`: its answer is collected from now on.
+    pub(super) fn blocked_on(&mut self, client: ClientId, node: usize) {
+        self.waiting.insert(client, node);
+    }
+
+    /// A blocked client's answer, once: None while it still waits,
+    /// Some(None) when its node crashed first.
+    pub(super) fn answer(&mut self, client: ClientId) -> Option<Option<Wake>> {
+        self.answers.remove(&client)
+    }
+
+    /// The answer to a dashboard totals request, once.
+    pub(super) fn totals_of(&mut self, node: usize, req: u32) -> Option<PeerTotals> {
+        self.totals.remove(&(node, req))
     }
 }

@@ -4,7 +4,6 @@
 //! QLENREP form (one that predates totals) is unknown rather than zero.
 
 use bytes::Bytes;
-use tokio::sync::oneshot;
 
 use super::{Faults, Sim};
 use crate::cluster::message::NodeTotals;
@@ -25,7 +24,7 @@ fn add(sim: &mut Sim, node: usize, queue: &'static [u8], n: usize) {
         };
         let out = e.addjob(client, req, now);
         assert!(
-            matches!(out, AddJobOutcome::Reply(crate::resp::Reply::Id(_))),
+            matches!(out, AddJobOutcome::Added(_)),
             "ADDJOB REPLICATE 1 is accepted at once"
         );
         sim.flush(node);
@@ -40,25 +39,26 @@ fn idx(sim: &Sim, i: usize) -> NodeIdx {
         .expect("node 0 knows the node")
 }
 
-/// Step until `rx` resolves (at most `ms` of simulated time).
-fn wait(sim: &mut Sim, mut rx: oneshot::Receiver<PeerTotals>, ms: u64) -> Option<PeerTotals> {
+/// Step until node 0 answers request `req` (at most `ms` of simulated time).
+fn wait(sim: &mut Sim, req: u32, ms: u64) -> Option<PeerTotals> {
     for _ in 0..ms / super::net::STEP {
-        if let Ok(v) = rx.try_recv() {
+        if let Some(v) = sim.totals_of(0, req) {
             return Some(v);
         }
         sim.step();
     }
-    rx.try_recv().ok()
+    sim.totals_of(0, req)
 }
 
-fn ask(sim: &mut Sim) -> oneshot::Receiver<PeerTotals> {
+/// Ask node 0 for the cluster's totals: the request number.
+fn ask(sim: &mut Sim) -> u32 {
     let now = sim.now;
-    let rx = sim.nodes[0]
+    let req = sim.nodes[0]
         .as_mut()
         .expect("node 0 up")
         .cluster_totals(now);
     sim.flush(0);
-    rx
+    req
 }
 
 fn of(v: &PeerTotals, i: NodeIdx) -> Option<NodeTotals> {
@@ -75,8 +75,8 @@ fn sim_node_totals_reach_the_asker_and_missing_peers_are_unknown() {
     add(&mut sim, 2, b"c", 4);
     let (n1, n2) = (idx(&sim, 1), idx(&sim, 2));
 
-    let rx = ask(&mut sim);
-    let v = wait(&mut sim, rx, MAX_WAIT_MS).expect("answered");
+    let req = ask(&mut sim);
+    let v = wait(&mut sim, req, MAX_WAIT_MS).expect("answered");
     let t = |queued, queues| NodeTotals {
         queued,
         jobs: queued,
@@ -89,20 +89,20 @@ fn sim_node_totals_reach_the_asker_and_missing_peers_are_unknown() {
     assert_eq!(local, Some(t(1, 1)));
 
     // Node 1 answers with the short QLENREP (a node that predates totals).
-    let rx = ask(&mut sim);
+    let req = ask(&mut sim);
     let now = sim.now;
     if let Some(e) = sim.nodes[0].as_mut() {
         let req = e.counts.next_req;
         e.on_qlen_rep(n1, req, 9, now);
     }
-    let v = wait(&mut sim, rx, MAX_WAIT_MS).expect("answered");
+    let v = wait(&mut sim, req, MAX_WAIT_MS).expect("answered");
     assert_eq!(of(&v, n1), None, "{v:?}");
     assert_eq!(of(&v, n2), Some(t(4, 1)), "{v:?}");
 
     // A crashed node: unknown once the wait is over, never zero.
     sim.crash(2);
-    let rx = ask(&mut sim);
-    let v = wait(&mut sim, rx, MAX_WAIT_MS + 100).expect("answered in time");
+    let req = ask(&mut sim);
+    let v = wait(&mut sim, req, MAX_WAIT_MS + 100).expect("answered in time");
     assert_eq!(of(&v, n1), Some(t(3, 2)), "{v:?}");
     assert_eq!(of(&v, n2), None, "{v:?}");
 }

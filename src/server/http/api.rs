@@ -201,7 +201,7 @@ pub(super) async fn cluster(State(st): State<AppState>) -> Json<Value> {
                     })
                 })
                 .collect();
-            (nodes, idx, node.engine.cluster_totals(now), now)
+            (nodes, idx, node.cluster_totals(now), now)
         })
         .await;
     let answers = match tokio::time::timeout(CLUSTER_WAIT, rx).await {
