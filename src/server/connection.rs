@@ -18,42 +18,17 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::{mpsc, oneshot};
 use tracing::Instrument;
 
+use super::batch::{misconf_replies, run_on_owner, Batch, Done, Spent, Step, FLUSH_AT, MAX_BATCH};
 use super::Shared;
 use crate::aof::writer::NotDurable;
-use crate::commands::{self, Outcome};
 use crate::errors::WireError;
 use crate::node::{ClientInfo, ClientState, ReplyMode};
 use crate::resp::encode::encode;
 use crate::resp::parse::RequestParser;
 use crate::resp::Reply;
 
-/// Most requests run under one lock acquisition, so one pipelining client
-/// cannot hold the node for long.
-const MAX_BATCH: usize = 256;
-/// Stop a batch and write the replies out once this much is buffered.
-const FLUSH_AT: usize = 64 * 1024;
 /// Reserve at most this much ahead for a large incoming bulk argument.
 const MAX_RESERVE: usize = 8 * 1024 * 1024;
-
-enum Step {
-    /// Keep going.
-    Continue,
-    /// Wait for a blocked command's reply.
-    Blocked(oneshot::Receiver<Reply>, bool),
-    Close,
-    Shutdown {
-        restart_after_ms: Option<u64>,
-    },
-    /// CLUSTER MEET <hostname>: resolved by the shell, then answered.
-    Meet {
-        host: String,
-        port: u16,
-        suppress: bool,
-    },
-    Monitor,
-    /// CLIENT PAUSE in effect until this unix ms.
-    Paused(u64),
-}
 
 /// A client socket: TCP or Unix domain.
 pub trait ClientStream: AsyncRead + AsyncWrite + Unpin + std::os::fd::AsRawFd + Send {}
@@ -117,26 +92,91 @@ pub async fn handle<S: ClientStream>(shared: Arc<Shared>, mut stream: S, addr: S
         .await;
 }
 
+/// The socket side of a client, in the manner of mini-redis's
+/// `Connection`: a read buffer parsed into requests, replies written once
+/// per batch, and the signals that end the client.
+struct Connection<'a, S> {
+    stream: &'a mut S,
+    rbuf: BytesMut,
+    parser: RequestParser,
+    /// A malformed request: answered, then the connection closes.
+    protocol_error: Option<String>,
+    /// Fires (or its sender is dropped) on CLIENT KILL and on shutdown. A
+    /// oneshot costs a load per poll; a `watch::changed` future, created
+    /// in every read turn or kept and polled, took the watch's waiter-list
+    /// mutex, which all connections contend on, once per request.
+    stop: oneshot::Receiver<()>,
+}
+
+impl<S: ClientStream> Connection<'_, S> {
+    /// Parse the complete requests already buffered into `pending`, up to
+    /// a batch. True when the batch is full (more may be buffered).
+    fn parse_into(&mut self, pending: &mut VecDeque<Vec<Bytes>>) -> bool {
+        while self.protocol_error.is_none() {
+            if pending.len() >= MAX_BATCH {
+                return true;
+            }
+            match self.parser.parse(&mut self.rbuf) {
+                Ok(Some(args)) => pending.push_back(args),
+                Ok(None) => break,
+                Err(e) => self.protocol_error = Some(e.message()),
+            }
+        }
+        false
+    }
+
+    /// Read more bytes. None when the client is gone: EOF, killed, idle
+    /// for `idle_secs` (0 = never).
+    async fn read_more(&mut self, idle_secs: u64) -> std::io::Result<Option<usize>> {
+        if let Some(extra) = self.parser.pending_bulk_remaining() {
+            self.rbuf.reserve(extra.min(MAX_RESERVE));
+        } else if self.rbuf.capacity() - self.rbuf.len() < 512 {
+            // Double with use (up to 64 KB per step) so busy pipelining
+            // clients read in large chunks.
+            self.rbuf
+                .reserve(self.rbuf.capacity().clamp(1024, 64 * 1024));
+        }
+        let n = tokio::select! {
+            biased;
+            r = self.stream.read_buf(&mut self.rbuf) => r?,
+            _ = &mut self.stop => return Ok(None),
+            _ = idle_sleep(idle_secs) => return Ok(None),
+        };
+        Ok((n > 0).then_some(n))
+    }
+
+    /// Write the buffered replies with one syscall.
+    async fn write_out(&mut self, wbuf: &mut BytesMut) -> std::io::Result<()> {
+        flush(self.stream, wbuf).await
+    }
+}
+
+/// What the serve loop does after a batch's step.
+enum Flow {
+    /// Go on with the requests already parsed.
+    Next,
+    /// Parse again first: requests may have arrived while the connection
+    /// waited (for a blocked command, a pause).
+    Again,
+    End,
+}
+
 async fn serve<S: ClientStream>(
     shared: &Shared,
     stream: &mut S,
     client: ClientState,
     blocked: &AtomicBool,
-    // Fires (or its sender is dropped) on CLIENT KILL and on shutdown. A
-    // oneshot costs a load per poll; a `watch::changed` future, created in
-    // every read turn or kept and polled, took the watch's waiter-list
-    // mutex, which all connections contend on, once per request.
-    mut stop: oneshot::Receiver<()>,
+    stop: oneshot::Receiver<()>,
 ) -> std::io::Result<()> {
-    let stop = &mut stop;
     // Buffers start small and grow with the traffic: thousands of idle
     // connections must not cost 32 KB each.
-    let mut rbuf = BytesMut::with_capacity(1024);
-    let rbuf = &mut rbuf;
-    let mut parser = RequestParser::new();
-    let parser = &mut parser;
-    let mut protocol_error: Option<String> = None;
-    let protocol_error = &mut protocol_error;
+    let mut conn = Connection {
+        stream,
+        rbuf: BytesMut::with_capacity(1024),
+        parser: RequestParser::new(),
+        protocol_error: None,
+        stop,
+    };
     // What travels to the owner and back with every batch.
     let mut batch = Batch {
         client,
@@ -146,136 +186,132 @@ async fn serve<S: ClientStream>(
         read_bytes: 0,
     };
     loop {
-        // Parse the complete requests already buffered, up to a batch.
-        let mut batch_full = false;
-        while protocol_error.is_none() {
-            if batch.pending.len() >= MAX_BATCH {
-                // More requests may be buffered: parse them before reading.
-                batch_full = true;
-                break;
-            }
-            match parser.parse(rbuf) {
-                Ok(Some(args)) => batch.pending.push_back(args),
-                Ok(None) => break,
-                Err(e) => *protocol_error = Some(e.message()),
-            }
-        }
+        let full = conn.parse_into(&mut batch.pending);
         if !batch.pending.is_empty() {
-            let done = run_on_owner(shared, batch).await;
-            let step = done.step;
-            let sync = done.sync;
-            batch = done.batch;
-            batch.read_bytes = 0;
-            // No reply of this batch leaves before its AOF records are
-            // written (fsynced with `always`); the owner wrote them at the
-            // end of its turn, so this is normally already over. If the
-            // disk fails meanwhile, the commands that produced records are
-            // answered -MISCONF instead of hanging.
-            if let Some(w) = sync {
-                match w.wait().await {
-                    Ok(()) => {}
-                    Err(NotDurable::Gone) => return Ok(()),
-                    Err(NotDurable::Disk(e)) => misconf_replies(
-                        &mut batch.wbuf,
-                        &batch.spent.durable,
-                        &e,
-                        batch.client.proto,
-                    ),
-                }
+            let step;
+            (batch, step) = run(shared, batch, &mut conn.parser).await?;
+            match follow(shared, &mut conn, &mut batch, blocked, step).await? {
+                Flow::Next => {}
+                Flow::Again => continue,
+                Flow::End => return Ok(()),
             }
-            batch.spent.clear(parser);
-            let wbuf = &mut batch.wbuf;
-            match step {
-                Step::Continue => {}
-                Step::Paused(until) => {
-                    flush(stream, wbuf).await?;
-                    let wait = until.saturating_sub(crate::clock::unix_ms());
-                    tokio::time::sleep(Duration::from_millis(wait.min(3_600_000))).await;
-                    continue;
-                }
-                Step::Blocked(rx, suppress) => {
-                    flush(stream, wbuf).await?;
-                    let Some(reply) = wait_blocked(shared, stream, blocked, rx, rbuf, stop).await?
-                    else {
-                        return Ok(());
-                    };
-                    if !suppress {
-                        encode(&reply, batch.client.proto, wbuf);
-                    }
-                    continue;
-                }
-                Step::Meet {
-                    host,
-                    port,
-                    suppress,
-                } => {
-                    flush(stream, wbuf).await?;
-                    let (tx, rx) = oneshot::channel();
-                    let _ = shared.meet_tx.send((host, port, tx));
-                    let Some(reply) = wait_blocked(shared, stream, blocked, rx, rbuf, stop).await?
-                    else {
-                        return Ok(());
-                    };
-                    if !suppress {
-                        encode(&reply, batch.client.proto, wbuf);
-                    }
-                    continue;
-                }
-                Step::Close => {
-                    flush(stream, wbuf).await?;
-                    return Ok(());
-                }
-                Step::Shutdown { restart_after_ms } => {
-                    flush(stream, wbuf).await?;
-                    if let Some(ms) = restart_after_ms {
-                        shared.request_restart(ms);
-                    }
-                    shared.shutdown().await;
-                    return Ok(());
-                }
-                Step::Monitor => {
-                    flush(stream, wbuf).await?;
-                    return monitor(shared, stream, batch.client.id, stop).await;
-                }
-            }
-            if !batch.pending.is_empty() || batch_full {
+            if !batch.pending.is_empty() || full {
                 // Write big reply backlogs out first, so a client that
                 // pipelines without reading blocks on TCP, not on our memory.
                 if batch.wbuf.len() >= FLUSH_AT {
-                    flush(stream, &mut batch.wbuf).await?;
+                    conn.write_out(&mut batch.wbuf).await?;
                 }
                 continue;
             }
         }
-        if let Some(msg) = protocol_error.take() {
-            encode(
-                &WireError::Protocol(msg).reply(),
-                batch.client.proto,
-                &mut batch.wbuf,
-            );
-            flush(stream, &mut batch.wbuf).await?;
-            return Ok(());
+        if let Some(msg) = conn.protocol_error.take() {
+            let reply = WireError::Protocol(msg).reply();
+            encode(&reply, batch.client.proto, &mut batch.wbuf);
+            return conn.write_out(&mut batch.wbuf).await;
         }
-        flush(stream, &mut batch.wbuf).await?;
-        if let Some(extra) = parser.pending_bulk_remaining() {
-            rbuf.reserve(extra.min(MAX_RESERVE));
-        } else if rbuf.capacity() - rbuf.len() < 512 {
-            // Double with use (up to 64 KB per step) so busy pipelining
-            // clients read in large chunks.
-            rbuf.reserve(rbuf.capacity().clamp(1024, 64 * 1024));
-        }
+        conn.write_out(&mut batch.wbuf).await?;
         let idle = shared.idle_timeout.load(Ordering::Relaxed);
-        let n = tokio::select! {
-            biased;
-            r = stream.read_buf(rbuf) => r?,
-            _ = &mut *stop => return Ok(()),
-            _ = idle_sleep(idle) => return Ok(()),
-        };
-        if n == 0 {
-            return Ok(());
+        match conn.read_more(idle).await? {
+            Some(n) => batch.read_bytes += n as u64,
+            None => return Ok(()),
         }
-        batch.read_bytes += n as u64;
     }
+}
+
+/// Run a batch on the owner, then hold its replies until their AOF records
+/// are written (fsynced with `always`). The owner wrote them at the end of
+/// its turn, so this is normally already over; if the disk fails
+/// meanwhile, the commands that produced records are answered -MISCONF
+/// instead of hanging.
+async fn run(
+    shared: &Shared,
+    batch: Batch,
+    parser: &mut RequestParser,
+) -> std::io::Result<(Batch, Step)> {
+    let Done {
+        mut batch,
+        step,
+        sync,
+    } = run_on_owner(shared, batch).await;
+    batch.read_bytes = 0;
+    if let Some(w) = sync {
+        match w.wait().await {
+            Ok(()) => {}
+            Err(NotDurable::Gone) => {
+                return Err(std::io::Error::other("the AOF writer is gone"));
+            }
+            Err(NotDurable::Disk(e)) => {
+                let proto = batch.client.proto;
+                misconf_replies(&mut batch.wbuf, &batch.spent.durable, &e, proto);
+            }
+        }
+    }
+    batch.spent.clear(parser);
+    Ok((batch, step))
+}
+
+/// Do what a batch's step asks: wait for a blocked command, a pause, a
+/// hostname to meet; close, shut down, or become a monitor.
+async fn follow<S: ClientStream>(
+    shared: &Shared,
+    conn: &mut Connection<'_, S>,
+    batch: &mut Batch,
+    blocked: &AtomicBool,
+    step: Step,
+) -> std::io::Result<Flow> {
+    let (rx, suppress) = match step {
+        Step::Continue => return Ok(Flow::Next),
+        Step::Paused(until) => {
+            conn.write_out(&mut batch.wbuf).await?;
+            let wait = until.saturating_sub(crate::clock::unix_ms());
+            tokio::time::sleep(Duration::from_millis(wait.min(3_600_000))).await;
+            return Ok(Flow::Again);
+        }
+        Step::Blocked(rx, suppress) => (rx, suppress),
+        Step::Meet {
+            host,
+            port,
+            suppress,
+        } => {
+            let (tx, rx) = oneshot::channel();
+            let _ = shared.meet_tx.send((host, port, tx));
+            (rx, suppress)
+        }
+        Step::Close => {
+            conn.write_out(&mut batch.wbuf).await?;
+            return Ok(Flow::End);
+        }
+        Step::Shutdown { restart_after_ms } => {
+            conn.write_out(&mut batch.wbuf).await?;
+            if let Some(ms) = restart_after_ms {
+                shared.request_restart(ms);
+            }
+            shared.shutdown().await;
+            return Ok(Flow::End);
+        }
+        Step::Monitor => {
+            conn.write_out(&mut batch.wbuf).await?;
+            monitor(shared, conn.stream, batch.client.id, &mut conn.stop).await?;
+            return Ok(Flow::End);
+        }
+    };
+    conn.write_out(&mut batch.wbuf).await?;
+    let woken = wait_blocked(
+        shared,
+        conn.stream,
+        blocked,
+        rx,
+        &mut conn.rbuf,
+        &mut conn.stop,
+    )
+    .await?;
+    let Some(reply) = woken else {
+        return Ok(Flow::End);
+    };
+    if !suppress {
+        encode(&reply, batch.client.proto, &mut batch.wbuf);
+    }
+    Ok(Flow::Again)
 }
 
 async fn idle_sleep(secs: u64) {
@@ -297,191 +333,6 @@ async fn flush<S: ClientStream>(stream: &mut S, wbuf: &mut BytesMut) -> std::io:
         }
     }
     Ok(())
-}
-
-/// A connection's state that travels to the owner with each batch: the
-/// client's protocol state, the parsed requests, the reply buffer (the
-/// owner encodes into it) and what the batch leaves to free.
-struct Batch {
-    client: ClientState,
-    pending: VecDeque<Vec<Bytes>>,
-    wbuf: BytesMut,
-    spent: Spent,
-    read_bytes: u64,
-}
-
-/// A batch back from the owner, with what the connection must do next and
-/// the AOF progress its replies wait for.
-struct Done {
-    batch: Batch,
-    step: Step,
-    sync: Option<crate::aof::SyncWait>,
-}
-
-/// Hand the batch to the owner thread and await it (released at the end
-/// of the owner's turn, after the turn's AOF write).
-async fn run_on_owner(shared: &Shared, mut moved: Batch) -> Done {
-    let (tx, rx) = oneshot::channel();
-    shared.submit(Box::new(move |node, now, turn| {
-        let (step, sync) = run_batch(node, now, &mut moved);
-        turn.release(move || {
-            let _ = tx.send(Done {
-                batch: moved,
-                step,
-                sync,
-            });
-        });
-    }));
-    match rx.await {
-        Ok(done) => done,
-        // The owner runs every task it is given while the process lives.
-        Err(_) => std::process::abort(),
-    }
-}
-
-/// Run queued requests on the owner until one needs the connection's
-/// attention.
-fn run_batch(
-    node: &mut crate::node::Node,
-    now: u64,
-    b: &mut Batch,
-) -> (Step, Option<crate::aof::SyncWait>) {
-    let Batch {
-        client,
-        pending,
-        wbuf,
-        spent,
-        read_bytes,
-    } = b;
-    node.stats.net_input += *read_bytes;
-    if node.clients_paused_until > now {
-        return (Step::Paused(node.clients_paused_until), None);
-    }
-    let start_len = wbuf.len();
-    let mut step = Step::Continue;
-    while let Some(args) = pending.pop_front() {
-        let before = client.reply_mode;
-        if before == ReplyMode::Skip {
-            client.reply_mode = ReplyMode::On;
-        }
-        let records_before = node.engine.pending_aof_records();
-        let out = commands::dispatch(node, client, &args, now);
-        let durable = node.engine.pending_aof_records() > records_before;
-        let after = client.reply_mode;
-        let suppress = matches!(after, ReplyMode::Off | ReplyMode::Skip)
-            || (before == ReplyMode::Skip && after == ReplyMode::On);
-        spent.args.push(args);
-        match out {
-            Outcome::Reply(r) => {
-                if !suppress {
-                    let at = wbuf.len();
-                    encode(&r, client.proto, wbuf);
-                    if durable {
-                        spent.durable.push((at, wbuf.len()));
-                    }
-                }
-                spent.replies.push(r);
-                // As in Redis, the first 16 KB (its static reply
-                // buffer) do not count against the limit.
-                let hard = node.config.client_output_buffer_limit.hard;
-                if hard != 0 && (wbuf.len() as u64).saturating_sub(16 * 1024) > hard {
-                    // client-output-buffer-limit hard: drop the client
-                    // rather than buffer without bound (as Redis does).
-                    tracing::warn!(
-                        client = client.id,
-                        bytes = wbuf.len(),
-                        "Client closed for overcoming of output buffer limits."
-                    );
-                    wbuf.clear();
-                    step = Step::Close;
-                    break;
-                }
-                if wbuf.len() >= FLUSH_AT {
-                    break;
-                }
-            }
-            Outcome::Blocked(rx) => {
-                if let Some(info) = node.clients.get(&client.id) {
-                    info.blocked.store(true, Ordering::Relaxed);
-                }
-                step = Step::Blocked(rx, suppress);
-                break;
-            }
-            Outcome::Close(r) => {
-                if let Some(r) = r {
-                    encode(&r, client.proto, wbuf);
-                }
-                step = Step::Close;
-                break;
-            }
-            Outcome::Shutdown { restart_after_ms } => {
-                step = Step::Shutdown { restart_after_ms };
-                break;
-            }
-            Outcome::MeetHost { host, port } => {
-                step = Step::Meet {
-                    host,
-                    port,
-                    suppress,
-                };
-                break;
-            }
-            Outcome::Monitor => {
-                encode(&Reply::ok(), client.proto, wbuf);
-                step = Step::Monitor;
-                break;
-            }
-        }
-    }
-    node.stats.net_output += (wbuf.len() - start_len) as u64;
-    if let Some(info) = node.clients.get_mut(&client.id) {
-        info.last_active = now;
-        info.last_cmd = client.last_cmd;
-    }
-    (step, crate::node::persistence::pending_sync(node))
-}
-
-/// Requests and replies of a batch, freed after the lock is released so
-/// the critical section does not pay for deallocation.
-#[derive(Default)]
-struct Spent {
-    args: Vec<Vec<Bytes>>,
-    replies: Vec<Reply>,
-    /// `wbuf` ranges of the replies of commands that produced AOF records.
-    durable: Vec<(usize, usize)>,
-}
-
-impl Spent {
-    /// Drop the batch; argument vectors go back to the parser for reuse.
-    fn clear(&mut self, parser: &mut RequestParser) {
-        for args in self.args.drain(..) {
-            parser.recycle(args);
-        }
-        self.replies.clear();
-        self.durable.clear();
-    }
-}
-
-/// The AOF could not be written: replace the replies of the commands whose
-/// records it holds (`spans`, ascending) by -MISCONF. Their effects stay in
-/// memory and reach the file once the disk recovers; the client is told
-/// that they are not on disk.
-fn misconf_replies(wbuf: &mut BytesMut, spans: &[(usize, usize)], error: &str, proto: u8) {
-    let Some(&(first, _)) = spans.first() else {
-        return;
-    };
-    let old = wbuf.split_off(first);
-    let mut at = first;
-    for &(start, end) in spans {
-        wbuf.extend_from_slice(&old[at - first..start - first]);
-        encode(
-            &Reply::from(WireError::Misconf(error.to_string())),
-            proto,
-            wbuf,
-        );
-        at = end;
-    }
-    wbuf.extend_from_slice(&old[at - first..]);
 }
 
 /// Await a blocked command's reply; Ok(None) when the client went away.

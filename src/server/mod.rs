@@ -6,6 +6,7 @@
 //! they leave in engine order.
 
 pub mod access;
+mod batch;
 pub mod bus;
 pub mod connection;
 pub mod drain;

@@ -224,7 +224,7 @@ pub fn call_blocking<R: Send + 'static>(
 }
 
 #[cold]
-fn owner_gone() -> ! {
+pub(crate) fn owner_gone() -> ! {
     tracing::error!("The node's owner thread is gone. Aborting.");
     eprintln!("disque-server: the node's owner thread is gone. Aborting.");
     std::process::abort()

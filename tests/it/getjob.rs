@@ -244,6 +244,25 @@ fn commands_pipelined_behind_a_blocked_getjob_run_after_it() {
 }
 
 #[test]
+fn commands_sent_while_a_getjob_is_blocked_run_after_it() {
+    let s = Server::start_default();
+    let mut c = s.client();
+    let mut b = s.client();
+    b.send(&["GETJOB", "FROM", "wq"]);
+    assert!(wait_until(WAIT, POLL, || c.info_int("blocked_clients") == 1));
+    // Arrives while the GETJOB waits: read and kept, not run yet.
+    b.send(&["QLEN", "wq"]);
+    assert!(b.try_read_reply(Duration::from_millis(200)).is_none());
+    addjob(&mut c, "wq", "1", &[]);
+    assert_eq!(b.read_reply().array().len(), 1);
+    // Run once the GETJOB was answered, without the client sending more.
+    assert_eq!(
+        b.try_read_reply(Duration::from_secs(5)),
+        Some(Reply::Int(0))
+    );
+}
+
+#[test]
 fn paused_out_queue_blocks_getjob_until_unpaused() {
     let s = Server::start_default();
     let mut c = s.client();
