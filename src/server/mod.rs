@@ -154,10 +154,19 @@ impl Shared {
         self.owner.submit(task);
     }
 
-    pub(crate) fn drain_effects(&self, node: &mut Node, now: u64) {
-        let frames = node.engine.take_messages(now);
-        if !frames.is_empty() {
-            self.send_frames(node, frames);
+    /// Take a task's effects: its bus frames join `frames` (sent at the
+    /// end of the turn, `send_frames`), the rest is handed on now.
+    pub(crate) fn drain_effects(
+        &self,
+        node: &mut Node,
+        now: u64,
+        frames: &mut Vec<(crate::job::NodeIdx, crate::cluster::message::Message)>,
+    ) {
+        let taken = node.engine.take_messages(now);
+        if frames.is_empty() {
+            *frames = taken;
+        } else {
+            frames.extend(taken);
         }
         let mut effects = node.engine.take_effects();
         for idx in effects.disconnect.drain(..) {
@@ -183,9 +192,9 @@ impl Shared {
         }
     }
 
-    /// Hand a call's bus frames to the links (skipped for calls that sent
-    /// nothing: the link table has its own mutex).
-    fn send_frames(
+    /// Hand a turn's bus frames to the links: each link's task is woken
+    /// once and writes them with one syscall.
+    pub(crate) fn send_frames(
         &self,
         node: &mut Node,
         frames: Vec<(crate::job::NodeIdx, crate::cluster::message::Message)>,

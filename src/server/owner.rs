@@ -32,6 +32,8 @@ const MAX_TURN: usize = 512;
 #[derive(Default)]
 pub struct Turn {
     releases: Vec<Box<dyn FnOnce() + Send>>,
+    /// Bus frames of the turn's tasks, in engine order.
+    frames: Vec<(crate::job::NodeIdx, crate::cluster::message::Message)>,
 }
 
 impl Turn {
@@ -133,7 +135,7 @@ fn run(shared: Arc<Shared>, mut node: Node, mut rx: mpsc::UnboundedReceiver<Subm
                     }
                 });
             }
-            shared.drain_effects(&mut node, now);
+            shared.drain_effects(&mut node, now, &mut turn.frames);
         }
         end_turn(&shared, &mut node, &mut turn);
     }
@@ -158,8 +160,9 @@ fn next_task(rx: &mut mpsc::UnboundedReceiver<Submitted>) -> Option<Submitted> {
 }
 
 /// Redis's `beforeSleep`: wake the timer and the nodes.conf saver when
-/// needed, write the turn's AOF records with one `write()`, then release
-/// the turn's answers (batches, calls, completed blocked commands).
+/// needed, write the turn's AOF records with one `write()`, hand the
+/// turn's bus frames to the links (one wake-up per peer), then release the
+/// turn's answers (batches, calls, completed blocked commands).
 fn end_turn(shared: &Shared, node: &mut Node, turn: &mut Turn) {
     if let Some(d) = node.engine.next_deadline() {
         if d < shared.next_tick.load(Ordering::Relaxed) {
@@ -178,6 +181,9 @@ fn end_turn(shared: &Shared, node: &mut Node, turn: &mut Turn) {
     }
     if let Some(f) = crate::node::persistence::take_flusher(node) {
         f.flush();
+    }
+    if !turn.frames.is_empty() {
+        shared.send_frames(node, std::mem::take(&mut turn.frames));
     }
     for r in turn.releases.drain(..) {
         r();
