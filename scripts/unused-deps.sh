@@ -1,9 +1,8 @@
 #!/usr/bin/env bash
 # Unused dependencies: cargo-machete over every package of the workspace
-# (and the fuzz crate, which is a workspace of its own). It reads the
-# sources, so it needs no build; a dependency it cannot see used but that
-# is needed goes in that package's `[package.metadata.cargo-machete]
-# ignored` list with a comment saying why.
+# (server, benchmark, fuzz). It reads the sources, so it needs no build; a
+# dependency it cannot see used but that is needed goes in that package's
+# `[package.metadata.cargo-machete] ignored` list with a comment saying why.
 #
 # Installs cargo-machete from crates.io if it is not on PATH; fails loudly
 # if that install fails.
