@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
-# System tools some scripts use (`cargo test` needs only the Rust
-# toolchain): redis-cli and redis-benchmark (Debian's redis-tools, built
-# with TLS) and openssl, for scripts/redis-cli-tls.sh and the perf scripts.
-# Installed only if missing; fails loudly if they cannot be installed.
+# System tools some CI steps use (`cargo test` needs only the Rust
+# toolchain): a C++ compiler, since `cargo clippy --workspace` builds the
+# fuzz crate's libfuzzer-sys, which compiles libFuzzer; redis-cli and
+# redis-benchmark (Debian's redis-tools, built with TLS) and openssl, for
+# scripts/redis-cli-tls.sh and the perf scripts. Installed only if
+# missing; fails loudly if they cannot be installed.
 set -euo pipefail
 missing=()
+command -v c++ >/dev/null 2>&1 || missing+=(g++)
 command -v redis-cli >/dev/null 2>&1 || missing+=(redis-tools)
 command -v openssl >/dev/null 2>&1 || missing+=(openssl)
 if [ "${#missing[@]}" -gt 0 ]; then
@@ -16,5 +19,3 @@ if [ "${#missing[@]}" -gt 0 ]; then
         exit 1
     fi
 fi
-redis-cli --version
-openssl version

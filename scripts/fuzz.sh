@@ -45,12 +45,15 @@ export RUSTFLAGS="-Cpasses=sancov-module \
  -Cllvm-args=-sanitizer-coverage-trace-compares \
  --cfg fuzzing -Cdebug-assertions -Coverflow-checks"
 # An explicit --target keeps RUSTFLAGS off build scripts and proc macros
-# (they would not link without the libFuzzer runtime).
+# (they would not link without the libFuzzer runtime). The `fuzz` profile
+# (root Cargo.toml: release with debug assertions and overflow checks)
+# keeps this instrumented build in target/<host>/fuzz, apart from every
+# other build of the workspace.
 HOST=$(rustc -vV | sed -n 's/^host: //p')
-BIN="$ROOT/fuzz/target/$HOST/release"
+BIN="${CARGO_TARGET_DIR:-$ROOT/target}/$HOST/fuzz"
 
 if [ "${1:-}" = seeds ]; then
-    (cd fuzz && cargo run --release --target "$HOST" --example gen_seeds -- seeds)
+    (cd fuzz && cargo run --profile fuzz --target "$HOST" -p disque-fuzz --example gen_seeds -- seeds)
     exit 0
 fi
 
@@ -65,7 +68,7 @@ done
 # FUZZ_NO_BUILD=1: use the binaries already built (e.g. a second run
 # while a source change that the targets do not care about is pending).
 if [ "${FUZZ_NO_BUILD:-0}" != 1 ]; then
-    (cd fuzz && cargo build --release --target "$HOST" --bins)
+    cargo build --profile fuzz --target "$HOST" -p disque-fuzz --bins
 fi
 
 failed=()
