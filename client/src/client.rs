@@ -122,12 +122,31 @@ impl From<&str> for ClientBuilder {
 
 impl ClientBuilder {
     /// Default connect timeout (per node tried).
+    ///
+    /// ```
+    /// use disque_client::ClientBuilder;
+    /// let b = ClientBuilder::new(["127.0.0.1:7711"])
+    ///     .connect_timeout(ClientBuilder::DEFAULT_CONNECT_TIMEOUT * 2);
+    /// # let _ = b;
+    /// ```
     pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
     /// Default time a command may take, on top of the time the server is
     /// asked to block (GETJOB TIMEOUT, ADDJOB's replication timeout).
+    ///
+    /// ```
+    /// use disque_client::ClientBuilder;
+    /// assert_eq!(ClientBuilder::DEFAULT_COMMAND_TIMEOUT.as_secs(), 10);
+    /// ```
     pub const DEFAULT_COMMAND_TIMEOUT: Duration = Duration::from_secs(10);
     /// Default number of received jobs after which the client looks at
     /// which node produced most of them.
+    ///
+    /// ```
+    /// use disque_client::ClientBuilder;
+    /// let b = ClientBuilder::new(["127.0.0.1:7711"])
+    ///     .follow_producers(Some(ClientBuilder::DEFAULT_FOLLOW_WINDOW / 2));
+    /// # let _ = b;
+    /// ```
     pub const DEFAULT_FOLLOW_WINDOW: u64 = 100;
 
     /// Settings for these nodes (`host:port`), tried in this order.

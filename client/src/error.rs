@@ -52,6 +52,11 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// The code for a code word.
+    ///
+    /// ```
+    /// use disque_client::ErrorCode;
+    /// assert_eq!(ErrorCode::parse("TOOLATE"), ErrorCode::TooLate);
+    /// ```
     pub fn parse(word: &str) -> ErrorCode {
         match word {
             "ERR" => ErrorCode::Err,
@@ -74,6 +79,10 @@ impl ErrorCode {
     }
 
     /// The code word as the server spells it.
+    ///
+    /// ```
+    /// assert_eq!(disque_client::ErrorCode::BadId.as_str(), "BADID");
+    /// ```
     pub fn as_str(&self) -> &str {
         match self {
             ErrorCode::Err => "ERR",
@@ -185,6 +194,17 @@ pub enum Error {
 
 impl Error {
     /// The Disque error code, for [`Error::Server`].
+    ///
+    /// ```
+    /// # async fn run(client: &mut disque_client::Client, id: disque_client::JobId) {
+    /// use disque_client::ErrorCode;
+    /// if let Err(e) = client.working(&id).await {
+    ///     if e.code() == Some(&ErrorCode::TooLate) {
+    ///         println!("too late to postpone {id}");
+    ///     }
+    /// }
+    /// # }
+    /// ```
     pub fn code(&self) -> Option<&ErrorCode> {
         match self {
             Error::Server { code, .. } => Some(code),
@@ -194,6 +214,17 @@ impl Error {
 
     /// Whether the connection failed (I/O, closed, timed out, no node
     /// reachable): the next command reconnects, possibly to another node.
+    ///
+    /// ```
+    /// # async fn run(client: &mut disque_client::Client) -> Result<(), disque_client::Error> {
+    /// match client.qlen("orders").await {
+    ///     Ok(n) => println!("{n}"),
+    ///     // The next command reconnects, possibly to another node.
+    ///     Err(e) if e.is_connection_error() => println!("retry later: {e}"),
+    ///     Err(e) => return Err(e),
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub fn is_connection_error(&self) -> bool {
         matches!(
             self,
@@ -223,6 +254,16 @@ impl Error {
 }
 
 /// `Result` with this crate's [`Error`].
+///
+/// ```
+/// fn first_node(nodes: &[&str]) -> disque_client::Result<String> {
+///     nodes
+///         .first()
+///         .map(|n| n.to_string())
+///         .ok_or_else(|| disque_client::Error::Config("no node".into()))
+/// }
+/// assert!(first_node(&[]).is_err());
+/// ```
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 #[cfg(test)]

@@ -62,6 +62,12 @@ pub struct AddJob {
 
 impl AddJob {
     /// Default time ADDJOB may wait for synchronous replication.
+    ///
+    /// ```
+    /// use disque_client::AddJob;
+    /// let job = AddJob::new("q", "b").timeout(AddJob::DEFAULT_TIMEOUT * 2);
+    /// # let _ = job;
+    /// ```
     pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(5);
 
     /// A job for `queue` with `body`, every option at the server's

@@ -46,6 +46,11 @@ pub enum Value {
 
 impl Value {
     /// Text of a status, bulk or big-number reply (lossy UTF-8).
+    ///
+    /// ```
+    /// use disque_client::Value;
+    /// assert_eq!(Value::Status("PONG".into()).as_text().as_deref(), Some("PONG"));
+    /// ```
     pub fn as_text(&self) -> Option<String> {
         match self {
             Value::Status(s) | Value::BigNumber(s) => Some(s.clone()),
@@ -55,6 +60,11 @@ impl Value {
     }
 
     /// Bytes of a bulk or status reply.
+    ///
+    /// ```
+    /// use disque_client::Value;
+    /// assert_eq!(Value::Bulk("b".into()).as_bytes().as_deref(), Some(&b"b"[..]));
+    /// ```
     pub fn as_bytes(&self) -> Option<Bytes> {
         match self {
             Value::Bulk(b) => Some(b.clone()),
@@ -64,6 +74,11 @@ impl Value {
     }
 
     /// An integer reply, or a bulk/status holding a decimal integer.
+    ///
+    /// ```
+    /// use disque_client::Value;
+    /// assert_eq!(Value::Int(7).as_int(), Some(7));
+    /// ```
     pub fn as_int(&self) -> Option<i64> {
         match self {
             Value::Int(n) => Some(*n),
@@ -75,6 +90,11 @@ impl Value {
     }
 
     /// Elements of an array, set or push reply.
+    ///
+    /// ```
+    /// use disque_client::Value;
+    /// assert_eq!(Value::Nil.as_array(), None);
+    /// ```
     pub fn as_array(&self) -> Option<&[Value]> {
         match self {
             Value::Array(a) => Some(a),
@@ -83,12 +103,23 @@ impl Value {
     }
 
     /// Whether this is a null reply.
+    ///
+    /// ```
+    /// assert!(disque_client::Value::Nil.is_nil());
+    /// ```
     pub fn is_nil(&self) -> bool {
         matches!(self, Value::Nil)
     }
 
     /// Name/value pairs of a RESP3 map or of a RESP2 flat `[k, v, ...]`
     /// array (the two shapes SHOW, QSTAT and HELLO 3 use).
+    ///
+    /// ```
+    /// use disque_client::Value;
+    /// let v = Value::Array(vec![Value::Bulk("len".into()), Value::Int(3)]);
+    /// let pairs = v.pairs().unwrap_or_default();
+    /// assert_eq!(pairs[0].0, "len");
+    /// ```
     pub fn pairs(&self) -> Option<Vec<(String, &Value)>> {
         match self {
             Value::Map(m) => m.iter().map(|(k, v)| k.as_text().map(|k| (k, v))).collect(),

@@ -24,6 +24,11 @@ pub struct JobId(String);
 
 impl JobId {
     /// The ID as text.
+    ///
+    /// ```
+    /// let id = disque_client::JobId::from("D-ad249f8c-HFp3t4QYGJyICPooqPBy8pTY-05a1");
+    /// assert_eq!(id.as_str().len(), 40);
+    /// ```
     pub fn as_str(&self) -> &str {
         &self.0
     }
@@ -31,6 +36,10 @@ impl JobId {
     /// Whether it has the shape the server checks (length 40 and `D-`,
     /// `-`, `-` at offsets 0, 1, 10, 35). The server replies `-BADID` to
     /// anything else.
+    ///
+    /// ```
+    /// assert!(!disque_client::JobId::from("not-an-id").is_well_formed());
+    /// ```
     pub fn is_well_formed(&self) -> bool {
         let b = self.0.as_bytes();
         b.len() == 40 && b[0] == b'D' && b[1] == b'-' && b[10] == b'-' && b[35] == b'-'
@@ -39,6 +48,11 @@ impl JobId {
     /// The first 8 characters of the ID of the node that created the job,
     /// which [`Client`](crate::Client) uses to find the node producing the
     /// jobs it receives.
+    ///
+    /// ```
+    /// let id = disque_client::JobId::from("D-0c5d9642-B0dI7nseJNJCfUqag3cYvzw5-05a1");
+    /// assert_eq!(id.node_prefix(), Some("0c5d9642"));
+    /// ```
     pub fn node_prefix(&self) -> Option<&str> {
         if self.is_well_formed() {
             self.0.get(2..10)
@@ -220,6 +234,10 @@ pub enum JobState {
 
 impl JobState {
     /// The state for its SHOW/JSCAN name.
+    ///
+    /// ```
+    /// assert_eq!(disque_client::JobState::parse("active"), disque_client::JobState::Active);
+    /// ```
     pub fn parse(s: &str) -> JobState {
         match s {
             "wait-repl" => JobState::WaitRepl,
@@ -231,6 +249,10 @@ impl JobState {
     }
 
     /// Its SHOW/JSCAN name.
+    ///
+    /// ```
+    /// assert_eq!(disque_client::JobState::Acked.as_str(), "acked");
+    /// ```
     pub fn as_str(&self) -> &str {
         match self {
             JobState::WaitRepl => "wait-repl",
@@ -419,6 +441,10 @@ pub enum PauseState {
 
 impl PauseState {
     /// The state for its name.
+    ///
+    /// ```
+    /// assert_eq!(disque_client::PauseState::parse("bogus"), None);
+    /// ```
     pub fn parse(s: &str) -> Option<PauseState> {
         match s {
             "none" => Some(PauseState::None),
@@ -430,6 +456,10 @@ impl PauseState {
     }
 
     /// Its name, as PAUSE takes and replies it.
+    ///
+    /// ```
+    /// assert_eq!(disque_client::PauseState::Out.as_str(), "out");
+    /// ```
     pub fn as_str(&self) -> &'static str {
         match self {
             PauseState::None => "none",
@@ -582,6 +612,16 @@ pub struct NodeInfo {
 
 impl NodeInfo {
     /// `ip:port` (`[ip]:port` for IPv6).
+    ///
+    /// ```
+    /// let n = disque_client::NodeInfo {
+    ///     id: "ad249f8c9b2240cd45f72fd233bd3d5a42a6709d".into(),
+    ///     ip: "::1".into(),
+    ///     port: 7711,
+    ///     priority: 1,
+    /// };
+    /// assert_eq!(n.addr(), "[::1]:7711");
+    /// ```
     pub fn addr(&self) -> String {
         if self.ip.contains(':') {
             format!("[{}]:{}", self.ip, self.port)
@@ -591,6 +631,16 @@ impl NodeInfo {
     }
 
     /// The 8 characters job IDs created by this node carry.
+    ///
+    /// ```
+    /// let n = disque_client::NodeInfo {
+    ///     id: "ad249f8c9b2240cd45f72fd233bd3d5a42a6709d".into(),
+    ///     ip: "127.0.0.1".into(),
+    ///     port: 7711,
+    ///     priority: 1,
+    /// };
+    /// assert_eq!(n.prefix(), "ad249f8c");
+    /// ```
     pub fn prefix(&self) -> &str {
         self.id.get(..8).unwrap_or(&self.id)
     }
@@ -666,6 +716,11 @@ pub struct Info {
 
 impl Info {
     /// The value of `field`, in any section.
+    ///
+    /// ```
+    /// let info = disque_client::Info { text: "# Jobs\r\nregistered_jobs:4\r\n".into() };
+    /// assert_eq!(info.get("registered_jobs"), Some("4"));
+    /// ```
     pub fn get(&self, field: &str) -> Option<&str> {
         self.text.lines().find_map(|l| {
             l.trim_end_matches('\r')
@@ -675,6 +730,11 @@ impl Info {
     }
 
     /// Every `(field, value)` pair in order, section headers left out.
+    ///
+    /// ```
+    /// let info = disque_client::Info { text: "# Jobs\r\nregistered_jobs:4\r\n".into() };
+    /// assert_eq!(info.fields().collect::<Vec<_>>(), [("registered_jobs", "4")]);
+    /// ```
     pub fn fields(&self) -> impl Iterator<Item = (&str, &str)> {
         self.text
             .lines()
@@ -713,6 +773,11 @@ pub struct ScanPage<T> {
 
 impl<T> ScanPage<T> {
     /// Whether this was the last page.
+    ///
+    /// ```
+    /// let page = disque_client::ScanPage::<String> { cursor: 0, items: vec![] };
+    /// assert!(page.is_last());
+    /// ```
     pub fn is_last(&self) -> bool {
         self.cursor == 0
     }

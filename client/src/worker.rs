@@ -17,6 +17,18 @@ use crate::options::GetJob;
 use crate::types::Job;
 
 /// What a handler returns on failure: any error (the job is then NACKed).
+///
+/// ```
+/// use disque_client::{HandlerError, Job};
+///
+/// async fn handle(job: Job) -> Result<(), HandlerError> {
+///     let n: u64 = std::str::from_utf8(&job.body)?.parse()?;
+///     println!("{n}");
+///     Ok(())
+/// }
+/// let w = disque_client::Worker::new(&["127.0.0.1:7711"], ["q"]).handler(handle);
+/// # let _ = w;
+/// ```
 pub type HandlerError = Box<dyn std::error::Error + Send + Sync>;
 
 type HandlerFuture = Pin<Box<dyn Future<Output = Result<(), HandlerError>> + Send>>;
