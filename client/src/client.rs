@@ -607,6 +607,18 @@ impl Client {
             self.prefix_addr
                 .insert(prefix.to_string(), conn.addr.clone());
         }
+        self.learn(hello);
+        self.conn = Some(conn);
+        self.avoid = None;
+        self.produced.clear();
+        self.seen = 0;
+        self.move_to = None;
+    }
+
+    /// Take in a node list: the connected node's ID, and where the nodes
+    /// that create jobs can be reached (addresses already learned by
+    /// connecting win over HELLO's, which may not be reachable as given).
+    fn learn(&mut self, hello: Hello) {
         if self.settings.discover {
             for n in &hello.nodes {
                 if !n.ip.is_empty() {
@@ -618,11 +630,6 @@ impl Client {
         }
         self.node_id = Some(hello.my_id);
         self.known = hello.nodes;
-        self.conn = Some(conn);
-        self.avoid = None;
-        self.produced.clear();
-        self.seen = 0;
-        self.move_to = None;
     }
 
     /// Drop the connection after a failure and remember to try its node
@@ -1271,8 +1278,7 @@ impl Client {
     pub async fn hello(&mut self) -> Result<Hello> {
         let v = self.call(&Cmd::new("HELLO"), Wait::No, Retry::Safe).await?;
         let hello = Hello::from_value(&v)?;
-        self.node_id = Some(hello.my_id.clone());
-        self.known = hello.nodes.clone();
+        self.learn(hello.clone());
         Ok(hello)
     }
 

@@ -70,7 +70,8 @@ impl AsyncWrite for Stream {
     }
 }
 
-/// The host part of `host:port` or `[v6]:port`.
+/// The host part of `host:port` or `[v6]:port`: the name TLS verifies.
+#[cfg_attr(not(feature = "tls"), allow(dead_code))]
 pub(crate) fn host_of(addr: &str) -> &str {
     let host = addr.rsplit_once(':').map_or(addr, |(h, _)| h);
     host.trim_start_matches('[').trim_end_matches(']')
