@@ -33,6 +33,13 @@ pub type HandlerError = Box<dyn std::error::Error + Send + Sync>;
 
 type HandlerFuture = Pin<Box<dyn Future<Output = Result<(), HandlerError>> + Send>>;
 type Handler = Arc<dyn Fn(Job) -> HandlerFuture + Send + Sync>;
+type Factory = Box<dyn Fn() -> Pin<Box<dyn Future<Output = Result<Client>> + Send>> + Send + Sync>;
+
+/// Where the worker's clients come from.
+enum Clients {
+    Builder(Box<ClientBuilder>),
+    Factory(Factory),
+}
 
 /// Processes jobs from a set of queues with `concurrency` handlers running
 /// at once, each on its own [`Client`] made from the [`ClientBuilder`]
@@ -68,7 +75,7 @@ type Handler = Arc<dyn Fn(Job) -> HandlerFuture + Send + Sync>;
 /// # Ok(()) }
 /// ```
 pub struct Worker {
-    builder: ClientBuilder,
+    clients: Clients,
     queues: Vec<String>,
     concurrency: usize,
     handler: Option<Handler>,
@@ -82,7 +89,13 @@ pub struct Worker {
 impl std::fmt::Debug for Worker {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Worker")
-            .field("builder", &self.builder)
+            .field(
+                "clients",
+                match &self.clients {
+                    Clients::Builder(b) => b.as_ref() as &dyn std::fmt::Debug,
+                    Clients::Factory(_) => &"<factory>",
+                },
+            )
             .field("queues", &self.queues)
             .field("concurrency", &self.concurrency)
             .field("handler", &self.handler.as_ref().map(|_| "<fn>"))
@@ -184,7 +197,7 @@ impl Worker {
         S: Into<String>,
     {
         Worker {
-            builder: client.into(),
+            clients: Clients::Builder(Box::new(client.into())),
             queues: queues.into_iter().map(Into::into).collect(),
             concurrency: 1,
             handler: None,
@@ -194,6 +207,36 @@ impl Worker {
             nack_delay: None,
             fast_ack: false,
         }
+    }
+
+    /// A worker whose clients come from `factory`, called once per
+    /// concurrent handler when the worker starts (for set-up a
+    /// [`ClientBuilder`] cannot express, such as a first command on each
+    /// connection).
+    ///
+    /// ```
+    /// use disque_client::{Client, Worker};
+    ///
+    /// let w = Worker::with_client_factory(
+    ///     || async {
+    ///         let mut c = Client::connect(&["127.0.0.1:7711"]).await?;
+    ///         c.cmd(["CLIENT", "SETNAME", "image-worker"]).await?;
+    ///         Ok(c)
+    ///     },
+    ///     ["images"],
+    /// );
+    /// # let _ = w;
+    /// ```
+    pub fn with_client_factory<F, Fut, I, S>(factory: F, queues: I) -> Worker
+    where
+        F: Fn() -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<Client>> + Send + 'static,
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        let mut w = Worker::new(ClientBuilder::new(Vec::<String>::new()), queues);
+        w.clients = Clients::Factory(Box::new(move || Box::pin(factory())));
+        w
     }
 
     /// How many handlers run at once (each with its own connection).
@@ -327,7 +370,10 @@ impl Worker {
         }
         let mut clients = Vec::with_capacity(self.concurrency);
         for _ in 0..self.concurrency {
-            clients.push(self.builder.connect().await?);
+            clients.push(match &self.clients {
+                Clients::Builder(b) => b.connect().await?,
+                Clients::Factory(f) => f().await?,
+            });
         }
         let cfg = Arc::new(Config {
             queues: self.queues,

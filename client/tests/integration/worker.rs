@@ -89,23 +89,31 @@ async fn heartbeats_keep_a_long_job_from_being_redelivered() {
     let (stop, stopped) = oneshot::channel::<()>();
     let worker = {
         let deliveries = deliveries.clone();
-        Worker::new(node.builder(), ["long"])
-            .concurrency(2)
-            .fetch_timeout(Duration::from_millis(200))
-            .first_heartbeat(Duration::from_millis(300))
-            .handler(move |job| {
-                let deliveries = deliveries.clone();
-                async move {
-                    *deliveries
-                        .lock()
-                        .unwrap()
-                        .entry(job.id.to_string())
-                        .or_default() += 1;
-                    // The work itself: three retry periods long.
-                    tokio::time::sleep(Duration::from_millis(3200)).await;
-                    Ok(())
-                }
-            })
+        let builder = node.builder();
+        // Clients from a factory rather than a builder.
+        Worker::with_client_factory(
+            move || {
+                let builder = builder.clone();
+                async move { builder.connect().await }
+            },
+            ["long"],
+        )
+        .concurrency(2)
+        .fetch_timeout(Duration::from_millis(200))
+        .first_heartbeat(Duration::from_millis(300))
+        .handler(move |job| {
+            let deliveries = deliveries.clone();
+            async move {
+                *deliveries
+                    .lock()
+                    .unwrap()
+                    .entry(job.id.to_string())
+                    .or_default() += 1;
+                // The work itself: three retry periods long.
+                tokio::time::sleep(Duration::from_millis(3200)).await;
+                Ok(())
+            }
+        })
     };
     let running = tokio::spawn(worker.run_until(async {
         let _ = stopped.await;
