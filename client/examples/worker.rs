@@ -8,8 +8,8 @@
 //! Runs until Ctrl-C, or until it has processed `--count` jobs, then shuts
 //! down gracefully and prints `processed <n> jobs`.
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use disque_client::{Client, Worker};
 use tokio::sync::Notify;

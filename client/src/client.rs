@@ -11,8 +11,8 @@ use crate::error::{Error, ErrorCode, Result};
 use crate::options::{AddJob, GetJob, JScan, QScan};
 use crate::resp::{Cmd, Value};
 use crate::types::{
-    jobs, text_of, uint_of, Hello, Info, Job, JobId, JobInfo, JobOutcome, NodeInfo, PauseState,
-    PeekedJob, QueueStat, ScanPage,
+    Hello, Info, Job, JobId, JobInfo, JobOutcome, NodeInfo, PauseState, PeekedJob, QueueStat,
+    ScanPage, jobs, text_of, uint_of,
 };
 
 #[cfg(feature = "tls")]
@@ -540,11 +540,11 @@ impl Client {
                 push(&n.addr());
             }
         }
-        if let Some(bad) = &self.avoid {
-            if let Some(pos) = out.iter().position(|a| a == bad) {
-                let a = out.remove(pos);
-                out.push(a);
-            }
+        if let Some(bad) = &self.avoid
+            && let Some(pos) = out.iter().position(|a| a == bad)
+        {
+            let a = out.remove(pos);
+            out.push(a);
         }
         out
     }
@@ -724,12 +724,13 @@ impl Client {
         let best = self
             .produced
             .iter()
-            .max_by_key(|(_, &n)| n)
+            .max_by_key(|&(_, &n)| n)
             .map(|(p, &n)| (p.clone(), n));
-        if let Some((prefix, n)) = best {
-            if n * 2 > self.seen && Some(prefix.as_str()) != mine {
-                self.move_to = Some(prefix);
-            }
+        if let Some((prefix, n)) = best
+            && n * 2 > self.seen
+            && Some(prefix.as_str()) != mine
+        {
+            self.move_to = Some(prefix);
         }
         self.produced.clear();
         self.seen = 0;

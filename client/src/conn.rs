@@ -190,7 +190,7 @@ impl Connection {
                     return Err(Error::Protocol {
                         addr: self.addr.clone(),
                         message: e.0,
-                    })
+                    });
                 }
             }
             if self.rbuf.capacity() - self.rbuf.len() < 4096 {

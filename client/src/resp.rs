@@ -355,7 +355,7 @@ fn step(buf: &mut BytesMut) -> Result<Step, ProtocolError> {
             return Err(ProtocolError(format!(
                 "unexpected reply type byte {:?}",
                 char::from(other)
-            )))
+            )));
         }
     };
     buf.advance(end + 2);

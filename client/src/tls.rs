@@ -3,10 +3,10 @@
 use std::path::Path;
 use std::sync::Arc;
 
+use tokio_rustls::TlsConnector;
 use tokio_rustls::rustls;
 use tokio_rustls::rustls::pki_types::pem::PemObject;
 use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
-use tokio_rustls::TlsConnector;
 
 use crate::error::{Error, Result};
 

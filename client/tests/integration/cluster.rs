@@ -10,7 +10,7 @@ use std::time::Duration;
 use disque_client::{AddJob, Client, JobState, Worker};
 use tokio::sync::oneshot;
 
-use crate::harness::{cluster, wait_for, WAIT};
+use crate::harness::{WAIT, cluster, wait_for};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_node_cluster() {

@@ -118,10 +118,10 @@ impl Node {
                 node.port = port;
                 return node;
             }
-            if let Some(c) = node.child.as_mut() {
-                if let Ok(Some(status)) = c.try_wait() {
-                    panic!("disque-server exited with {status}:\n{}", node.output());
-                }
+            if let Some(c) = node.child.as_mut()
+                && let Ok(Some(status)) = c.try_wait()
+            {
+                panic!("disque-server exited with {status}:\n{}", node.output());
             }
             assert!(
                 Instant::now() < deadline,

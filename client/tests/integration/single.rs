@@ -8,7 +8,7 @@ use disque_client::{
     Value,
 };
 
-use crate::harness::{wait_for, Node, WAIT};
+use crate::harness::{Node, WAIT, wait_for};
 
 fn secs(n: u64) -> Duration {
     Duration::from_secs(n)
@@ -98,16 +98,18 @@ async fn job_lifecycle_and_introspection() {
     assert!(!c.ack_job(&id).await.unwrap());
 
     // Empty queue: GETJOB times out, NOHANG returns at once.
-    assert!(c
-        .get_job("q", Duration::from_millis(50))
-        .await
-        .unwrap()
-        .is_none());
-    assert!(c
-        .get_jobs(&GetJob::from_queues(["q", "r"]).nohang())
-        .await
-        .unwrap()
-        .is_empty());
+    assert!(
+        c.get_job("q", Duration::from_millis(50))
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert!(
+        c.get_jobs(&GetJob::from_queues(["q", "r"]).nohang())
+            .await
+            .unwrap()
+            .is_empty()
+    );
 
     // COUNT takes several at once.
     for i in 0..5 {
@@ -129,12 +131,13 @@ async fn job_lifecycle_and_introspection() {
 
     let info = c.info(Some("jobs")).await.unwrap();
     assert!(info.get("registered_jobs").is_some(), "{}", info.text);
-    assert!(c
-        .info(None)
-        .await
-        .unwrap()
-        .fields()
-        .any(|(k, _)| k == "disque_version"));
+    assert!(
+        c.info(None)
+            .await
+            .unwrap()
+            .fields()
+            .any(|(k, _)| k == "disque_version")
+    );
 
     // The raw escape hatch.
     assert_eq!(
@@ -314,11 +317,12 @@ async fn resp3_replies_decode_to_the_same_types() {
     ));
     let job = c.get_job("q3", secs(1)).await.unwrap().unwrap();
     assert_eq!(job.id, id);
-    assert!(c
-        .get_job("q3", Duration::from_millis(20))
-        .await
-        .unwrap()
-        .is_none());
+    assert!(
+        c.get_job("q3", Duration::from_millis(20))
+            .await
+            .unwrap()
+            .is_none()
+    );
     assert_eq!(c.hello().await.unwrap().nodes.len(), 1);
 }
 

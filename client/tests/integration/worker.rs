@@ -7,9 +7,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use disque_client::{AddJob, JobState, Worker};
-use tokio::sync::{oneshot, Notify};
+use tokio::sync::{Notify, oneshot};
 
-use crate::harness::{wait_for, Node, WAIT};
+use crate::harness::{Node, WAIT, wait_for};
 
 type Seen = Arc<Mutex<HashMap<String, u32>>>;
 
