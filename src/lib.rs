@@ -31,6 +31,7 @@
 //!   with the engine's job counters as Prometheus metrics, beside
 //!   /healthz, /readyz and the dashboard.
 
+pub mod acl;
 pub mod aof;
 pub mod cgroup;
 pub mod clock;

@@ -28,6 +28,8 @@ pub struct ClientState {
     pub reply_mode: ReplyMode,
     /// Name of the last command run (CLIENT LIST `cmd=`).
     pub last_cmd: &'static str,
+    /// The ACL user and its cached verdict (`acl::check`).
+    pub acl: crate::acl::ClientAcl,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -106,6 +108,8 @@ pub struct Node {
     pub effect_sink: Option<Box<dyn Fn(crate::engine::Effects) + Send>>,
     /// Latency histograms and refusal counts for /metrics.
     pub metrics: metrics::NodeMetrics,
+    /// ACL users, permissions and ACL LOG (`crate::acl`).
+    pub acl: crate::acl::Acl,
 }
 
 impl Node {
@@ -148,14 +152,15 @@ impl Node {
             tls: Default::default(),
             aof_writer: None,
             metrics: metrics::NodeMetrics::new(commands),
+            acl: crate::acl::Acl::default(),
         }
     }
 
+    /// New connections must AUTH first: the default user has a password
+    /// (`requirepass`) or is off.
+    #[inline]
     pub fn requires_auth(&self) -> bool {
-        self.config
-            .requirepass
-            .as_deref()
-            .is_some_and(|p| !p.is_empty())
+        self.acl.requires_auth()
     }
 
     pub fn aof_write_error(&self) -> Option<&str> {
@@ -249,6 +254,8 @@ impl Node {
                     .set_node_timeout(self.config.cluster_node_timeout);
             }
             "dedup-window" => self.engine.set_dedup_window(self.config.dedup_window),
+            // requirepass is the default user's password, as in Redis 6.
+            "requirepass" => crate::acl::store::set_requirepass(&mut self.acl, &self.config),
             _ => {}
         }
         Ok(())

@@ -467,6 +467,11 @@ async fn run_link<S: BusStream>(
             // fresh Vec of messages showed up at ~10 % of bus CPU).
             shared.with(|node, now| {
                 for msg in batch.drain(..) {
+                    // ACL frames are the node's, not the engine's.
+                    if crate::acl::sync::on_bus_message(&mut node.acl, &mut node.engine, &msg, now)
+                    {
+                        continue;
+                    }
                     if let Some(r) = node
                         .engine
                         .on_bus_message(kind, &local_ip, &peer_ip, msg, now)

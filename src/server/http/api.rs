@@ -57,7 +57,8 @@ fn asset_response(ctype: &'static str, body: &'static str) -> Response {
         .into_response()
 }
 
-/// Run one command as the dashboard client.
+/// Run one command as the dashboard client, with the permissions of the
+/// request's user (`super::HTTP_USER`).
 fn run(node: &mut Node, args: &[&[u8]], now: u64) -> Reply {
     let args: Vec<Bytes> = args.iter().map(|a| Bytes::copy_from_slice(a)).collect();
     let mut client = ClientState {
@@ -67,7 +68,11 @@ fn run(node: &mut Node, args: &[&[u8]], now: u64) -> Reply {
         authenticated: true,
         reply_mode: ReplyMode::On,
         last_cmd: "NULL",
+        acl: Default::default(),
     };
+    if let Ok(user) = super::HTTP_USER.try_with(Clone::clone) {
+        client.acl.login(&user);
+    }
     match commands::dispatch(node, &mut client, &args, now) {
         Outcome::Reply(r) | Outcome::Close(Some(r)) => r,
         _ => Reply::Error("ERR this command is not available over HTTP".into()),
