@@ -44,9 +44,9 @@ pub fn command_index(name: &str) -> Option<usize> {
     super::names::index(name)
 }
 
-/// A user. Starts as Redis's new user: off, no password, no command, no
-/// queue, no channel.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// A user. Starts (`Default`) as Redis's new user: off, no password, no
+/// command, no queue, no channel.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct User {
     pub enabled: bool,
     pub nopass: bool,
@@ -69,24 +69,6 @@ pub struct User {
     pub keys: Vec<Vec<u8>>,
     pub allchannels: bool,
     pub channels: Vec<Vec<u8>>,
-}
-
-impl Default for User {
-    fn default() -> Self {
-        User {
-            enabled: false,
-            nopass: false,
-            passwords: Vec::new(),
-            allowed: 0,
-            all_commands: false,
-            subs: Vec::new(),
-            rules: Vec::new(),
-            allkeys: false,
-            keys: Vec::new(),
-            allchannels: false,
-            channels: Vec::new(),
-        }
-    }
 }
 
 /// Bits of every command in the table.

@@ -272,7 +272,7 @@ async fn guard(
                         format!("http route={route}"),
                         now,
                     );
-                    return Err(refuse(
+                    return Err((
                         StatusCode::UNAUTHORIZED,
                         "WRONGPASS invalid username-password pair or user is disabled.\n".into(),
                     ));
@@ -280,7 +280,7 @@ async fn guard(
                 user.clone()
             }
             None if node.acl.requires_auth() => {
-                return Err(refuse(
+                return Err((
                     StatusCode::UNAUTHORIZED,
                     "authentication required (an ACL user, or \"default\" with the requirepass password)\n".into(),
                 ));
@@ -300,7 +300,7 @@ async fn guard(
                     Err(_) => Some("NOPERM No permissions to access a key\n".to_string()),
                 };
                 if let Some(text) = denied {
-                    return Err(refuse(StatusCode::FORBIDDEN, text));
+                    return Err((StatusCode::FORBIDDEN, text));
                 }
             }
         }
@@ -308,7 +308,7 @@ async fn guard(
     });
     let user = match verdict {
         Ok(u) => u,
-        Err(resp) => return resp,
+        Err((status, text)) => return refuse(status, text),
     };
     let safe = req.method() == Method::GET || req.method() == Method::HEAD;
     if !safe && !req.headers().contains_key(ACTION_HEADER) {
@@ -418,7 +418,7 @@ mod tests {
         let mut h = HeaderMap::new();
         assert!(credentials(&h).is_none());
         let enc = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
-        let mut set = |h: &mut HeaderMap, v: String| {
+        let set = |h: &mut HeaderMap, v: String| {
             h.insert(
                 header::AUTHORIZATION,
                 HeaderValue::from_str(&v).unwrap_or(HeaderValue::from_static("")),
