@@ -12,6 +12,9 @@
 //!   command, bus message and timer tick is one call with `now` passed in;
 //!   effects (AOF records, bus messages) are collected for the shell.
 //! - `commands`: the command table and one module per command family.
+//! - `acl`: ACL users and their permissions, ACL LOG, the aclfile and
+//!   the user table's replication over the bus (`node` holds the table;
+//!   `commands::acl` is the ACL command and the per-command check).
 //! - `node`: everything behind the node's lock (engine, config, clients,
 //!   stats, slow log); `node::persistence` drives the AOF writer.
 //! - `server`: the tokio shell: listener, connections, timer, shutdown.
