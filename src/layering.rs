@@ -124,6 +124,7 @@ fn lower_layers_never_reach_up() {
         ),
         ("aof", &["node", "commands", "server"]),
         ("node", &["commands", "server"]),
+        ("acl", &["node", "commands", "server", "aof"]),
         ("commands", &["server"]),
         ("cluster", &["engine", "node", "commands", "server"]),
         ("resp", &["engine", "node", "commands", "server", "errors"]),

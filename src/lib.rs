@@ -12,6 +12,9 @@
 //!   command, bus message and timer tick is one call with `now` passed in;
 //!   effects (AOF records, bus messages) are collected for the shell.
 //! - `commands`: the command table and one module per command family.
+//! - `acl`: ACL users and their permissions, ACL LOG, the aclfile and
+//!   the user table's replication over the bus (`node` holds the table;
+//!   `commands::acl` is the ACL command and the per-command check).
 //! - `node`: everything behind the node's lock (engine, config, clients,
 //!   stats, slow log); `node::persistence` drives the AOF writer.
 //! - `server`: the tokio shell: listener, connections, timer, shutdown.
@@ -31,6 +34,7 @@
 //!   with the engine's job counters as Prometheus metrics, beside
 //!   /healthz, /readyz and the dashboard.
 
+pub mod acl;
 pub mod aof;
 pub mod cgroup;
 pub mod clock;

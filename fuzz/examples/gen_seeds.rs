@@ -223,7 +223,7 @@ fn main() {
     all.extend(acks.clone());
     p.need_jobs(b"orders", NeedReason::ClientsWaiting, now);
     p.set_pause(b"orders", 1, now);
-    let _ = p.count_cluster(Bytes::from_static(b"orders"), None, now);
+    let _ = p.count_cluster(1, Bytes::from_static(b"orders"), None, now);
     let misc = frames_to_us(&mut p, now);
     write(&bus, "needjobs-pause-qlen", PLAIN, &misc);
     all.extend(misc.clone());

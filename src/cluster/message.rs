@@ -45,8 +45,15 @@
 //! | QLENREQ | 20 | u32 request, u32 qlen, queue | 8 + qlen |
 //! | QLENREP | 21 | u32 request, u32 8, u64 queued jobs | 16 |
 //! | QLENREP (totals) | 21 | u32 request, u32 32, u64 queued, jobs, queues, blocked | 40 |
+//! | ACL | 22 | u8 kind, then the kind's body (`acl::sync`) | >= 1 |
 //!
-//! Types 18..21 carry our extensions (docs/COMPATIBILITY.md).
+//! Types 18..22 carry our extensions (docs/COMPATIBILITY.md).
+//!
+//! A receiver drops the link on a type it does not know, so a node sends
+//! an ACL frame only to peers whose frames carry [`HFLAG_ACL`] in the
+//! header flags (nodes that predate it ignore that bit: they read LEAVING
+//! only). Mixed clusters keep their links; the older nodes just do not get
+//! the user table.
 //!
 //! Node totals ride on QLENREQ/QLENREP so that a node predating them
 //! keeps its link: a QLENREQ with the TOTALS mflag (and an empty queue
@@ -105,6 +112,10 @@ pub const MFLAG_INCR_DELIV: u8 = 0x04;
 /// QLENREQ: answer with the node's totals (40-byte QLENREP), not a queue's length.
 pub const MFLAG_TOTALS: u8 = 0x08;
 
+/// Header flag: the sender understands ACL frames (type 22). Disjoint from
+/// the node-table flags, which stop at LEAVING (0x80).
+pub const HFLAG_ACL: u16 = 0x0100;
+
 /// Wire type numbers (0..15 as Disque numbers them, then ours).
 pub mod msg_type {
     pub const PING: u16 = 0;
@@ -130,6 +141,7 @@ pub mod msg_type {
     pub const DEDUP: u16 = 19;
     pub const QLENREQ: u16 = 20;
     pub const QLENREP: u16 = 21;
+    pub const ACL: u16 = 22;
 }
 
 /// Common header fields (framing fields are implicit).
@@ -295,6 +307,11 @@ pub enum Body {
         req: u32,
         totals: NodeTotals,
     },
+    /// The user table's replication (`acl::sync` encodes and checks the
+    /// payload; here it is only a non-empty byte string).
+    Acl {
+        data: Bytes,
+    },
 }
 
 /// One node's queue totals (the dashboard's cluster view).
@@ -414,6 +431,7 @@ impl Body {
             Body::Dedup { .. } => DEDUP,
             Body::QLenReq { .. } => QLENREQ,
             Body::QLenRep { .. } | Body::QLenTotals { .. } => QLENREP,
+            Body::Acl { .. } => ACL,
         }
     }
 
@@ -438,7 +456,7 @@ impl Body {
                 2 + GOSSIP_ENTRY_LEN * gossip_slice(g).len()
             }
             Body::Fail { .. } => 40,
-            Body::ReplJob { job } => job.len(),
+            Body::ReplJob { job } | Body::Acl { data: job } => job.len(),
             Body::NeedJobs { queue, .. }
             | Body::Pause { queue, .. }
             | Body::QLenReq { queue, .. }
@@ -474,7 +492,7 @@ impl Body {
                 }
             }
             Body::Fail { node } => out.put_slice(node),
-            Body::ReplJob { job } => out.put_slice(job),
+            Body::ReplJob { job } | Body::Acl { data: job } => out.put_slice(job),
             Body::QLenRep { req, len } => {
                 out.put_u32(*req);
                 out.put_u32(8);
@@ -540,6 +558,7 @@ pub fn type_name(t: u16) -> &'static str {
         DEDUP => "DEDUP",
         QLENREQ => "QLENREQ",
         QLENREP => "QLENREP",
+        ACL => "ACL",
         _ => "UNKNOWN",
     }
 }
@@ -691,7 +710,7 @@ pub fn decode(buf: &mut BytesMut) -> Result<Option<Message>, BusError> {
         return Err(BusError::BadChecksum);
     }
     let ty = be_u16(frame, 6);
-    if ty > msg_type::QLENREP {
+    if ty > msg_type::ACL {
         return Err(BusError::UnknownType(ty));
     }
     let mut sender = [0u8; 40];
@@ -731,6 +750,8 @@ enum Shape {
     /// REPLJOB: the whole payload is one record (no `Vec` per frame: one
     /// REPLJOB arrives per replicated job).
     Job,
+    /// ACL: the whole payload, checked by its consumer.
+    Opaque,
 }
 
 fn parse_gossip(p: &[u8]) -> Result<(Vec<GossipEntry>, Option<Announce>), BusError> {
@@ -819,6 +840,8 @@ fn parse_body_shape(ty: u16, p: &[u8]) -> Result<Shape, BusError> {
         t if JobMsg::from_type(t).is_some() => exact(44, "job-id block must be 44 bytes"),
         AUTH_CHALLENGE => exact(16, "AUTHCHALLENGE payload must be 16 bytes"),
         AUTH => exact(48, "AUTH payload must be 48 bytes"),
+        ACL if p.is_empty() => Err(BusError::BadPayload("ACL payload is empty")),
+        ACL => Ok(Shape::Opaque),
         QLENREP => match (p.len(), p.get(4..8)) {
             (16, Some([0, 0, 0, 8])) | (40, Some([0, 0, 0, 32])) => Ok(Shape::Fixed),
             _ => Err(BusError::BadPayload(
@@ -883,6 +906,7 @@ impl Shape {
                 _ => Body::Meet(g),
             },
             Shape::Job => Body::ReplJob { job: p.clone() },
+            Shape::Opaque => Body::Acl { data: p.clone() },
             Shape::Jobs(ranges) => Body::YourJobs {
                 jobs: ranges.into_iter().map(|(a, b)| p.slice(a..b)).collect(),
             },
@@ -1095,6 +1119,9 @@ mod tests {
                     blocked: 5,
                 },
             },
+            Body::Acl {
+                data: Bytes::from_static(b"\x01table"),
+            },
         ];
         bodies
             .into_iter()
@@ -1114,7 +1141,7 @@ mod tests {
         let msgs = all_messages();
         let mut types: Vec<u16> = msgs.iter().map(|m| m.body.msg_type()).collect();
         types.dedup();
-        assert_eq!(types.len(), 22, "all types covered");
+        assert_eq!(types.len(), 23, "all types covered");
         for m in &msgs {
             let mut b = BytesMut::new();
             m.encode(&mut b);

@@ -31,6 +31,10 @@ pub fn config(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
             return wrong();
         }
         let name = String::from_utf8_lossy(&args[2]).to_ascii_lowercase();
+        // enable-protected-configs (default local) for the paths.
+        if let Err(refused) = super::acl::config_set_allowed(ctx, &name) {
+            return refused;
+        }
         if crate::config::security::reloads_tls(&name) {
             return set_tls(ctx, &name, &args[3]);
         }

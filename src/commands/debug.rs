@@ -7,6 +7,10 @@ use crate::errors::WireError;
 use crate::resp::Reply;
 
 pub fn debug(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
+    // enable-debug-command (default local), whatever the user's rights.
+    if let Err(refused) = super::acl::debug_allowed(ctx) {
+        return refused;
+    }
     let sub = &args[1];
     let n = args.len();
     if eq_ic(sub, "flushall") && n == 2 {

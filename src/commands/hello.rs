@@ -39,11 +39,10 @@ pub fn hello(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
         return err(WireError::NoProto);
     }
     if let Some((user, pass)) = auth {
-        if !super::auth::user_password_ok(ctx, &user, &pass) {
+        if !super::auth::login(ctx, &user, &pass) {
             super::auth::log_failure(ctx, "HELLO AUTH");
             return err(WireError::WrongPass);
         }
-        ctx.client.authenticated = true;
     }
     if ctx.node.requires_auth() && !ctx.client.authenticated {
         return err(WireError::HelloNoAuth);

@@ -6,6 +6,7 @@
 //! too (`wake`).
 
 pub mod ackjob;
+pub mod acl;
 pub mod addjob;
 pub mod admin;
 pub mod auth;
@@ -281,6 +282,12 @@ pub static COMMANDS: &[CommandSpec] = &[
         flags: W | F_FAST,
         handler: redrive::redrive,
     },
+    CommandSpec {
+        name: "acl",
+        arity: -2,
+        flags: R | F_ADMIN | F_LOADING,
+        handler: acl::acl,
+    },
 ];
 
 /// What the connection must do after a command.
@@ -410,6 +417,9 @@ pub fn dispatch(node: &mut Node, client: &mut ClientState, args: &[Bytes], now: 
     {
         return err(WireError::NoAuth);
     }
+    if let Some(refused) = acl::check(node, client, idx, args, now) {
+        return refused;
+    }
     // PING stays answered too (a liveness probe); readiness is INFO's
     // loading:0 (docs/COMPATIBILITY.md).
     if node.aof.loading.is_some() && spec.flags & F_LOADING == 0 && spec.name != "ping" {
@@ -461,7 +471,7 @@ mod tests {
 
     #[test]
     fn table_has_32_commands() {
-        // Disque's 32 plus WAITJOB and REDRIVE.
-        assert_eq!(COMMANDS.len(), 34);
+        // Disque's 32 plus WAITJOB, REDRIVE and ACL.
+        assert_eq!(COMMANDS.len(), 35);
     }
 }

@@ -29,6 +29,9 @@ pub(crate) fn apply_directive(cfg: &mut Config, name: &str, args: &[String]) -> 
     if let Some(r) = super::observe::apply_directive(cfg, name, args) {
         return r;
     }
+    if let Some(r) = super::acl::apply_directive(cfg, name, args) {
+        return r;
+    }
     // Variable-arity directives first; everything else takes exactly one
     // argument, checked once below.
     match (name, args.len()) {

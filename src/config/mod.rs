@@ -6,6 +6,7 @@
 //! stores, and the caller compares old and new values to apply side effects
 //! (starting the AOF, running eviction, re-arming the watchdog, ...).
 
+pub mod acl;
 mod args;
 pub mod deploy;
 mod directives;
@@ -280,6 +281,15 @@ pub struct Config {
     /// /readyz needs a reachable peer when the node is in a cluster.
     pub readyz_require_peer: bool,
     pub log_format: LogFormat,
+    /// `user` directives, each as a `user <name> <rules>` line (`acl`).
+    pub users: Vec<String>,
+    /// `aclfile`: None = users come from `user` lines (and runtime changes
+    /// persist in the state file only).
+    pub aclfile: Option<String>,
+    /// Redis 7's `enable-debug-command`: DEBUG from where.
+    pub enable_debug_command: acl::Gate,
+    /// Redis 7's `enable-protected-configs`: CONFIG SET of paths from where.
+    pub enable_protected_configs: acl::Gate,
 }
 
 /// Default values, shared by `Default` and by CONFIG REWRITE (which only
@@ -378,6 +388,10 @@ impl Default for Config {
             metrics_max_queues: observe::defaults::METRICS_MAX_QUEUES,
             readyz_require_peer: true,
             log_format: LogFormat::Text,
+            users: Vec::new(),
+            aclfile: None,
+            enable_debug_command: acl::Gate::Local,
+            enable_protected_configs: acl::Gate::Local,
         }
     }
 }

@@ -288,7 +288,10 @@ impl Config {
         {
             st.rewrite_line(option, line, force);
         }
-        for (option, line, force) in super::extensions::rewrite_lines(c) {
+        for (option, line, force) in super::extensions::rewrite_lines(c)
+            .into_iter()
+            .chain(super::acl::rewrite_lines(c))
+        {
             st.rewrite_line(option, line, force);
         }
         st.remove_orphans();

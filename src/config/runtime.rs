@@ -67,7 +67,11 @@ impl Config {
             .iter()
             .filter(|name| glob_match(pattern, name.as_bytes(), false))
             .map(|name| (name.to_string(), super::extensions::get_value(self, name)));
-        ours.chain(ext).chain(semantics).collect()
+        let acl = super::acl::GET_NAMES
+            .iter()
+            .filter(|name| glob_match(pattern, name.as_bytes(), false))
+            .map(|name| (name.to_string(), super::acl::get_value(self, name)));
+        ours.chain(ext).chain(semantics).chain(acl).collect()
     }
 
     /// The CONFIG GET rendering of one parameter ("" for unknown names).

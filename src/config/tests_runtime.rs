@@ -27,6 +27,7 @@ fn get_all_order_and_format() {
     let want: Vec<&str> = super::security::GET_NAMES
         .iter()
         .chain(super::extensions::GET_NAMES.iter())
+        .chain(super::acl::GET_NAMES.iter())
         .copied()
         .collect();
     assert_eq!(ext, want);

@@ -37,11 +37,12 @@ impl Engine {
                     bus_port: a.bus_port,
                 },
             ),
+            // HFLAG_ACL: this node understands ACL frames (acl::sync).
             flags: if me.has(FLAG_LEAVING) {
                 FLAG_LEAVING
             } else {
                 0
-            },
+            } | crate::cluster::message::HFLAG_ACL,
             mflags,
         }
     }

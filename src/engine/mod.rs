@@ -604,6 +604,13 @@ impl Engine {
         }
     }
 
+    /// Queue a frame for one peer whose body the node built (the ACL
+    /// table's replication, `acl::sync`); it leaves with this call's frames.
+    pub fn send_body(&mut self, to: NodeIdx, body: crate::cluster::message::Body) {
+        let msg = crate::cluster::message::Message::new(self.header(0), body);
+        self.out.frames.push((to, msg));
+    }
+
     /// Remove a job from its queue if queued (state -> active), as DEQUEUE does.
     pub fn dequeue(&mut self, h: JobHandle) -> bool {
         let Some(j) = self.store.get_mut(h) else {

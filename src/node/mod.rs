@@ -32,6 +32,8 @@ pub struct ClientState {
     pub reply_mode: ReplyMode,
     /// Name of the last command run (CLIENT LIST `cmd=`).
     pub last_cmd: &'static str,
+    /// The ACL user and its cached verdict (`acl::check`).
+    pub acl: crate::acl::ClientAcl,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -119,6 +121,8 @@ pub struct Node {
     pub wake_buf: Vec<(ClientId, Wake)>,
     /// The dashboard's node-totals requests, by engine request number.
     totals_waiters: HashMap<u32, oneshot::Sender<PeerTotals>, foldhash::fast::FixedState>,
+    /// ACL users, permissions and ACL LOG (`crate::acl`).
+    pub acl: crate::acl::Acl,
 }
 
 impl Node {
@@ -164,14 +168,15 @@ impl Node {
             waiters: HashMap::default(),
             wake_buf: Vec::new(),
             totals_waiters: HashMap::default(),
+            acl: crate::acl::Acl::default(),
         }
     }
 
+    /// New connections must AUTH first: the default user has a password
+    /// (`requirepass`) or is off.
+    #[inline]
     pub fn requires_auth(&self) -> bool {
-        self.config
-            .requirepass
-            .as_deref()
-            .is_some_and(|p| !p.is_empty())
+        self.acl.requires_auth()
     }
 
     pub fn aof_write_error(&self) -> Option<&str> {
@@ -265,6 +270,8 @@ impl Node {
                     .set_node_timeout(self.config.cluster_node_timeout);
             }
             "dedup-window" => self.engine.set_dedup_window(self.config.dedup_window),
+            // requirepass is the default user's password, as in Redis 6.
+            "requirepass" => crate::acl::store::set_requirepass(&mut self.acl, &self.config),
             _ => {}
         }
         Ok(())

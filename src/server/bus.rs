@@ -486,6 +486,15 @@ async fn run_link<S: BusStream>(
                 .call(move |node, now| {
                     let (local_ip, peer_ip) = &*ips;
                     for msg in b.drain(..) {
+                        // ACL frames are the node's, not the engine's.
+                        if crate::acl::sync::on_bus_message(
+                            &mut node.acl,
+                            &mut node.engine,
+                            &msg,
+                            now,
+                        ) {
+                            continue;
+                        }
                         if let Some(r) = node
                             .engine
                             .on_bus_message(kind, local_ip, peer_ip, msg, now)

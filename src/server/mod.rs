@@ -319,6 +319,7 @@ pub async fn run(config: crate::config::Config) -> Result<Exit, String> {
     let unix_perm = config.unixsocketperm;
     let names = crate::commands::name_table(&config.rename_commands);
     let mut node = Node::new(engine, config, names, crate::commands::COMMANDS.len(), now);
+    crate::acl::store::startup(&mut node.acl, &node.config, node.engine.cluster().my_id())?;
     node.tcp_port = port;
     node.tls = tls;
     let (shared, connect_rx) =

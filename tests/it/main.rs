@@ -6,6 +6,7 @@
 mod harness;
 mod util;
 
+mod acl;
 mod admin;
 mod aof;
 mod auth;

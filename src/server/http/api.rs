@@ -57,13 +57,20 @@ fn asset_response(ctype: &'static str, body: &'static str) -> Response {
         .into_response()
 }
 
-/// Run one command as the dashboard client.
 /// A command's arguments, owned so they can travel to the node's owner.
 fn owned(args: &[&[u8]]) -> Vec<Bytes> {
     args.iter().map(|a| Bytes::copy_from_slice(a)).collect()
 }
 
-fn run(node: &mut Node, args: Vec<Bytes>, now: u64) -> Reply {
+/// The request's user (`super::HTTP_USER`), read in the handler's task:
+/// its commands run on the owner thread, where the task-local is not set.
+fn http_user() -> Option<String> {
+    super::HTTP_USER.try_with(Clone::clone).ok()
+}
+
+/// Run one command as the dashboard client, with the permissions of the
+/// request's user (`http_user`).
+fn run(node: &mut Node, args: Vec<Bytes>, user: Option<String>, now: u64) -> Reply {
     let mut client = ClientState {
         id: HTTP_CLIENT_ID,
         addr: "http:0".to_string(),
@@ -71,7 +78,11 @@ fn run(node: &mut Node, args: Vec<Bytes>, now: u64) -> Reply {
         authenticated: true,
         reply_mode: ReplyMode::On,
         last_cmd: "NULL",
+        acl: Default::default(),
     };
+    if let Some(user) = user {
+        client.acl.login(&user);
+    }
     match commands::dispatch(node, &mut client, &args, now) {
         Outcome::Reply(r) | Outcome::Close(Some(r)) => r,
         _ => Reply::Error("ERR this command is not available over HTTP".into()),
@@ -284,13 +295,19 @@ pub(super) async fn queue_jobs(
         args.push(s.as_bytes());
     }
     let args = owned(&args);
-    reply_response(st.shared.call(move |node, now| run(node, args, now)).await)
+    let user = http_user();
+    reply_response(
+        st.shared
+            .call(move |node, now| run(node, args, user, now))
+            .await,
+    )
 }
 
 pub(super) async fn show(State(st): State<AppState>, Path(id): Path<String>) -> Response {
+    let user = http_user();
     reply_response(
         st.shared
-            .call(move |node, now| run(node, owned(&[b"SHOW", id.as_bytes()]), now))
+            .call(move |node, now| run(node, owned(&[b"SHOW", id.as_bytes()]), user, now))
             .await,
     )
 }
@@ -320,25 +337,37 @@ pub(super) async fn pause(
         args.push(b"BCAST");
     }
     let args = owned(&args);
-    reply_response(st.shared.call(move |node, now| run(node, args, now)).await)
+    let user = http_user();
+    reply_response(
+        st.shared
+            .call(move |node, now| run(node, args, user, now))
+            .await,
+    )
 }
 
 pub(super) async fn delete_job(State(st): State<AppState>, Path(id): Path<String>) -> Response {
+    let user = http_user();
     reply_response(
         st.shared
-            .call(move |node, now| run(node, owned(&[b"DELJOB", id.as_bytes()]), now))
+            .call(move |node, now| run(node, owned(&[b"DELJOB", id.as_bytes()]), user, now))
             .await,
     )
 }
 
 pub(super) async fn redrive(State(st): State<AppState>, Path(name): Path<String>) -> Response {
+    let user = http_user();
     reply_response(
         st.shared
             .call(move |node, now| {
                 if commands::lookup(node, b"redrive").is_none() {
                     return Reply::Error("ERR REDRIVE is not available on this node".into());
                 }
-                run(node, owned(&[b"REDRIVE", b"FROM", name.as_bytes()]), now)
+                run(
+                    node,
+                    owned(&[b"REDRIVE", b"FROM", name.as_bytes()]),
+                    user,
+                    now,
+                )
             })
             .await,
     )

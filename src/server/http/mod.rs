@@ -12,11 +12,17 @@
 //! serves HTTPS only, with the client port's certificate and client
 //! certificate policy (`tls-auth-clients`).
 //!
-//! Access: with `requirepass` set, everything except the probes needs
-//! HTTP basic auth as user `default`; POST actions also need the
-//! `X-Disque-Action` header, which a cross-site form cannot send and a
-//! cross-site `fetch` cannot send without a CORS preflight we never
-//! grant (CSRF).
+//! Access (docs/SECURITY.md#http): the ACL users, with HTTP basic auth.
+//! When the default user needs a password (`requirepass`) or is off,
+//! everything except the probes needs credentials; a request that sends
+//! some is served as that user even when none are needed. Each route
+//! needs the permission of the command it amounts to (the dashboard and
+//! /metrics: INFO; a queue's jobs: JSCAN on that queue; pause: PAUSE on
+//! it; delete: DELJOB on the job's queue...), so a user with
+//! `+@introspection` sees everything and changes nothing. POST actions
+//! also need the `X-Disque-Action` header, which a cross-site form cannot
+//! send and a cross-site `fetch` cannot send without a CORS preflight we
+//! never grant (CSRF).
 
 mod api;
 pub mod exporter;
@@ -27,7 +33,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::extract::{Request, State};
+use std::collections::HashMap;
+
+use axum::extract::{Path, Request, State};
 use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
@@ -148,7 +156,8 @@ fn router(state: AppState) -> Router {
         .route("/api/queues/{name}/redrive", post(api::redrive))
         .route("/api/jobs/{id}", get(api::show))
         .route("/api/jobs/{id}/delete", post(api::delete_job))
-        .layer(axum::middleware::from_fn_with_state(state.clone(), guard));
+        // After routing, so the guard knows the route and its parameters.
+        .route_layer(axum::middleware::from_fn_with_state(state.clone(), guard));
     Router::new()
         .route("/healthz", get(health::healthz))
         .route("/readyz", get(health::readyz))
@@ -177,25 +186,134 @@ async fn metrics(State(st): State<AppState>) -> Response {
     }
 }
 
-/// Basic auth (when `requirepass` is set) and the CSRF header on POST.
-async fn guard(State(st): State<AppState>, req: Request, next: Next) -> Response {
-    let pass = st
-        .shared
-        .call(move |n, _| n.config.requirepass.clone().filter(|p| !p.is_empty()))
-        .await;
-    if let Some(pass) = pass {
-        if !authorized(req.headers(), &pass) {
-            return (
-                StatusCode::UNAUTHORIZED,
-                [(
-                    header::WWW_AUTHENTICATE,
-                    HeaderValue::from_static("Basic realm=\"disque\", charset=\"UTF-8\""),
-                )],
-                "authentication required (user \"default\", the requirepass password)\n",
-            )
-                .into_response();
-        }
+tokio::task_local! {
+    /// The user a request is served as, for the commands its handler runs.
+    static HTTP_USER: String;
+}
+
+/// The route template of a request path (`axum`'s matched-path feature
+/// is not enabled): only the shapes the router serves.
+fn route_of(path: &str) -> &'static str {
+    let segs: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+    match segs.as_slice() {
+        ["metrics"] => "/metrics",
+        ["api", "overview"] => "/api/overview",
+        ["api", "cluster"] => "/api/cluster",
+        ["api", "queues"] => "/api/queues",
+        ["api", "queues", _, "jobs"] => "/api/queues/{name}/jobs",
+        ["api", "queues", _, "pause"] => "/api/queues/{name}/pause",
+        ["api", "queues", _, "redrive"] => "/api/queues/{name}/redrive",
+        ["api", "jobs", _] => "/api/jobs/{id}",
+        ["api", "jobs", _, "delete"] => "/api/jobs/{id}/delete",
+        _ => "",
     }
+}
+
+/// The command a route amounts to, whose permission it needs (None: any
+/// authenticated user, e.g. the page and its assets).
+fn route_command(route: &str, p: &HashMap<String, String>) -> Option<Vec<Vec<u8>>> {
+    let arg = |k: &str| p.get(k).map(|v| v.as_bytes().to_vec()).unwrap_or_default();
+    let words = |w: &[&str]| w.iter().map(|s| s.as_bytes().to_vec()).collect::<Vec<_>>();
+    let mut cmd = match route {
+        "/metrics" | "/api/overview" => words(&["INFO"]),
+        "/api/cluster" => words(&["CLUSTER", "NODES"]),
+        "/api/queues" => words(&["QSCAN"]),
+        "/api/queues/{name}/jobs" => words(&["JSCAN", "0", "QUEUE"]),
+        "/api/queues/{name}/pause" => words(&["PAUSE"]),
+        "/api/queues/{name}/redrive" => words(&["REDRIVE", "FROM"]),
+        "/api/jobs/{id}" => words(&["SHOW"]),
+        "/api/jobs/{id}/delete" => words(&["DELJOB"]),
+        _ => return None,
+    };
+    if route.contains("{name}") {
+        cmd.push(arg("name"));
+    }
+    if route.contains("{id}") {
+        cmd.push(arg("id"));
+    }
+    if route.ends_with("/pause") {
+        cmd.push(b"all".to_vec());
+    }
+    Some(cmd)
+}
+
+fn refuse(status: StatusCode, text: String) -> Response {
+    let mut r = (status, text).into_response();
+    if status == StatusCode::UNAUTHORIZED {
+        r.headers_mut().insert(
+            header::WWW_AUTHENTICATE,
+            HeaderValue::from_static("Basic realm=\"disque\", charset=\"UTF-8\""),
+        );
+    }
+    r
+}
+
+/// Basic auth as an ACL user, the route's permission, and the CSRF
+/// header on POST.
+async fn guard(
+    State(st): State<AppState>,
+    params: Option<Path<HashMap<String, String>>>,
+    req: Request,
+    next: Next,
+) -> Response {
+    let creds = credentials(req.headers());
+    let route = route_of(req.uri().path());
+    let params = params.map(|Path(p)| p).unwrap_or_default();
+    let route_cmd = route_command(route, &params);
+    let verdict = st.shared.call(move |node, now| {
+        let user = match &creds {
+            Some((user, pass)) => {
+                let ok = node
+                    .acl
+                    .get(user)
+                    .is_some_and(|u| u.enabled && u.password_ok(pass));
+                if !ok {
+                    node.acl.log.add(
+                        crate::acl::log::Reason::Auth,
+                        "AUTH".into(),
+                        user.clone(),
+                        format!("http route={route}"),
+                        now,
+                    );
+                    return Err((
+                        StatusCode::UNAUTHORIZED,
+                        "WRONGPASS invalid username-password pair or user is disabled.\n".into(),
+                    ));
+                }
+                user.clone()
+            }
+            None if node.acl.requires_auth() => {
+                return Err((
+                    StatusCode::UNAUTHORIZED,
+                    "authentication required (an ACL user, or \"default\" with the requirepass password)\n".into(),
+                ));
+            }
+            None => crate::acl::DEFAULT_USER.to_string(),
+        };
+        if let (Some(cmd), Some(u)) = (route_cmd, node.acl.get(&user)) {
+            let args: Vec<bytes::Bytes> = cmd.into_iter().map(bytes::Bytes::from).collect();
+            let name = String::from_utf8_lossy(&args[0]).to_ascii_lowercase();
+            if let Some(idx) = crate::acl::names::index(&name) {
+                use crate::acl::check::{judge, Denied};
+                let denied = match judge(u, &node.engine, idx, &args) {
+                    Ok(()) => None,
+                    Err(Denied::Command(c)) => Some(format!(
+                        "NOPERM this user has no permissions to run the '{c}' command\n"
+                    )),
+                    Err(_) => Some("NOPERM No permissions to access a key\n".to_string()),
+                };
+                if let Some(text) = denied {
+                    return Err((StatusCode::FORBIDDEN, text));
+                }
+            }
+        }
+        Ok(user)
+    })
+    .await;
+    let user = match verdict {
+        Ok(u) => u,
+        Err((status, text)) => return refuse(status, text),
+    };
     let safe = req.method() == Method::GET || req.method() == Method::HEAD;
     if !safe && !req.headers().contains_key(ACTION_HEADER) {
         return (
@@ -204,7 +322,7 @@ async fn guard(State(st): State<AppState>, req: Request, next: Next) -> Response
         )
             .into_response();
     }
-    let mut resp = next.run(req).await;
+    let mut resp = HTTP_USER.scope(user, next.run(req)).await;
     let h = resp.headers_mut();
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     h.insert(
@@ -215,25 +333,26 @@ async fn guard(State(st): State<AppState>, req: Request, next: Next) -> Response
     resp
 }
 
-/// `Authorization: Basic base64(default:<requirepass>)`.
-fn authorized(headers: &HeaderMap, pass: &str) -> bool {
-    let Some(v) = headers
+/// `Authorization: Basic base64(<user>:<password>)`, as (user, password);
+/// an empty user name means `default`. None without (usable) credentials.
+fn credentials(headers: &HeaderMap) -> Option<(String, Vec<u8>)> {
+    let v = headers
         .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-    else {
-        return false;
-    };
-    let Some(creds) = v
+        .and_then(|v| v.to_str().ok())?;
+    let creds = v
         .strip_prefix("Basic ")
-        .or_else(|| v.strip_prefix("basic "))
-    else {
-        return false;
+        .or_else(|| v.strip_prefix("basic "))?;
+    let decoded = base64::engine::general_purpose::STANDARD
+        .decode(creds.trim())
+        .ok()?;
+    let colon = decoded.iter().position(|&c| c == b':')?;
+    let user = String::from_utf8_lossy(&decoded[..colon]).into_owned();
+    let user = if user.is_empty() {
+        crate::acl::DEFAULT_USER.to_string()
+    } else {
+        user
     };
-    let Ok(decoded) = base64::engine::general_purpose::STANDARD.decode(creds.trim()) else {
-        return false;
-    };
-    let expected = format!("default:{pass}");
-    crate::commands::auth::password_matches(&decoded, expected.as_bytes())
+    Some((user, decoded[colon + 1..].to_vec()))
 }
 
 async fn accept_loop(shared: Arc<Shared>, listener: TcpListener, app: Router) {
@@ -299,24 +418,33 @@ mod tests {
     use super::*;
 
     #[test]
-    fn basic_auth_needs_user_default_and_the_password() {
+    fn basic_auth_credentials_and_route_commands() {
         let mut h = HeaderMap::new();
-        assert!(!authorized(&h, "pw"));
+        assert!(credentials(&h).is_none());
         let enc = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
-        h.insert(
-            header::AUTHORIZATION,
-            HeaderValue::from_str(&format!("Basic {}", enc("default:pw")))
-                .unwrap_or(HeaderValue::from_static("")),
+        let set = |h: &mut HeaderMap, v: String| {
+            h.insert(
+                header::AUTHORIZATION,
+                HeaderValue::from_str(&v).unwrap_or(HeaderValue::from_static("")),
+            );
+        };
+        set(&mut h, format!("Basic {}", enc("alice:p:w")));
+        assert_eq!(credentials(&h), Some(("alice".into(), b"p:w".to_vec())));
+        set(&mut h, format!("Basic {}", enc(":pw")));
+        assert_eq!(credentials(&h), Some(("default".into(), b"pw".to_vec())));
+        set(&mut h, "Basic !!!".into());
+        assert!(credentials(&h).is_none());
+        let p: HashMap<String, String> = [("name".to_string(), "q 1".to_string())].into();
+        assert_eq!(
+            route_command("/api/queues/{name}/pause", &p),
+            Some(vec![b"PAUSE".to_vec(), b"q 1".to_vec(), b"all".to_vec()])
         );
-        assert!(authorized(&h, "pw"));
-        assert!(!authorized(&h, "pW"));
-        h.insert(
-            header::AUTHORIZATION,
-            HeaderValue::from_str(&format!("Basic {}", enc("admin:pw")))
-                .unwrap_or(HeaderValue::from_static("")),
+        assert_eq!(route_command("/", &p), None);
+        assert_eq!(
+            route_of("/api/queues/a%20b/jobs"),
+            "/api/queues/{name}/jobs"
         );
-        assert!(!authorized(&h, "pw"));
-        h.insert(header::AUTHORIZATION, HeaderValue::from_static("Basic !!!"));
-        assert!(!authorized(&h, "pw"));
+        assert_eq!(route_of("/api/jobs/x/delete"), "/api/jobs/{id}/delete");
+        assert_eq!(route_of("/"), "");
     }
 }

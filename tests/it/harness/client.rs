@@ -39,6 +39,18 @@ impl Client {
         }
     }
 
+    /// A client over an already connected socket (e.g. one bound to a
+    /// chosen source address).
+    pub fn from_stream(stream: TcpStream) -> Client {
+        stream.set_read_timeout(Some(IO_TIMEOUT)).expect("timeout");
+        stream.set_write_timeout(Some(IO_TIMEOUT)).expect("timeout");
+        let _ = stream.set_nodelay(true);
+        Client {
+            stream,
+            buf: Vec::new(),
+        }
+    }
+
     /// The underlying socket (e.g. to read its local address).
     pub fn stream(&self) -> &TcpStream {
         &self.stream
