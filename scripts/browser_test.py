@@ -145,17 +145,21 @@ def check_console(driver, where):
 def traffic(port, stop_event):
     """Steady producer/consumer traffic on a queue of its own, so the
     history charts have rates to draw."""
-    r = Resp(port)
-    r.cmd("AUTH", "default", PASSWORD)
-    i = 0
-    while not stop_event.is_set():
-        for _ in range(3 + i % 4):
-            r.cmd("ADDJOB", TRAFFIC_QUEUE, f"tick {i}", "0")
-        got = r.cmd("GETJOB", "NOHANG", "COUNT", "2", "FROM", TRAFFIC_QUEUE)
-        for job in got or []:
-            r.cmd("ACKJOB", job[1])
-        i += 1
-        stop_event.wait(0.1)
+    try:
+        r = Resp(port)
+        r.cmd("AUTH", "default", PASSWORD)
+        i = 0
+        while not stop_event.is_set():
+            for _ in range(3 + i % 4):
+                r.cmd("ADDJOB", TRAFFIC_QUEUE, f"tick {i}", "0")
+            got = r.cmd("GETJOB", "NOHANG", "COUNT", "2", "FROM", TRAFFIC_QUEUE)
+            for job in got or []:
+                r.cmd("ACKJOB", job[1])
+            i += 1
+            stop_event.wait(0.1)
+    except (OSError, ValueError) as e:
+        if not stop_event.is_set():
+            print(f"browser-test: traffic stopped: {e}", file=sys.stderr)
 
 
 def chart_points(driver, container):
@@ -185,6 +189,7 @@ def main():
     auth = "Basic " + base64.b64encode(f"default:{PASSWORD}".encode()).decode()
     driver = None
     stop_traffic = threading.Event()
+    traffic_thread = threading.Thread(target=traffic, args=(port, stop_traffic), daemon=True)
     try:
         r = Resp(port)
         assert r.cmd("AUTH", "default", PASSWORD) == "+OK"
@@ -211,7 +216,7 @@ def main():
         if not all(isinstance(i, str) and i.startswith("+D-") for i in ids):
             fail(f"ADDJOB failed: {ids[:3]}")
 
-        threading.Thread(target=traffic, args=(port, stop_traffic), daemon=True).start()
+        traffic_thread.start()
 
         # Auth: everything but the probes needs the password.
         for path in ["/", "/metrics", "/api/queues"]:
@@ -399,6 +404,8 @@ def main():
         raise
     finally:
         stop_traffic.set()
+        if traffic_thread.is_alive():
+            traffic_thread.join(timeout=10)
         if driver is not None:
             driver.quit()
         for p in procs:

@@ -127,7 +127,7 @@ impl Raw {
         let mut queues: Vec<RawQueue> = Vec::new();
         // Tracked ones first (a linear scan of a handful of names).
         stats.retain(|q| {
-            if tracked.iter().any(|n| *n == q.name) {
+            if tracked.contains(&q.name) {
                 queues.push(RawQueue {
                     name: q.name.clone(),
                     jobs_in: q.jobs_in,
