@@ -15,8 +15,9 @@
 //! (most jobs in + out since the queue was created) and the queues whose
 //! history a dashboard asked for; a tracked queue that is neither for
 //! [`FORGET_MS`] is forgotten, and when all slots are taken the one
-//! least recently busy or viewed makes room. Worst case, about 48 B ×
-//! 720 for the node plus 24 B × 720 × 16 for the queues: under 330 KiB.
+//! least recently busy or viewed makes room. Worst case, 64 B × 720 for
+//! the node plus 24 B × 720 × 16 for the queues (rings grow to exactly
+//! 720 points): about 320 KiB, plus the queue names.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -50,8 +51,9 @@ pub struct Ring<T> {
 
 impl<T> Ring<T> {
     pub fn new(cap: usize) -> Self {
+        // Grows to exactly `cap` (a doubling VecDeque would overshoot).
         Ring {
-            buf: VecDeque::new(),
+            buf: VecDeque::with_capacity(cap.clamp(1, 64)),
             cap: cap.max(1),
         }
     }
@@ -59,6 +61,9 @@ impl<T> Ring<T> {
     pub fn push(&mut self, v: T) {
         if self.buf.len() == self.cap {
             self.buf.pop_front();
+        } else if self.buf.len() == self.buf.capacity() {
+            let more = self.buf.len().min(self.cap - self.buf.len());
+            self.buf.reserve_exact(more);
         }
         self.buf.push_back(v);
     }
@@ -461,6 +466,18 @@ mod tests {
                 })
                 .collect(),
         }
+    }
+
+    #[test]
+    fn points_are_small_and_rings_grow_to_exactly_their_capacity() {
+        assert!(std::mem::size_of::<NodePoint>() <= 64);
+        assert!(std::mem::size_of::<QueuePoint>() <= 24);
+        let mut r = Ring::new(POINTS);
+        for i in 0..POINTS * 2 {
+            r.push(i);
+        }
+        assert_eq!(r.iter().count(), POINTS);
+        assert!(r.buf.capacity() < POINTS + 64, "{}", r.buf.capacity());
     }
 
     #[test]
