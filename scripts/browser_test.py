@@ -9,8 +9,9 @@ browser: every page loads without console errors, the queue list shows the
 test's queue, pausing it from the UI (with the confirmation dialog) makes
 ADDJOB answer -PAUSED and resuming makes it work again, a job's details
 open, the cluster view shows each peer's queued jobs and "unknown" for a
-peer that was killed, and requests without credentials are refused.
-Screenshots go to docs/. Exits non-zero on the first failure.
+peer that was killed, the history charts draw lines with points after
+some traffic (overview and a queue's page, also phone-sized), and
+requests without credentials are refused. Screenshots go to docs/. Exits non-zero on the first failure.
 """
 
 import base64
@@ -21,6 +22,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -35,6 +37,9 @@ from selenium.webdriver.support.ui import WebDriverWait
 PASSWORD = "dash-secret"
 QUEUE = "browser:orders"
 WAIT = 15
+TRAFFIC_QUEUE = "browser:traffic"
+# Two history samples (5 s apart) are needed before a line is drawn.
+HISTORY_WAIT = 25
 
 
 def fail(msg):
@@ -137,6 +142,32 @@ def check_console(driver, where):
         fail(f"console errors on {where}: {errs}")
 
 
+def traffic(port, stop_event):
+    """Steady producer/consumer traffic on a queue of its own, so the
+    history charts have rates to draw."""
+    try:
+        r = Resp(port)
+        r.cmd("AUTH", "default", PASSWORD)
+        i = 0
+        while not stop_event.is_set():
+            for _ in range(3 + i % 4):
+                r.cmd("ADDJOB", TRAFFIC_QUEUE, f"tick {i}", "0")
+            got = r.cmd("GETJOB", "NOHANG", "COUNT", "2", "FROM", TRAFFIC_QUEUE)
+            for job in got or []:
+                r.cmd("ACKJOB", job[1])
+            i += 1
+            stop_event.wait(0.1)
+    except (OSError, ValueError) as e:
+        if not stop_event.is_set():
+            print(f"browser-test: traffic stopped: {e}", file=sys.stderr)
+
+
+def chart_points(driver, container):
+    """Points of each series path drawn in a chart container."""
+    paths = driver.find_elements(By.CSS_SELECTOR, f"#{container} path.series")
+    return [len(re.findall(r"[ML]", p.get_attribute("d") or "")) for p in paths]
+
+
 def main():
     if len(sys.argv) < 2:
         fail("usage: browser_test.py <disque-server> [--no-screenshots]")
@@ -157,6 +188,8 @@ def main():
     base = f"http://127.0.0.1:{http_port}"
     auth = "Basic " + base64.b64encode(f"default:{PASSWORD}".encode()).decode()
     driver = None
+    stop_traffic = threading.Event()
+    traffic_thread = threading.Thread(target=traffic, args=(port, stop_traffic), daemon=True)
     try:
         r = Resp(port)
         assert r.cmd("AUTH", "default", PASSWORD) == "+OK"
@@ -182,6 +215,8 @@ def main():
         r.cmd("GETJOB", "NOHANG", "COUNT", "5", "FROM", "browser:emails")
         if not all(isinstance(i, str) and i.startswith("+D-") for i in ids):
             fail(f"ADDJOB failed: {ids[:3]}")
+
+        traffic_thread.start()
 
         # Auth: everything but the probes needs the password.
         for path in ["/", "/metrics", "/api/queues"]:
@@ -223,6 +258,32 @@ def main():
         if shots:
             driver.save_screenshot(os.path.join(docs, "dashboard.png"))
 
+        # The history charts: lines with points once a few samples exist.
+        hist_wait = WebDriverWait(
+            driver, HISTORY_WAIT, ignored_exceptions=(StaleElementReferenceException,)
+        )
+        hist_wait.until(lambda d: len(chart_points(d, "charts-node")) >= 6
+                        and min(chart_points(d, "charts-node")) >= 3)
+        titles = driver.find_element(By.ID, "charts-node").text
+        for t in ["Jobs per second", "Queued jobs", "Memory"]:
+            if t not in titles:
+                fail(f"overview chart {t!r} missing: {titles!r}")
+        if "Spilled" in titles:
+            fail("a spilled-bytes chart without spill figures")
+        # The "added" line is not flat at zero: the traffic shows.
+        d_added = driver.find_element(
+            By.CSS_SELECTOR, '#charts-node [data-chart="node-rates"] path.series').get_attribute("d")
+        ys = {round(float(y)) for y in re.findall(r"[ML][\d.]+ ([\d.]+)", d_added)}
+        if len(ys) < 2:
+            fail(f"the added-jobs line is flat: {d_added}")
+        check_console(driver, "overview charts")
+        if shots:
+            charts = driver.find_element(By.ID, "charts-node")
+            driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", charts)
+            time.sleep(0.3)
+            driver.save_screenshot(os.path.join(docs, "dashboard-history.png"))
+            driver.execute_script("window.scrollTo(0, 0)")
+
         driver.get(base + "/#/queues")
         row = wait.until(EC.presence_of_element_located(
             (By.CSS_SELECTOR, f'#queues tr[data-queue="{QUEUE}"]')))
@@ -252,6 +313,12 @@ def main():
         wait.until(lambda d: "input paused" in d.find_element(By.ID, "queue-paused").text)
         if shots:
             driver.save_screenshot(os.path.join(docs, "dashboard-queue.png"))
+        # The queue's charts (it is among the busiest, so it has a history).
+        hist_wait.until(lambda d: len(chart_points(d, "charts-queue")) >= 3
+                        and min(chart_points(d, "charts-queue")) >= 2)
+        qtitles = driver.find_element(By.ID, "charts-queue").text
+        if "Jobs per second" not in qtitles or "Queue length" not in qtitles:
+            fail(f"queue charts missing: {qtitles!r}")
         # Cancel leaves it paused; confirm resumes.
         driver.find_element(By.ID, "resume").click()
         wait.until(EC.visibility_of_element_located((By.ID, "confirm")))
@@ -312,8 +379,23 @@ def main():
         check_console(driver, "phone")
         if shots:
             driver.save_screenshot(os.path.join(docs, "dashboard-phone.png"))
-        print("browser-test: OK (overview, queues, pause/resume with PAUSED, job, "
-              "cluster totals and unknown, phone, auth)")
+        # The charts fit the phone's width, with their points.
+        driver.get(base + "/#/queue/" + TRAFFIC_QUEUE)
+        hist_wait.until(lambda d: len(chart_points(d, "charts-queue")) >= 3
+                        and min(chart_points(d, "charts-queue")) >= 2)
+        widths = driver.execute_script(
+            "return [...document.querySelectorAll('#charts-queue svg')]"
+            ".map((s) => s.getBoundingClientRect().right)")
+        if not widths or max(widths) > 390:
+            fail(f"queue charts overflow a phone's width: {widths}")
+        check_console(driver, "phone charts")
+        if shots:
+            charts = driver.find_element(By.ID, "charts-queue")
+            driver.execute_script("arguments[0].scrollIntoView({block: 'start'})", charts)
+            time.sleep(0.3)
+            driver.save_screenshot(os.path.join(docs, "dashboard-queue-history.png"))
+        print("browser-test: OK (overview, history charts, queues, pause/resume "
+              "with PAUSED, queue charts, job, cluster totals and unknown, phone, auth)")
     except Exception:
         if driver is not None:
             print("browser-test: page at failure:", driver.current_url, file=sys.stderr)
@@ -321,6 +403,9 @@ def main():
             print("browser-test: console:", driver.get_log("browser"), file=sys.stderr)
         raise
     finally:
+        stop_traffic.set()
+        if traffic_thread.is_alive():
+            traffic_thread.join(timeout=10)
         if driver is not None:
             driver.quit()
         for p in procs:

@@ -6,7 +6,7 @@
 //! (every node's queue totals), the cluster metrics (replication latency,
 //! federation imports, reconnects per peer), JSON log lines naming the
 //! client or bus link they concern, and the Grafana dashboard querying
-//! only exported names.
+//! only exported names, and the sampled history behind the charts.
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -936,5 +936,78 @@ fn the_grafana_dashboard_queries_only_exported_metrics() {
     assert!(
         missing.is_empty(),
         "the dashboard queries {missing:?}, not exported"
+    );
+}
+
+/// `/api/history` and `/api/queues/<name>/history`: samples accumulate
+/// (one per 5 s, taken by the node itself) and show the traffic.
+#[test]
+fn history_samples_accumulate_and_show_the_traffic() {
+    let s = http_node(&[]);
+    let p = s.http_port();
+    let mut c = s.client();
+    let json = |path: &str| -> serde_json::Value {
+        let (st, body) = get(p, path);
+        assert_eq!(st, 200, "{path}: {body}");
+        serde_json::from_str(&body).expect("json")
+    };
+    let h0 = json("/api/history");
+    assert_eq!(h0["interval_ms"], 5000);
+    assert_eq!(h0["capacity"], 720);
+    assert_eq!(h0["spilled"], serde_json::Value::Null);
+    let taken0 = h0["taken"].as_u64().expect("taken");
+    // Asking for a queue's history starts tracking it.
+    let q0 = json("/api/queues/hist%3Aq/history");
+    assert_eq!(q0["name"], "hist:q");
+    assert_eq!(q0["tracked"], true);
+    let slow = Duration::from_millis(200);
+    // A first sample of the queue, then traffic before the next one.
+    assert!(
+        wait_until(Duration::from_secs(20), slow, || json(
+            "/api/queues/hist%3Aq/history"
+        )["samples"]
+            .as_u64()
+            >= Some(1)),
+        "the queue was never sampled"
+    );
+    for i in 0..20 {
+        addjob(&mut c, "hist:q", &format!("job {i}"), &[]);
+    }
+    let positive = |v: &serde_json::Value| {
+        v.as_array()
+            .is_some_and(|a| a.iter().any(|x| x.as_f64().is_some_and(|f| f > 0.0)))
+    };
+    let mut last = serde_json::Value::Null;
+    assert!(
+        wait_until(Duration::from_secs(20), slow, || {
+            last = json("/api/history");
+            last["taken"].as_u64() > Some(taken0) && positive(&last["added_per_s"])
+        }),
+        "no sample with jobs added: {last}"
+    );
+    let n = last["samples"].as_u64().expect("samples");
+    assert_eq!(last["t"].as_array().map(Vec::len), Some(n as usize));
+    assert_eq!(last["queued"].as_array().map(Vec::len), Some(n as usize));
+    assert!(positive(&last["used_memory"]), "{last}");
+    assert!(
+        wait_until(Duration::from_secs(20), slow, || {
+            last = json("/api/queues/hist%3Aq/history");
+            positive(&last["in_per_s"])
+                && last["len"]
+                    .as_array()
+                    .and_then(|a| a.last())
+                    .and_then(|v| v.as_u64())
+                    == Some(20)
+        }),
+        "queue history without the traffic: {last}"
+    );
+    // The sample count keeps growing.
+    let before = json("/api/history")["taken"].as_u64();
+    assert!(
+        wait_until(Duration::from_secs(20), slow, || json("/api/history")
+            ["taken"]
+            .as_u64()
+            > before),
+        "no further samples"
     );
 }

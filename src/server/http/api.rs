@@ -266,6 +266,23 @@ pub(super) async fn queues(State(st): State<AppState>) -> Json<Value> {
     Json(v)
 }
 
+/// The node's sampled history (see `history`): rates, queued, memory.
+pub(super) async fn history(State(st): State<AppState>) -> Json<Value> {
+    Json(st.history.lock().node_json())
+}
+
+/// One queue's sampled history; asking starts tracking it (bounded, see
+/// `history`), so a queue page fills in from the next samples.
+pub(super) async fn queue_history(
+    State(st): State<AppState>,
+    Path(name): Path<String>,
+) -> Json<Value> {
+    let now = crate::clock::unix_ms();
+    let mut h = st.history.lock();
+    h.viewed(name.as_bytes(), now);
+    Json(h.queue_json(name.as_bytes()))
+}
+
 #[derive(serde::Deserialize)]
 pub(super) struct Page {
     cursor: Option<u64>,

@@ -27,6 +27,7 @@
 mod api;
 pub mod exporter;
 mod health;
+mod history;
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -61,6 +62,8 @@ pub(crate) struct AppState {
     pub exporter: Arc<Exporter>,
     /// Set once startup (AOF load included) is over.
     pub started: Arc<AtomicBool>,
+    /// The sampled history behind the dashboard's charts.
+    pub history: history::Shelf,
 }
 
 /// A running endpoint.
@@ -108,7 +111,9 @@ pub async fn start(shared: &Arc<Shared>) -> Result<Option<Endpoint>, String> {
         shared: shared.clone(),
         exporter: Arc::new(exporter),
         started: started.clone(),
+        history: history::Shelf::default(),
     };
+    tokio::spawn(history::sampler(shared.clone(), state.history.clone()));
     let app = router(state);
     for l in listeners {
         let l = TcpListener::from_std(l).map_err(|e| e.to_string())?;
@@ -151,7 +156,9 @@ fn router(state: AppState) -> Router {
         .route("/api/overview", get(api::overview))
         .route("/api/cluster", get(api::cluster))
         .route("/api/queues", get(api::queues))
+        .route("/api/history", get(api::history))
         .route("/api/queues/{name}/jobs", get(api::queue_jobs))
+        .route("/api/queues/{name}/history", get(api::queue_history))
         .route("/api/queues/{name}/pause", post(api::pause))
         .route("/api/queues/{name}/redrive", post(api::redrive))
         .route("/api/jobs/{id}", get(api::show))

@@ -8,6 +8,7 @@ const state = {
   view: "overview", queue: null, job: null, overview: null, queues: null, cluster: null,
   prevQueues: new Map(), prevQueuesAt: 0, prevCounters: null, prevCountersAt: 0,
   sort: { key: "len", dir: "desc" }, cursor: "0", nextCursor: "0", timer: null,
+  history: null, historyAt: 0, queueHistory: null, queueHistoryAt: 0,
 };
 
 function $(id) { return document.getElementById(id); }
@@ -112,6 +113,133 @@ function queueRates(list, now) {
 }
 
 function queueLink(name) { return el("a", { href: "#/queue/" + encodeURIComponent(name), class: "mono", text: name }); }
+
+// History charts: hand-drawn SVG line charts over /api/history and
+// /api/queues/<name>/history (the node samples every interval_ms and keeps
+// the last hour). The SVG is sized to its box on each draw, so it stays
+// legible on a phone; the axes show the value range and minutes ago.
+const SVG_NS = "http://www.w3.org/2000/svg";
+const HISTORY_MS = 5000;
+
+function svg(tag, attrs, text) {
+  const e = document.createElementNS(SVG_NS, tag);
+  for (const [k, v] of Object.entries(attrs || {})) e.setAttribute(k, v);
+  if (text !== undefined) e.textContent = text;
+  return e;
+}
+
+// A "nice" upper bound for the y axis (1, 2, 2.5 or 5 × 10^n).
+function niceMax(v) {
+  if (!(v > 0)) return 1;
+  const p = Math.pow(10, Math.floor(Math.log10(v)));
+  for (const m of [1, 2, 2.5, 5, 10]) if (v <= m * p) return m * p;
+  return 10 * p;
+}
+
+function fmtShort(v, unit) {
+  if (unit === "bytes") return fmtBytes(v);
+  if (v >= 1e6) return (v / 1e6).toFixed(v >= 1e7 ? 0 : 1) + "M";
+  if (v >= 1e3) return (v / 1e3).toFixed(v >= 1e4 ? 0 : 1) + "k";
+  return String(Math.round(v * 100) / 100);
+}
+
+function fmtAgo(ms) {
+  const m = Math.round(ms / 60000);
+  if (ms < 60000) return Math.round(ms / 1000) + "s ago";
+  return m + "m ago";
+}
+
+// series: [{ name, values }]; t: sample times (ms). Returns the chart box;
+// its SVG is drawn by drawCharts once the box is in the page, one SVG unit
+// per CSS pixel of the box's width (text stays 11px on any screen).
+function lineChart(id, title, t, series, unit) {
+  const box = el("div", { class: "chart", "data-chart": id },
+    el("h3", { text: title }),
+    el("div", { class: "legend" }, ...series.map((s, i) => el("span", {}, el("i", { class: "c" + i }), s.name))));
+  box.draw = () => {
+    const old = box.querySelector("svg");
+    if (old) old.remove();
+    box.append(chartSvg(box.clientWidth - 26 || 560, title, t, series, unit));
+  };
+  return box;
+}
+
+function drawCharts(container, charts) {
+  container.replaceChildren(...charts);
+  for (const c of charts) c.draw();
+}
+
+function chartSvg(width, title, t, series, unit) {
+  const W = Math.max(240, Math.round(width)), H = 180, L = 52, R = 10, T = 8, B = 24;
+  const g = svg("svg", { viewBox: `0 0 ${W} ${H}`, role: "img", "aria-label": title });
+  const n = t.length;
+  let max = 0;
+  for (const s of series) for (const v of s.values) if (v > max) max = v;
+  max = niceMax(max);
+  for (let k = 0; k <= 4; k++) {
+    const y = T + (H - T - B) * (1 - k / 4);
+    g.append(svg("line", { class: "grid-line", x1: L, x2: W - R, y1: y, y2: y }));
+    if (k % 2 === 0) g.append(svg("text", { class: "axis", x: L - 6, y: y + 4, "text-anchor": "end" }, fmtShort(max * k / 4, unit)));
+  }
+  if (n < 2) {
+    g.append(svg("text", { class: "empty", x: (L + W - R) / 2, y: H / 2, "text-anchor": "middle" },
+      n ? "Collecting… (one sample so far)" : "Collecting… (no samples yet)"));
+  } else {
+    const t0 = t[0], t1 = t[n - 1], span = Math.max(1, t1 - t0);
+    const x = (ti) => L + (W - L - R) * (ti - t0) / span;
+    const y = (v) => T + (H - T - B) * (1 - Math.min(v, max) / max);
+    series.forEach((s, i) => {
+      let d = "";
+      s.values.forEach((v, j) => { d += (j ? "L" : "M") + x(t[j]).toFixed(1) + " " + y(Number(v) || 0).toFixed(1); });
+      g.append(svg("path", { class: "series c" + i, d, "data-points": n }));
+    });
+    for (const f of [0, 0.5, 1]) {
+      const ti = t0 + span * f;
+      g.append(svg("text", { class: "axis", x: x(ti), y: H - 6, "text-anchor": f === 0 ? "start" : f === 1 ? "end" : "middle" },
+        f === 1 ? "now" : fmtAgo(t1 - ti)));
+    }
+  }
+  return g;
+}
+
+function renderNodeHistory() {
+  const h = state.history; if (!h) return;
+  const charts = [
+    lineChart("node-rates", "Jobs per second", h.t, [
+      { name: "added", values: h.added_per_s }, { name: "delivered", values: h.delivered_per_s },
+      { name: "acked", values: h.acked_per_s }]),
+    lineChart("node-queued", "Queued jobs", h.t, [{ name: "queued", values: h.queued }]),
+    lineChart("node-memory", "Memory", h.t, [{ name: "used", values: h.used_memory }, { name: "RSS", values: h.rss }], "bytes"),
+  ];
+  // Only when the node reports spilled bytes (no spill feature yet).
+  if (h.spilled) charts.push(lineChart("node-spilled", "Spilled to disk", h.t, [{ name: "spilled", values: h.spilled.map((v) => v || 0) }], "bytes"));
+  drawCharts($("charts-node"), charts);
+  $("history-note").textContent = "sampled by the node every " + Math.round(h.interval_ms / 1000) + " s · " + h.samples + " of " + h.capacity + " points";
+}
+
+function renderQueueHistory() {
+  const h = state.queueHistory; if (!h || h.name !== state.queue) return;
+  drawCharts($("charts-queue"), [
+    lineChart("queue-rates", "Jobs per second", h.t, [{ name: "in", values: h.in_per_s }, { name: "out (delivered)", values: h.out_per_s }]),
+    lineChart("queue-len", "Queue length", h.t, [{ name: "queued", values: h.len }])]);
+}
+
+// History changes once per sample: fetched at most every HISTORY_MS.
+async function refreshHistory(force) {
+  const now = Date.now();
+  try {
+    if (state.view === "overview" && (force || now - state.historyAt >= HISTORY_MS)) {
+      state.historyAt = now;
+      state.history = await api("/api/history");
+      renderNodeHistory();
+    }
+    if (state.view === "queue" && (force || now - state.queueHistoryAt >= HISTORY_MS)) {
+      state.queueHistoryAt = now;
+      state.queueHistory = await api("/api/queues/" + encodeURIComponent(state.queue) + "/history");
+      renderQueueHistory();
+    }
+  } catch (e) { toast("Loading the history failed: " + e.message, true); }
+}
 
 function renderOverview() {
   const o = state.overview; if (!o) return;
@@ -295,6 +423,7 @@ async function refresh() {
     if (state.view === "queues") renderQueues();
     if (state.view === "queue") renderQueueHeader();
     if (state.view === "cluster") refreshCluster();
+    refreshHistory(false);
   } catch (e) {
     $("ready").textContent = "offline";
     $("ready").className = "badge bad";
@@ -314,7 +443,8 @@ function route() {
   const tab = view === "queue" || view === "job" ? "queues" : view;
   for (const a of document.querySelectorAll("nav a")) a.classList.toggle("active", a.dataset.tab === tab);
   if (view === "queues") renderQueues();
-  if (view === "queue") { renderQueueHeader(); loadJobs(); }
+  if (view === "queue") { renderQueueHeader(); loadJobs(); $("charts-queue").replaceChildren(); refreshHistory(true); }
+  if (view === "overview") { renderNodeHistory(); refreshHistory(true); }
   if (view === "job") loadJob();
   if (view === "cluster") refreshCluster();
 }
@@ -350,6 +480,11 @@ document.addEventListener("DOMContentLoaded", () => {
     catch (e) { toast("Failed: " + e.message, true); }
   });
   window.addEventListener("hashchange", route);
+  let resizing = null;
+  window.addEventListener("resize", () => {
+    clearTimeout(resizing);
+    resizing = setTimeout(() => { for (const c of document.querySelectorAll(".chart")) if (c.draw) c.draw(); }, 150);
+  });
   route();
   refresh().then(route);
   schedule();
