@@ -42,9 +42,10 @@ pub fn encode_count(total: u64, qstat: Option<QStat>) -> Reply {
     }
 }
 
-/// QSTAT's map, in Disque's field order; `len-cluster` last when given.
+/// QSTAT's map, in Disque's field order, then our fields in the order
+/// they were added: `len-cluster` (CLUSTER form only), `producers-waiting`.
 fn encode_qstat(s: QStat, len_cluster: Option<i64>) -> Reply {
-    let mut pairs = Vec::with_capacity(11);
+    let mut pairs = Vec::with_capacity(12);
     pairs.extend([
         ("name", Reply::Bulk(s.name)),
         ("len", Reply::Integer(s.len as i64)),
@@ -63,6 +64,7 @@ fn encode_qstat(s: QStat, len_cluster: Option<i64>) -> Reply {
     if let Some(n) = len_cluster {
         pairs.push(("len-cluster", Reply::Integer(n)));
     }
+    pairs.push(("producers-waiting", Reply::Integer(s.producers as i64)));
     Reply::map(pairs)
 }
 
