@@ -426,4 +426,25 @@ mod tests {
         assert_eq!(woken_ids(&mut e), vec![13]);
         assert_eq!(e.queue_len(b"q"), 1);
     }
+
+    #[test]
+    fn when_the_first_producer_gives_up_the_next_may_fit() {
+        let mut e = engine();
+        added(add(&mut e, 9, req(b"a", 1, None), 1000));
+        assert!(matches!(
+            add(&mut e, 11, req(b"p1", 1, Some(100)), 1000),
+            AddJobOutcome::Blocked
+        ));
+        // Fits under its own MAXLEN, but waits behind 11.
+        assert!(matches!(
+            add(&mut e, 12, req(b"p2", 5, Some(0)), 1000),
+            AddJobOutcome::Blocked
+        ));
+        e.tick(1101);
+        let wakes = e.take_wakes();
+        assert_eq!(wakes.len(), 2, "{wakes:?}");
+        assert_eq!(wakes[0], (11, Wake::Error(WireError::MaxlenReached)));
+        assert!(matches!(wakes[1], (12, Wake::Added(_))));
+        assert_eq!(e.queue_len(b"q"), 2);
+    }
 }
