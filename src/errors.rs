@@ -130,6 +130,8 @@ pub enum WireError {
     DeadLetterSameQueue,
     DeadLetterNeedsMax,
     DedupEmpty,
+    WaitRange,
+    WaitNeedsMaxlen,
     ExtNeedsRetry,
     NackDelayRange,
 
@@ -256,6 +258,8 @@ impl WireError {
             DeadLetterSameQueue => "ERR DEADLETTER queue must differ from the job's queue",
             DeadLetterNeedsMax => "ERR DEADLETTER requires MAXDELIVERIES",
             DedupEmpty => "ERR DEDUP key must not be empty",
+            WaitRange => "ERR WAIT must be 0 (wait forever) or a positive number of milliseconds",
+            WaitNeedsMaxlen => "ERR WAIT requires MAXLEN (the queue length to wait below)",
             ExtNeedsRetry => "ERR BACKOFF and MAXDELIVERIES need RETRY > 0 (at-least-once delivery)",
             NackDelayRange => "ERR NACK DELAY must be a non negative number of seconds",
             Other(m) => return format!("ERR {m}").into(),

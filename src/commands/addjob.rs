@@ -25,6 +25,7 @@ pub fn addjob(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
             "maxdeliveries",
             "deadletter",
             "dedup",
+            "wait",
         ]
         .iter()
         .any(|o| eq_ic(opt, o));
@@ -79,6 +80,9 @@ pub fn addjob(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
         Some(t) if t < 0 => return err(WireError::TimeoutNegative),
         Some(t) => req.timeout = t as u64,
     }
+    if req.wait.is_some() && req.maxlen.is_none() {
+        return err(WireError::WaitNeedsMaxlen);
+    }
     if let Err(e) = check_ext(&req) {
         return err(e);
     }
@@ -95,6 +99,7 @@ pub fn encode_added(id: JobId) -> Reply {
 }
 
 /// Our ADDJOB options (docs/COMPATIBILITY.md). None: not one of ours.
+/// (WAIT is not job data: it stays out of `JobExt`.)
 fn ext_option(
     req: &mut AddJobRequest,
     opt: &[u8],
@@ -125,6 +130,14 @@ fn ext_option(
             // read buffer (src/resp/parse.rs).
             ext_fields(req).dead_queue = Some(Bytes::copy_from_slice(value));
             Ok(())
+        }
+    } else if eq_ic(opt, "wait") {
+        match n {
+            Some(n) if n >= 0 => {
+                req.wait = Some(n as u64);
+                Ok(())
+            }
+            _ => Err(WireError::WaitRange),
         }
     } else if eq_ic(opt, "dedup") {
         if value.is_empty() {

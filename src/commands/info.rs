@@ -247,7 +247,11 @@ fn info_jobstats(node: &Node, out: &mut String) {
          jobs_dead_lettered:{}\r\n\
          jobs_imported:{}\r\n\
          refused_norepl:{}\r\n\
-         refused_oom:{}\r\n",
+         refused_oom:{}\r\n\
+         producers_waiting:{}\r\n\
+         producer_waits:{}\r\n\
+         producer_timeouts:{}\r\n\
+         producer_wait_ms:{}\r\n",
         c.added,
         c.delivered,
         c.acked,
@@ -259,6 +263,10 @@ fn info_jobstats(node: &Node, out: &mut String) {
         c.imported,
         c.norepl,
         node.metrics.oom_refused,
+        node.engine.producers_waiting(),
+        c.producer_waits,
+        c.producer_timeouts,
+        c.producer_wait_ms,
     );
 }
 

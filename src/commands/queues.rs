@@ -42,9 +42,11 @@ pub fn encode_count(total: u64, qstat: Option<QStat>) -> Reply {
     }
 }
 
-/// QSTAT's map, in Disque's field order; `len-cluster` last when given.
+/// QSTAT's map, in Disque's field order, then our fields in the order
+/// they were added: `len-cluster` (CLUSTER form only), `producers-waiting`
+/// (while producers wait, and always in the CLUSTER form).
 fn encode_qstat(s: QStat, len_cluster: Option<i64>) -> Reply {
-    let mut pairs = Vec::with_capacity(11);
+    let mut pairs = Vec::with_capacity(12);
     pairs.extend([
         ("name", Reply::Bulk(s.name)),
         ("len", Reply::Integer(s.len as i64)),
@@ -62,6 +64,12 @@ fn encode_qstat(s: QStat, len_cluster: Option<i64>) -> Reply {
     ]);
     if let Some(n) = len_cluster {
         pairs.push(("len-cluster", Reply::Integer(n)));
+    }
+    // Only while producers wait (they opted in with WAIT), or in the
+    // CLUSTER form (ours anyway): a plain QSTAT stays Disque's 20
+    // elements, byte for byte, for deployments that never use WAIT.
+    if s.producers > 0 || len_cluster.is_some() {
+        pairs.push(("producers-waiting", Reply::Integer(s.producers as i64)));
     }
     Reply::map(pairs)
 }

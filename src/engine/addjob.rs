@@ -22,6 +22,9 @@ pub struct AddJobRequest {
     pub ttl: Option<u32>,
     pub maxlen: Option<u64>,
     pub asynchronous: bool,
+    /// WAIT (our extension): ms to wait for room when the queue is at
+    /// MAXLEN, 0 = forever; None = fail at once (Disque).
+    pub wait: Option<u64>,
     /// Our extension options (BACKOFF, MAXDELIVERIES, DEADLETTER, DEDUP).
     pub ext: Option<crate::job_ext::JobExt>,
 }
@@ -39,6 +42,7 @@ impl AddJobRequest {
             ttl: None,
             maxlen: None,
             asynchronous: false,
+            wait: None,
             ext: None,
         }
     }
@@ -90,10 +94,19 @@ impl Engine {
             self.counters.norepl += 1;
             return err(WireError::NoRepl);
         }
+        if let (Some(wait), Some(maxlen)) = (req.wait, req.maxlen) {
+            // Arrival order: never overtake a producer already waiting.
+            if self.producers_ahead(&req.queue) {
+                return self.producer_block(client, req, maxlen, wait, now);
+            }
+        }
         let qh = self.queue_handle(&req.queue);
         if let Some(q) = qh.and_then(|h| self.queues.get(h)) {
             if let Some(maxlen) = req.maxlen {
                 if q.len() as u64 >= maxlen {
+                    if let Some(wait) = req.wait {
+                        return self.producer_block(client, req, maxlen, wait, now);
+                    }
                     return err(WireError::MaxlenReached);
                 }
             }

@@ -32,6 +32,14 @@ pub struct JobCounters {
     pub norepl: u64,
     /// Jobs received from other nodes through federation (YOURJOBS).
     pub imported: u64,
+    /// ADDJOB ... WAIT producers that blocked on a full queue.
+    pub producer_waits: u64,
+    /// Of those, the ones served when a slot freed.
+    pub producers_served: u64,
+    /// Of those, the ones whose WAIT expired (MAXLEN error).
+    pub producer_timeouts: u64,
+    /// Total time producers spent waiting for room, finished waits (ms).
+    pub producer_wait_ms: u64,
     /// ADDJOB to enough GOTJOBs, for synchronously replicated jobs (ms).
     pub repl_latency: Histogram,
 }
@@ -49,6 +57,10 @@ impl Default for JobCounters {
             dead_lettered: 0,
             norepl: 0,
             imported: 0,
+            producer_waits: 0,
+            producers_served: 0,
+            producer_timeouts: 0,
+            producer_wait_ms: 0,
             repl_latency: Histogram::new(MILLIS),
         }
     }

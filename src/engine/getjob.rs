@@ -184,6 +184,14 @@ impl Engine {
         while let Some(name) = self.fed_ready.pop() {
             self.serve_demand(&name, now);
         }
+        // Producers waiting for room: served after the consumers (whose
+        // pops free the slots); their jobs may serve consumers in turn.
+        if self.producers.has_room() {
+            self.serve_producers(now);
+            if !self.ready.is_empty() || !self.fed_ready.is_empty() || self.producers.has_room() {
+                self.serve_ready(now);
+            }
+        }
     }
 
     /// After a delivery: ask other nodes for jobs when the queue ran dry,

@@ -20,6 +20,7 @@ pub mod id_index;
 pub mod membership;
 pub mod memory;
 pub mod messages;
+pub mod producers;
 pub mod qlen_cluster;
 pub mod scheduler;
 #[cfg(test)]
@@ -191,6 +192,8 @@ pub struct Engine {
     ext: Map<JobHandle, crate::job_ext::JobExt>,
     /// Clients blocked in WAITJOB.
     waitjobs: waitjob::JobWaiters,
+    /// Producers blocked in ADDJOB ... MAXLEN WAIT until their queue has room.
+    producers: producers::Producers,
     /// DEDUP keys and `dedup-window` (seconds).
     dedup: dedup::DedupTable,
     dedup_window: u64,
@@ -253,6 +256,7 @@ impl Engine {
             confirmed: Map::default(),
             ext: Map::default(),
             waitjobs: waitjob::JobWaiters::with_hasher(keyed.clone()),
+            producers: producers::Producers::new(keyed.clone()),
             dedup: dedup::DedupTable::with_hasher(keyed.clone()),
             dedup_window: dedup::DEFAULT_WINDOW,
             counts: qlen_cluster::ClusterCounts::default(),
@@ -622,8 +626,13 @@ impl Engine {
         j.state = JobState::Active;
         let ctime = j.ctime;
         let qname = j.queue.clone();
-        if let Some(q) = qname.and_then(|n| self.queue_mut(&n)) {
-            q.remove(ctime, h);
+        if let Some(n) = qname {
+            if let Some(q) = self.queue_mut(&n) {
+                q.remove(ctime, h);
+            }
+            if !self.producers.is_empty() {
+                self.producers.note_room(&n);
+            }
         }
         true
     }
@@ -725,6 +734,10 @@ impl Engine {
         let h = q.pop()?;
         q.atime = now / 1000;
         q.jobs_out += 1;
+        if !self.producers.is_empty() {
+            let name = q.name.clone();
+            self.producers.note_room(&name);
+        }
         if let Some(j) = self.store.get_mut(h) {
             j.state = JobState::Active;
             j.flags |= crate::job::F_DELIVERED;
@@ -841,6 +854,7 @@ impl Engine {
             self.waiter_timeouts.first().map(|x| x.0),
             self.waitjobs.next_deadline(),
             self.counts.next_deadline(),
+            self.producers.next_deadline(),
             self.add_timeouts
                 .first()
                 .map(|x| x.0)
@@ -854,15 +868,17 @@ impl Engine {
         t
     }
 
-    /// Number of clients blocked in GETJOB or ADDJOB.
+    /// Number of clients blocked in GETJOB, ADDJOB (replication or room
+    /// in the queue) or WAITJOB.
     pub fn blocked_clients(&self) -> usize {
-        self.waiters.len() + self.add_waiting + self.waitjobs.len()
+        self.waiters.len() + self.add_waiting + self.waitjobs.len() + self.producers.len()
     }
 
     /// Drop all bookkeeping for a client that disconnected.
     pub fn client_gone(&mut self, client: ClientId, now: u64) {
         self.remove_waiter(client);
         self.forget_job_waiter(client);
+        self.producer_gone(client, now);
         // An ADDJOB client that left: delete its pending job (docs/COMMANDS.md#addjob).
         let pending: Vec<JobHandle> = self
             .add_timeouts

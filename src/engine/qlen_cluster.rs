@@ -47,6 +47,8 @@ pub struct QStat {
     pub jobs_out: u64,
     /// `PAUSE_IN` / `PAUSE_OUT` flags.
     pub paused: u8,
+    /// Producers waiting for room (ADDJOB ... MAXLEN WAIT).
+    pub producers: u64,
 }
 
 struct Pending {
@@ -300,6 +302,7 @@ impl Engine {
             jobs_in: q.jobs_in,
             jobs_out: q.jobs_out,
             paused: q.paused,
+            producers: self.producers.on_queue(name) as u64,
         })
     }
 }

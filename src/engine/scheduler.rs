@@ -35,6 +35,7 @@ impl Engine {
         self.expire_waiters(now);
         self.expire_job_waiters(now);
         self.expire_counts(now);
+        self.expire_producers(now);
         if now.saturating_sub(self.last_need_jobs_cron) >= 100 {
             self.last_need_jobs_cron = now;
             self.cluster_cron(now);

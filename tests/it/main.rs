@@ -25,6 +25,7 @@ mod memory;
 mod memory_growth;
 mod observe;
 mod pki;
+mod producers;
 mod protocol;
 mod queues;
 mod resp3;

@@ -77,14 +77,14 @@ fn get(port: u16, path: &str) -> (u16, String) {
     http(port, "GET", path, &[], "")
 }
 
-fn http_node(extra: &[&str]) -> Server {
+pub(crate) fn http_node(extra: &[&str]) -> Server {
     let mut args = vec!["--http-port", "auto", "--http-bind", "127.0.0.1"];
     args.extend_from_slice(extra);
     Server::start(ServerOpts::with_args(&args))
 }
 
 /// The whole exposition, parsed by a Prometheus text-format parser.
-fn scrape(port: u16) -> prometheus_parse::Scrape {
+pub(crate) fn scrape(port: u16) -> prometheus_parse::Scrape {
     let (status, body) = get(port, "/metrics");
     assert_eq!(status, 200, "{body}");
     let lines = body.lines().map(|l| Ok(l.to_string()));
@@ -92,7 +92,11 @@ fn scrape(port: u16) -> prometheus_parse::Scrape {
 }
 
 /// Value of the sample `name` whose labels include `labels`.
-fn value(s: &prometheus_parse::Scrape, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+pub(crate) fn value(
+    s: &prometheus_parse::Scrape,
+    name: &str,
+    labels: &[(&str, &str)],
+) -> Option<f64> {
     s.samples
         .iter()
         .filter(|x| x.metric == name)

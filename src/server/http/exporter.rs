@@ -31,6 +31,8 @@ pub struct Snapshot {
     pub queue_count: u64,
     pub queued_jobs: u64,
     pub blocked_clients: u64,
+    /// Producers blocked in ADDJOB ... MAXLEN WAIT.
+    pub producers_waiting: u64,
     pub registered_jobs: u64,
     pub peers: Vec<PeerStat>,
     pub link_connects: std::collections::HashMap<u32, u64>,
@@ -78,6 +80,7 @@ impl Snapshot {
             queue_count,
             queued_jobs,
             blocked_clients,
+            producers_waiting: node.engine.producers_waiting() as u64,
             registered_jobs: node.engine.store().len() as u64,
             peers: node.engine.peer_stats(),
             link_connects: crate::metrics::shell().link_connects(),
@@ -140,6 +143,11 @@ where
     ConstGauge<V>: EncodeMetric,
 {
     let m = ConstGauge::new(v);
+    m.encode(e.encode_descriptor(name, help, None, m.metric_type())?)
+}
+
+fn float_counter(e: &mut DescriptorEncoder, name: &str, help: &str, v: f64) -> fmt::Result {
+    let m = ConstCounter::new(v);
     m.encode(e.encode_descriptor(name, help, None, m.metric_type())?)
 }
 
@@ -269,6 +277,24 @@ impl Collector for NodeCollector {
         ] {
             counter(e, name, help, v)?;
         }
+        counter(
+            e,
+            "disque_producer_waits",
+            "ADDJOB ... MAXLEN WAIT producers that blocked on a full queue.",
+            c.producer_waits,
+        )?;
+        counter(
+            e,
+            "disque_producer_wait_timeouts",
+            "Producers whose WAIT expired before their queue had room (MAXLEN error).",
+            c.producer_timeouts,
+        )?;
+        float_counter(
+            e,
+            "disque_producer_wait_seconds",
+            "Time producers spent waiting for room in a queue (finished waits).",
+            c.producer_wait_ms as f64 / 1e3,
+        )?;
         counter_family(
             e,
             "disque_commands_refused",
@@ -316,6 +342,12 @@ impl Collector for NodeCollector {
             "disque_blocked_clients",
             "Clients blocked in GETJOB, all queues.",
             s.blocked_clients,
+        )?;
+        gauge(
+            e,
+            "disque_producers_waiting",
+            "Producers blocked in ADDJOB ... MAXLEN WAIT until their queue has room.",
+            s.producers_waiting,
         )?;
         gauge(
             e,
