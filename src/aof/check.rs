@@ -12,7 +12,7 @@ pub fn check_aof_main(file: &str, fix: bool) -> i32 {
     let f = match File::open(file) {
         Ok(f) => f,
         Err(e) => {
-            eprintln!("Cannot open file {file}: {}", crate::config::strerror(&e));
+            eprintln!("Cannot open file {file}: {}", crate::errors::strerror(&e));
             return 1;
         }
     };
@@ -57,7 +57,7 @@ pub fn check_aof_main(file: &str, fix: bool) -> i32 {
         Err(e) => {
             println!(
                 "Failed to truncate AOF {file}: {}",
-                crate::config::strerror(&e)
+                crate::errors::strerror(&e)
             );
             1
         }

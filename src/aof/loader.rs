@@ -67,7 +67,7 @@ impl FileLoad {
                 return Err(format!(
                     "Fatal error: can't open the append log file {} for reading: {}",
                     path.display(),
-                    crate::config::strerror(&e)
+                    crate::errors::strerror(&e)
                 ))
             }
         };
@@ -111,7 +111,7 @@ impl FileLoad {
                         .map_err(|e| {
                             format!(
                                 "Error truncating the AOF file {name} at offset {offset}: {}",
-                                crate::config::strerror(&e)
+                                crate::errors::strerror(&e)
                             )
                         })?;
                     self.loaded.truncated_at = Some(offset);

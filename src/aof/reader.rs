@@ -310,7 +310,7 @@ impl<R: Read> AofReader<R> {
             match self.src.read(&mut self.scratch) {
                 Ok(n) => break n,
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(ReadError::Io(crate::config::strerror(&e))),
+                Err(e) => return Err(ReadError::Io(crate::errors::strerror(&e))),
             }
         };
         if n == 0 {

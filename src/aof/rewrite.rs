@@ -9,8 +9,8 @@ use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use crate::config::strerror;
 use crate::engine::AofRecord;
+use crate::errors::strerror;
 
 /// With `aof-rewrite-incremental-fsync`, fsync the temp file this often
 /// so the final fsync is short.

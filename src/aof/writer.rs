@@ -50,8 +50,9 @@ use std::time::{Duration, Instant};
 use tokio::sync::watch;
 
 use super::rewrite::Rewrite;
-use crate::config::{strerror, AppendFsync};
+use crate::config::AppendFsync;
 use crate::engine::AofRecord;
+use crate::errors::strerror;
 
 /// Reply channel for synchronous requests (sync, stop, blocking rewrite).
 pub type Done = mpsc::Sender<Result<u64, String>>;

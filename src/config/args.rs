@@ -5,7 +5,8 @@ use std::path::{Path, PathBuf};
 
 use super::parse::{parse_str, read_config_file};
 use super::values::repr;
-use super::{strerror, Config, ConfigError, Startup};
+use super::{Config, ConfigError, Startup};
+use crate::errors::strerror;
 
 /// Decide what to do from argv (without the program name).
 ///

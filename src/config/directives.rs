@@ -9,7 +9,8 @@ use std::path::PathBuf;
 
 use super::defaults as d;
 use super::values::{parse_bool, parse_i64, parse_memory, parse_u64};
-use super::{strerror, AppendFsync, Config, LogLevel, MaxmemoryPolicy, SyslogFacility};
+use super::{AppendFsync, Config, LogLevel, MaxmemoryPolicy, SyslogFacility};
+use crate::errors::strerror;
 
 const BAD: &str = "Bad directive or wrong number of arguments";
 const YES_NO: &str = "argument must be 'yes' or 'no'";

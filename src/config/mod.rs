@@ -489,7 +489,7 @@ impl RewriteError {
     pub fn wire(&self) -> WireError {
         match self {
             RewriteError::NoConfigFile => WireError::ConfigNoFile,
-            RewriteError::Io(e) => WireError::ConfigRewrite(strerror(e)),
+            RewriteError::Io(e) => WireError::ConfigRewrite(crate::errors::strerror(e)),
         }
     }
 
@@ -510,15 +510,5 @@ impl std::error::Error for RewriteError {}
 impl From<std::io::Error> for RewriteError {
     fn from(e: std::io::Error) -> Self {
         RewriteError::Io(e)
-    }
-}
-
-/// C `strerror` text for an I/O error: Rust appends " (os error N)" to the
-/// OS message, which the wire format (copied from C) does not have.
-pub fn strerror(e: &std::io::Error) -> String {
-    let s = e.to_string();
-    match s.rfind(" (os error ") {
-        Some(i) if s.ends_with(')') => s[..i].to_string(),
-        _ => s,
     }
 }

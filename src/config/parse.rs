@@ -6,7 +6,8 @@ use std::path::Path;
 
 use super::directives::apply_directive;
 use super::values::split_args;
-use super::{strerror, Config, ConfigError};
+use super::{Config, ConfigError};
+use crate::errors::strerror;
 
 /// Guards against `include` cycles, which would otherwise recurse forever.
 const MAX_INCLUDE_DEPTH: usize = 16;
