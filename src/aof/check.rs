@@ -28,7 +28,7 @@ pub fn check_aof_main(file: &str, fix: bool) -> i32 {
                 return 0;
             }
             Err(ReadError::Io(e)) => {
-                eprintln!("Cannot read {file}: {e}");
+                eprintln!("Cannot read {file}: {}", crate::errors::strerror(&e));
                 return 1;
             }
             Err(e @ ReadError::Truncated { offset }) => break (offset, e.to_string()),

@@ -178,7 +178,7 @@ async fn serve<S: ClientStream>(
                     Err(NotDurable::Disk(e)) => misconf_replies(
                         &mut batch.wbuf,
                         &batch.spent.durable,
-                        &e,
+                        &e.to_string(),
                         batch.client.proto,
                     ),
                 }
@@ -526,7 +526,7 @@ async fn wait_blocked<S: ClientStream>(
         match w.wait().await {
             Ok(()) => {}
             Err(NotDurable::Gone) => return Ok(None),
-            Err(NotDurable::Disk(e)) => return Ok(Some(WireError::Misconf(e).into())),
+            Err(NotDurable::Disk(e)) => return Ok(Some(e.misconf().into())),
         }
     }
     // The engine always answers before dropping a waiter; a dropped sender

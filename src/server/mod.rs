@@ -355,7 +355,7 @@ pub async fn run(config: crate::config::Config) -> Result<Exit, String> {
         "disque-server loading {ports} pid={}{http_field}",
         std::process::id()
     );
-    loading::load(&shared).await?;
+    loading::load(&shared).await.map_err(|e| e.to_string())?;
     for l in bound.bus {
         tokio::spawn(bus::accept_loop(shared.clone(), l));
     }

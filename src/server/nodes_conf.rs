@@ -45,7 +45,7 @@ impl NodesConf {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
             Err(e) => return Err(format!("Can't open the cluster config file {path}: {e}")),
         }
-        let loaded = parse_nodes_conf(&text, now)?;
+        let loaded = parse_nodes_conf(&text, now).map_err(|e| e.to_string())?;
         Ok((
             NodesConf {
                 _lock: lock,
