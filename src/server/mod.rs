@@ -9,6 +9,7 @@ pub mod access;
 pub mod bus;
 pub mod connection;
 pub mod drain;
+mod error;
 pub mod http;
 pub mod join;
 pub mod listener;
@@ -26,6 +27,7 @@ use tokio::sync::{watch, Notify};
 
 use crate::clock::unix_ms;
 use crate::node::Node;
+pub use error::ServerError;
 
 /// How `run` ended.
 pub struct Exit {
@@ -254,7 +256,7 @@ impl Shared {
 }
 
 /// Start a node with this configuration and serve until shutdown.
-pub async fn run(config: crate::config::Config) -> Result<Exit, String> {
+pub async fn run(config: crate::config::Config) -> Result<Exit, ServerError> {
     // Registered before anything is printed: a SIGTERM that arrives right
     // after the ready line must take the clean path (AOF flushed, pidfile
     // removed), not the default action.
@@ -265,8 +267,7 @@ pub async fn run(config: crate::config::Config) -> Result<Exit, String> {
     let now = unix_ms();
     let (nodes_conf, loaded) = nodes_conf::NodesConf::open(&config.cluster_config_file, now)?;
     let tls = Arc::new(crate::tls::Tls::default());
-    tls.configure(&config.tls)
-        .map_err(|e| format!("TLS configuration: {e}"))?;
+    tls.configure(&config.tls).map_err(ServerError::Tls)?;
     let listeners = listener::bind_clients(&config)?;
     let bound = listeners.pair;
     let port = bound.port;
@@ -311,8 +312,7 @@ pub async fn run(config: crate::config::Config) -> Result<Exit, String> {
     let mut node = Node::new(engine, config, names, crate::commands::COMMANDS.len(), now);
     node.tcp_port = port;
     node.tls = tls;
-    let (shared, connect_rx) =
-        Shared::new(node).map_err(|e| format!("Starting the node's owner thread: {e}"))?;
+    let (shared, connect_rx) = Shared::new(node).map_err(ServerError::OwnerThread)?;
     if let Ok(mut g) = shared.nodes_conf.lock() {
         *g = Some(nodes_conf);
     }
@@ -330,8 +330,11 @@ pub async fn run(config: crate::config::Config) -> Result<Exit, String> {
         tokio::spawn(listener::accept_loop(shared.clone(), l, true));
     }
     if let Some(path) = unix_path.clone().filter(|p| !p.is_empty()) {
-        let l = listener::bind_unix(&path, unix_perm)
-            .map_err(|e| format!("Opening Unix socket {path}: {e}"))?;
+        let l =
+            listener::bind_unix(&path, unix_perm).map_err(|source| listener::BindError::Unix {
+                path: path.clone(),
+                source,
+            })?;
         tracing::info!(path = %path, "Listening on the Unix socket.");
         tokio::spawn(listener::accept_unix_loop(shared.clone(), l, path));
     }
@@ -355,7 +358,7 @@ pub async fn run(config: crate::config::Config) -> Result<Exit, String> {
         "disque-server loading {ports} pid={}{http_field}",
         std::process::id()
     );
-    loading::load(&shared).await.map_err(|e| e.to_string())?;
+    loading::load(&shared).await?;
     for l in bound.bus {
         tokio::spawn(bus::accept_loop(shared.clone(), l));
     }
