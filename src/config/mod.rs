@@ -9,6 +9,7 @@
 mod args;
 pub mod deploy;
 mod directives;
+mod error;
 pub mod extensions;
 mod glob;
 mod observe;
@@ -17,6 +18,8 @@ mod rewrite;
 mod runtime;
 pub mod security;
 mod values;
+
+pub use error::ConfigIoError;
 
 #[cfg(test)]
 mod tests;
