@@ -44,9 +44,9 @@ struct Built {
 /// directive or file at fault.
 #[derive(Debug, thiserror::Error)]
 pub enum TlsError {
-    /// `tls-protocols` names an unsupported version (the config layer's text).
-    #[error("{0}")]
-    ProtocolList(String),
+    /// `tls-protocols` names an unsupported version.
+    #[error(transparent)]
+    ProtocolList(#[from] crate::config::UnsupportedTlsProtocol),
     #[error("TLS needs tls-cert-file and tls-key-file")]
     NoCertOrKey,
     #[error("tls-protocols: {0}")]
@@ -140,8 +140,7 @@ fn build(cfg: &TlsConfig) -> Result<Built, TlsError> {
         return Ok(Built::default());
     }
     let provider = Arc::new(provider(&cfg.ciphersuites)?);
-    let (v12, v13) =
-        parse_protocols(&cfg.protocols).map_err(|e| TlsError::ProtocolList(e.to_string()))?;
+    let (v12, v13) = parse_protocols(&cfg.protocols)?;
     let mut versions: Vec<&'static rustls::SupportedProtocolVersion> = Vec::new();
     if v12 {
         versions.push(&rustls::version::TLS12);

@@ -4,7 +4,8 @@
 //! source. Their texts are the original's (libc's wording, see
 //! `errors::strerror`); they reach the user inside a `ConfigError` (file
 //! level, or the FATAL banner of the directive's line) or a CONFIG SET
-//! `-ERR` (`SetError`).
+//! `-ERR` (`SetError`). Also `UnsupportedTlsProtocol`, which the TLS
+//! layer wraps when it builds its configuration.
 
 use std::path::PathBuf;
 
@@ -50,6 +51,18 @@ pub enum ConfigIoError {
         #[source]
         source: std::io::Error,
     },
+}
+
+/// `tls-protocols` names a version rustls does not speak.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("Unsupported TLS protocol '{0}' (TLSv1.2 and TLSv1.3 are supported)")]
+pub struct UnsupportedTlsProtocol(pub String);
+
+/// Directive appliers report a message; the FATAL banner adds the line.
+impl From<UnsupportedTlsProtocol> for String {
+    fn from(e: UnsupportedTlsProtocol) -> Self {
+        e.to_string()
+    }
 }
 
 /// File-level errors render their text alone (no FATAL banner).

@@ -19,7 +19,7 @@ mod runtime;
 pub mod security;
 mod values;
 
-pub use error::ConfigIoError;
+pub use error::{ConfigIoError, UnsupportedTlsProtocol};
 
 #[cfg(test)]
 mod tests;
