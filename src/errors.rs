@@ -298,6 +298,20 @@ impl From<WireError> for Reply {
     }
 }
 
+/// C `strerror` text for an I/O error: Rust appends " (os error N)" to the
+/// OS message, which Disque's texts (copied from C: `-MISCONF`, the AOF and
+/// config-file messages, CONFIG REWRITE's `-ERR`) do not have. It stays a
+/// function because `io::Error`'s own `Display` cannot be told to drop the
+/// suffix; the typed errors (`aof::AofError`, `config::ConfigError`, ...)
+/// call it from their `Display` so the words stay libc's.
+pub fn strerror(e: &std::io::Error) -> String {
+    let s = e.to_string();
+    match s.rfind(" (os error ") {
+        Some(i) if s.ends_with(')') => s[..i].to_string(),
+        _ => s,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -325,5 +339,13 @@ mod tests {
             .text(),
             "ERR Invalid argument 'b' for CONFIG SET 'a'"
         );
+    }
+
+    #[test]
+    fn strerror_strips_os_suffix() {
+        let e = std::io::Error::from_raw_os_error(2);
+        assert_eq!(strerror(&e), "No such file or directory");
+        let e = std::io::Error::other("custom");
+        assert_eq!(strerror(&e), "custom");
     }
 }

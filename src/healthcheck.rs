@@ -15,6 +15,36 @@ use std::time::{Duration, Instant};
 const TIMEOUT: Duration = Duration::from_secs(3);
 const DEFAULT_ADDR: &str = "127.0.0.1:7711";
 
+/// Why the probe failed (printed after `disque-server healthcheck ADDR: `).
+#[derive(Debug, thiserror::Error)]
+enum ProbeError {
+    #[error("bad address: {0}")]
+    BadAddress(#[source] std::io::Error),
+    #[error("bad address")]
+    NoAddress,
+    /// Connecting, writing or reading failed.
+    #[error("{0}")]
+    Io(#[source] std::io::Error),
+    #[error("timed out")]
+    TimedOut,
+    #[error("connection closed")]
+    Closed,
+    #[error("reply too large")]
+    TooLarge,
+    /// The first line of the node's reply to AUTH.
+    #[error("AUTH: {0}")]
+    Auth(String),
+    #[error("PING: {0}")]
+    Ping(String),
+    #[error("INFO: {0}")]
+    Info(String),
+    /// The node's `not_ready_reason`.
+    #[error("not ready: {0}")]
+    NotReady(String),
+    #[error("INFO has no readiness section")]
+    NoReadiness,
+}
+
 /// Run the probe with the arguments after `--healthcheck`; returns the
 /// process exit status.
 pub fn main(args: &[String]) -> i32 {
@@ -35,18 +65,18 @@ pub fn main(args: &[String]) -> i32 {
     }
 }
 
-fn probe(addr: &str, live: bool, password: Option<&str>) -> Result<(), String> {
+fn probe(addr: &str, live: bool, password: Option<&str>) -> Result<(), ProbeError> {
     let target: SocketAddr = addr
         .to_socket_addrs()
-        .map_err(|e| format!("bad address: {e}"))?
+        .map_err(ProbeError::BadAddress)?
         .next()
-        .ok_or("bad address")?;
+        .ok_or(ProbeError::NoAddress)?;
     let deadline = Instant::now() + TIMEOUT;
-    let mut s = TcpStream::connect_timeout(&target, TIMEOUT).map_err(|e| e.to_string())?;
+    let mut s = TcpStream::connect_timeout(&target, TIMEOUT).map_err(ProbeError::Io)?;
     if let Some(p) = password {
         let r = request(&mut s, &["AUTH", p], deadline)?;
         if !r.starts_with(b"+OK") {
-            return Err(format!("AUTH: {}", first_line(&r)));
+            return Err(ProbeError::Auth(first_line(&r)));
         }
     }
     if live {
@@ -54,18 +84,18 @@ fn probe(addr: &str, live: bool, password: Option<&str>) -> Result<(), String> {
         return if r.starts_with(b"+PONG") {
             Ok(())
         } else {
-            Err(format!("PING: {}", first_line(&r)))
+            Err(ProbeError::Ping(first_line(&r)))
         };
     }
     let r = request(&mut s, &["INFO", "readiness"], deadline)?;
     if r.first() != Some(&b'$') {
-        return Err(format!("INFO: {}", first_line(&r)));
+        return Err(ProbeError::Info(first_line(&r)));
     }
     readiness(&String::from_utf8_lossy(&r))
 }
 
 /// The verdict of an `INFO readiness` reply.
-fn readiness(info: &str) -> Result<(), String> {
+fn readiness(info: &str) -> Result<(), ProbeError> {
     let field = |name: &str| {
         info.lines()
             .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
@@ -73,11 +103,10 @@ fn readiness(info: &str) -> Result<(), String> {
     };
     match field("ready") {
         Some("1") => Ok(()),
-        Some(_) => Err(format!(
-            "not ready: {}",
-            field("not_ready_reason").unwrap_or("")
+        Some(_) => Err(ProbeError::NotReady(
+            field("not_ready_reason").unwrap_or("").to_string(),
         )),
-        None => Err("INFO has no readiness section".into()),
+        None => Err(ProbeError::NoReadiness),
     }
 }
 
@@ -91,12 +120,12 @@ fn first_line(r: &[u8]) -> String {
 
 /// Send one command, read one complete reply (a status/error line or a
 /// bulk string, which is all PING, AUTH and INFO answer).
-fn request(s: &mut TcpStream, args: &[&str], deadline: Instant) -> Result<Vec<u8>, String> {
+fn request(s: &mut TcpStream, args: &[&str], deadline: Instant) -> Result<Vec<u8>, ProbeError> {
     let mut out = format!("*{}\r\n", args.len());
     for a in args {
         out.push_str(&format!("${}\r\n{a}\r\n", a.len()));
     }
-    s.write_all(out.as_bytes()).map_err(|e| e.to_string())?;
+    s.write_all(out.as_bytes()).map_err(ProbeError::Io)?;
     let mut buf = Vec::new();
     let mut chunk = [0u8; 4096];
     loop {
@@ -105,16 +134,16 @@ fn request(s: &mut TcpStream, args: &[&str], deadline: Instant) -> Result<Vec<u8
         }
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
-            return Err("timed out".into());
+            return Err(ProbeError::TimedOut);
         }
-        s.set_read_timeout(Some(left)).map_err(|e| e.to_string())?;
+        s.set_read_timeout(Some(left)).map_err(ProbeError::Io)?;
         match s.read(&mut chunk) {
-            Ok(0) => return Err("connection closed".into()),
+            Ok(0) => return Err(ProbeError::Closed),
             Ok(n) => buf.extend_from_slice(&chunk[..n]),
-            Err(e) => return Err(e.to_string()),
+            Err(e) => return Err(ProbeError::Io(e)),
         }
         if buf.len() > 1 << 20 {
-            return Err("reply too large".into());
+            return Err(ProbeError::TooLarge);
         }
     }
 }
@@ -135,13 +164,15 @@ fn complete(buf: &[u8]) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::{complete, readiness};
+    use super::{complete, readiness, ProbeError};
 
     #[test]
     fn verdict_from_info_readiness() {
         assert!(readiness("$40\r\n# Readiness\r\nready:1\r\nnot_ready_reason:\r\n").is_ok());
         let e = readiness("# Readiness\r\nready:0\r\nnot_ready_reason:joining: no seed\r\n");
-        assert_eq!(e, Err("not ready: joining: no seed".to_string()));
+        let e = e.unwrap_err();
+        assert!(matches!(&e, ProbeError::NotReady(why) if why == "joining: no seed"));
+        assert_eq!(e.to_string(), "not ready: joining: no seed");
         assert!(readiness("$0\r\n\r\n").is_err());
     }
 

@@ -42,8 +42,21 @@ pub fn set_level(level: LogLevel) {
     MAX_LEVEL.store(r, Ordering::Relaxed);
 }
 
+/// Why logging could not be set up (startup stops with this text).
+#[derive(Debug, thiserror::Error)]
+pub enum LogError {
+    /// `logfile` (as configured) cannot be opened; `path` is the absolute path.
+    #[error("Can't open the log file {logfile}: {source}")]
+    Open {
+        logfile: String,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
 /// Install the global subscriber. Call once, before the runtime starts.
-pub fn init(cfg: &Config) -> Result<(), String> {
+pub fn init(cfg: &Config) -> Result<(), LogError> {
     set_level(cfg.loglevel);
     // Evaluated per event (events are lifecycle-level, never per job), so
     // a CONFIG SET loglevel applies at once.
@@ -60,8 +73,11 @@ pub fn init(cfg: &Config) -> Result<(), String> {
         let path = std::env::current_dir()
             .map(|d| d.join(&cfg.logfile))
             .unwrap_or_else(|_| PathBuf::from(&cfg.logfile));
-        let file =
-            open(&path).map_err(|e| format!("Can't open the log file {}: {e}", cfg.logfile))?;
+        let file = open(&path).map_err(|source| LogError::Open {
+            logfile: cfg.logfile.clone(),
+            path: path.clone(),
+            source,
+        })?;
         *log_file() = Some(LogFile { path, file });
         (BoxMakeWriter::new(|| FileWriter), false)
     };

@@ -39,6 +39,66 @@ struct Built {
     bus: Option<BusTls>,
 }
 
+/// Why the `tls-*` configuration cannot be loaded (startup refuses to
+/// start; CONFIG SET keeps the old configuration). Texts name the
+/// directive or file at fault.
+#[derive(Debug, thiserror::Error)]
+pub enum TlsError {
+    /// `tls-protocols` names an unsupported version.
+    #[error(transparent)]
+    ProtocolList(#[from] crate::config::UnsupportedTlsProtocol),
+    #[error("TLS needs tls-cert-file and tls-key-file")]
+    NoCertOrKey,
+    #[error("tls-protocols: {0}")]
+    Protocols(#[source] rustls::Error),
+    #[error("tls-auth-clients yes/optional needs tls-ca-cert-file or tls-ca-cert-dir")]
+    AuthClientsNoCa,
+    #[error("tls-cluster needs tls-ca-cert-file or tls-ca-cert-dir")]
+    ClusterNoCa,
+    #[error("client verifier: {0}")]
+    ClientVerifier(#[source] rustls::server::VerifierBuilderError),
+    #[error("bus client verifier: {0}")]
+    BusVerifier(#[source] rustls::server::VerifierBuilderError),
+    #[error("tls-cert-file / tls-key-file: {0}")]
+    CertKey(#[source] rustls::Error),
+    #[error("tls-ciphersuites: unsupported cipher suite '{name}'")]
+    Ciphersuite { name: String },
+    #[error("Reading certificates from {path}: {source}")]
+    ReadCerts {
+        path: String,
+        #[source]
+        source: rustls::pki_types::pem::Error,
+    },
+    #[error("No certificate in {path}")]
+    NoCert { path: String },
+    #[error("Reading the private key {path}: {source}")]
+    ReadKey {
+        path: String,
+        #[source]
+        source: rustls::pki_types::pem::Error,
+    },
+    #[error("Reading tls-ca-cert-dir {path}: {source}")]
+    ReadCaDir {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("Reading CA certificates from {path}")]
+    ReadCa {
+        path: String,
+        #[source]
+        source: rustls::pki_types::pem::Error,
+    },
+    #[error("CA certificate in {path}: {source}")]
+    BadCa {
+        path: String,
+        #[source]
+        source: rustls::Error,
+    },
+    #[error("No CA certificate in tls-ca-cert-file / tls-ca-cert-dir")]
+    NoCa,
+}
+
 /// The TLS configuration in force. Cheap to read: one short read lock and
 /// an `Arc` clone per new connection.
 #[derive(Default)]
@@ -50,7 +110,7 @@ impl Tls {
     /// Build from `cfg` and, only if everything loads, replace what is in
     /// force. Nothing is read when neither a TLS port nor `tls-cluster` is
     /// configured.
-    pub fn configure(&self, cfg: &TlsConfig) -> Result<(), String> {
+    pub fn configure(&self, cfg: &TlsConfig) -> Result<(), TlsError> {
         let built = build(cfg)?;
         *self.built.write().unwrap_or_else(|e| e.into_inner()) = built;
         Ok(())
@@ -75,7 +135,7 @@ impl Tls {
     }
 }
 
-fn build(cfg: &TlsConfig) -> Result<Built, String> {
+fn build(cfg: &TlsConfig) -> Result<Built, TlsError> {
     if !cfg.clients_enabled() && !cfg.cluster {
         return Ok(Built::default());
     }
@@ -89,7 +149,7 @@ fn build(cfg: &TlsConfig) -> Result<Built, String> {
         versions.push(&rustls::version::TLS13);
     }
     if cfg.cert_file.is_empty() || cfg.key_file.is_empty() {
-        return Err("TLS needs tls-cert-file and tls-key-file".into());
+        return Err(TlsError::NoCertOrKey);
     }
     let certs = load_certs(&cfg.cert_file)?;
     let key = load_key(&cfg.key_file)?;
@@ -98,20 +158,18 @@ fn build(cfg: &TlsConfig) -> Result<Built, String> {
     if cfg.clients_enabled() {
         let builder = ServerConfig::builder_with_provider(provider.clone())
             .with_protocol_versions(&versions)
-            .map_err(|e| format!("tls-protocols: {e}"))?;
+            .map_err(TlsError::Protocols)?;
         let verifier = match cfg.auth_clients {
             TlsAuthClients::No => None,
             mode => {
-                let roots = roots.clone().ok_or(
-                    "tls-auth-clients yes/optional needs tls-ca-cert-file or tls-ca-cert-dir",
-                )?;
+                let roots = roots.clone().ok_or(TlsError::AuthClientsNoCa)?;
                 let b = WebPkiClientVerifier::builder_with_provider(roots, provider.clone());
                 let b = if mode == TlsAuthClients::Optional {
                     b.allow_unauthenticated()
                 } else {
                     b
                 };
-                Some(b.build().map_err(|e| format!("client verifier: {e}"))?)
+                Some(b.build().map_err(TlsError::ClientVerifier)?)
             }
         };
         let builder = match verifier {
@@ -120,27 +178,27 @@ fn build(cfg: &TlsConfig) -> Result<Built, String> {
         };
         let server = builder
             .with_single_cert(certs.clone(), key.clone_key())
-            .map_err(|e| format!("tls-cert-file / tls-key-file: {e}"))?;
+            .map_err(TlsError::CertKey)?;
         built.clients = Some(TlsAcceptor::from(Arc::new(server)));
     }
     if cfg.cluster {
-        let roots = roots.ok_or("tls-cluster needs tls-ca-cert-file or tls-ca-cert-dir")?;
+        let roots = roots.ok_or(TlsError::ClusterNoCa)?;
         let verifier = WebPkiClientVerifier::builder_with_provider(roots.clone(), provider.clone())
             .build()
-            .map_err(|e| format!("bus client verifier: {e}"))?;
+            .map_err(TlsError::BusVerifier)?;
         let server = ServerConfig::builder_with_provider(provider.clone())
             .with_protocol_versions(&versions)
-            .map_err(|e| format!("tls-protocols: {e}"))?
+            .map_err(TlsError::Protocols)?
             .with_client_cert_verifier(verifier)
             .with_single_cert(certs.clone(), key.clone_key())
-            .map_err(|e| format!("tls-cert-file / tls-key-file: {e}"))?;
+            .map_err(TlsError::CertKey)?;
         let client = ClientConfig::builder_with_provider(provider.clone())
             .with_protocol_versions(&versions)
-            .map_err(|e| format!("tls-protocols: {e}"))?
+            .map_err(TlsError::Protocols)?
             .dangerous()
             .with_custom_certificate_verifier(Arc::new(ClusterCaVerifier { roots, provider }))
             .with_client_auth_cert(certs, key)
-            .map_err(|e| format!("tls-cert-file / tls-key-file: {e}"))?;
+            .map_err(TlsError::CertKey)?;
         built.bus = Some(BusTls {
             acceptor: TlsAcceptor::from(Arc::new(server)),
             connector: TlsConnector::from(Arc::new(client)),
@@ -152,7 +210,7 @@ fn build(cfg: &TlsConfig) -> Result<Built, String> {
 /// The ring provider, restricted to `tls-ciphersuites` (colon-separated
 /// IANA names such as `TLS_AES_256_GCM_SHA384` or
 /// `TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256`) when given.
-fn provider(ciphersuites: &str) -> Result<CryptoProvider, String> {
+fn provider(ciphersuites: &str) -> Result<CryptoProvider, TlsError> {
     let mut p = rustls::crypto::ring::default_provider();
     if ciphersuites.trim().is_empty() {
         return Ok(p);
@@ -167,7 +225,9 @@ fn provider(ciphersuites: &str) -> Result<CryptoProvider, String> {
             .cipher_suites
             .iter()
             .find(|s| iana_name(s).eq_ignore_ascii_case(name))
-            .ok_or_else(|| format!("tls-ciphersuites: unsupported cipher suite '{name}'"))?;
+            .ok_or_else(|| TlsError::Ciphersuite {
+                name: name.to_string(),
+            })?;
         chosen.push(*suite);
     }
     p.cipher_suites = chosen;
@@ -183,30 +243,40 @@ fn iana_name(s: &rustls::SupportedCipherSuite) -> String {
     }
 }
 
-fn load_certs(path: &str) -> Result<Vec<CertificateDer<'static>>, String> {
+fn load_certs(path: &str) -> Result<Vec<CertificateDer<'static>>, TlsError> {
     let certs = CertificateDer::pem_file_iter(path)
         .and_then(|it| it.collect::<Result<Vec<_>, _>>())
-        .map_err(|e| format!("Reading certificates from {path}: {e}"))?;
+        .map_err(|source| TlsError::ReadCerts {
+            path: path.to_string(),
+            source,
+        })?;
     if certs.is_empty() {
-        return Err(format!("No certificate in {path}"));
+        return Err(TlsError::NoCert {
+            path: path.to_string(),
+        });
     }
     Ok(certs)
 }
 
-fn load_key(path: &str) -> Result<PrivateKeyDer<'static>, String> {
-    PrivateKeyDer::from_pem_file(path).map_err(|e| format!("Reading the private key {path}: {e}"))
+fn load_key(path: &str) -> Result<PrivateKeyDer<'static>, TlsError> {
+    PrivateKeyDer::from_pem_file(path).map_err(|source| TlsError::ReadKey {
+        path: path.to_string(),
+        source,
+    })
 }
 
 /// CA certificates from `tls-ca-cert-file` and every PEM file in
 /// `tls-ca-cert-dir`; None when neither is configured.
-fn load_roots(cfg: &TlsConfig) -> Result<Option<Arc<RootCertStore>>, String> {
+fn load_roots(cfg: &TlsConfig) -> Result<Option<Arc<RootCertStore>>, TlsError> {
     let mut files = Vec::new();
     if !cfg.ca_cert_file.is_empty() {
         files.push(Path::new(&cfg.ca_cert_file).to_path_buf());
     }
     if !cfg.ca_cert_dir.is_empty() {
-        let dir = std::fs::read_dir(&cfg.ca_cert_dir)
-            .map_err(|e| format!("Reading tls-ca-cert-dir {}: {e}", cfg.ca_cert_dir))?;
+        let dir = std::fs::read_dir(&cfg.ca_cert_dir).map_err(|source| TlsError::ReadCaDir {
+            path: cfg.ca_cert_dir.clone(),
+            source,
+        })?;
         let mut in_dir: Vec<_> = dir.flatten().map(|e| e.path()).collect();
         in_dir.sort();
         files.extend(in_dir.into_iter().filter(|p| p.is_file()));
@@ -218,22 +288,24 @@ fn load_roots(cfg: &TlsConfig) -> Result<Option<Arc<RootCertStore>>, String> {
     for f in &files {
         let name = f.display().to_string();
         // Files in the directory that hold no certificate are skipped.
-        let Ok(certs) =
-            CertificateDer::pem_file_iter(f).and_then(|it| it.collect::<Result<Vec<_>, _>>())
-        else {
-            if name == cfg.ca_cert_file {
-                return Err(format!("Reading CA certificates from {name}"));
+        let certs = match CertificateDer::pem_file_iter(f)
+            .and_then(|it| it.collect::<Result<Vec<_>, _>>())
+        {
+            Ok(certs) => certs,
+            Err(source) if name == cfg.ca_cert_file => {
+                return Err(TlsError::ReadCa { path: name, source })
             }
-            continue;
+            Err(_) => continue,
         };
         for c in certs {
-            roots
-                .add(c)
-                .map_err(|e| format!("CA certificate in {name}: {e}"))?;
+            roots.add(c).map_err(|source| TlsError::BadCa {
+                path: name.clone(),
+                source,
+            })?;
         }
     }
     if roots.is_empty() {
-        return Err("No CA certificate in tls-ca-cert-file / tls-ca-cert-dir".into());
+        return Err(TlsError::NoCa);
     }
     Ok(Some(Arc::new(roots)))
 }

@@ -18,6 +18,14 @@
 
 use std::collections::BTreeMap;
 use std::io::Write;
+
+/// Why the user table could not be loaded: a definition that does not
+/// parse (the aclfile's or a config `user` line, named with its origin and
+/// line) or an ACL file that cannot be read or written. The text is what
+/// Redis prints for the same case.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct AclLoadError(String);
 use std::path::{Path, PathBuf};
 
 use super::{Acl, Entry, User, DEFAULT_USER};
@@ -101,7 +109,7 @@ fn read_aclfile(path: &Path) -> Result<Option<Vec<(String, User)>>, String> {
         Err(e) => Err(format!(
             "Error loading ACLs, opening file '{}': {}",
             path.display(),
-            crate::config::strerror(&e)
+            crate::errors::strerror(&e)
         )),
     }
 }
@@ -136,7 +144,11 @@ fn local_definitions(c: &Config, files: &Files) -> Result<BTreeMap<String, User>
 
 /// Build the node's table at startup (before it serves anyone); `me` is
 /// the node's ID.
-pub fn startup(acl: &mut Acl, config: &Config, me: [u8; 40]) -> Result<(), String> {
+pub fn startup(acl: &mut Acl, config: &Config, me: [u8; 40]) -> Result<(), AclLoadError> {
+    startup_inner(acl, config, me).map_err(AclLoadError)
+}
+
+fn startup_inner(acl: &mut Acl, config: &Config, me: [u8; 40]) -> Result<(), String> {
     acl.set_me(me);
     let files = Files::from_config(config);
     let had_state = load_state(acl, &files.state)?;
@@ -208,7 +220,11 @@ pub fn write_all(acl: &mut Acl) -> std::io::Result<()> {
 
 /// ACL LOAD: the aclfile replaces the users (all or nothing); changed
 /// users get new versions (the caller sends them to the other nodes).
-pub fn load(acl: &mut Acl) -> Result<(), String> {
+pub fn load(acl: &mut Acl) -> Result<(), AclLoadError> {
+    load_inner(acl).map_err(AclLoadError)
+}
+
+fn load_inner(acl: &mut Acl) -> Result<(), String> {
     let Some(path) = acl.files.as_ref().and_then(|f| f.aclfile.clone()) else {
         return Err(NO_ACLFILE.into());
     };

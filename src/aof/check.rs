@@ -12,7 +12,7 @@ pub fn check_aof_main(file: &str, fix: bool) -> i32 {
     let f = match File::open(file) {
         Ok(f) => f,
         Err(e) => {
-            eprintln!("Cannot open file {file}: {}", crate::config::strerror(&e));
+            eprintln!("Cannot open file {file}: {}", crate::errors::strerror(&e));
             return 1;
         }
     };
@@ -28,7 +28,7 @@ pub fn check_aof_main(file: &str, fix: bool) -> i32 {
                 return 0;
             }
             Err(ReadError::Io(e)) => {
-                eprintln!("Cannot read {file}: {e}");
+                eprintln!("Cannot read {file}: {}", crate::errors::strerror(&e));
                 return 1;
             }
             Err(e @ ReadError::Truncated { offset }) => break (offset, e.to_string()),
@@ -57,7 +57,7 @@ pub fn check_aof_main(file: &str, fix: bool) -> i32 {
         Err(e) => {
             println!(
                 "Failed to truncate AOF {file}: {}",
-                crate::config::strerror(&e)
+                crate::errors::strerror(&e)
             );
             1
         }

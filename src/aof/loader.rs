@@ -5,7 +5,10 @@
 use std::fs::{File, OpenOptions};
 use std::path::{Path, PathBuf};
 
+use std::sync::Arc;
+
 use super::reader::{AofReader, ReadError, Record};
+use super::{AofError, RecordError};
 use crate::engine::codec::Flavor;
 use crate::engine::Engine;
 use crate::job::JobState;
@@ -38,7 +41,7 @@ pub fn load_file(
     path: &Path,
     opts: LoadOptions,
     now: u64,
-) -> Result<Loaded, String> {
+) -> Result<Loaded, AofError> {
     let Some(mut load) = FileLoad::open(path, opts)? else {
         return Ok(Loaded::default());
     };
@@ -59,16 +62,15 @@ pub struct FileLoad {
 
 impl FileLoad {
     /// Open `path`; `None` when it does not exist (an empty AOF).
-    pub fn open(path: &Path, opts: LoadOptions) -> Result<Option<FileLoad>, String> {
+    pub fn open(path: &Path, opts: LoadOptions) -> Result<Option<FileLoad>, AofError> {
         let file = match File::open(path) {
             Ok(f) => f,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(e) => {
-                return Err(format!(
-                    "Fatal error: can't open the append log file {} for reading: {}",
-                    path.display(),
-                    crate::config::strerror(&e)
-                ))
+                return Err(AofError::OpenRead {
+                    path: path.to_path_buf(),
+                    source: Arc::new(e),
+                })
             }
         };
         let total_bytes = file.metadata().map(|m| m.len()).unwrap_or(0);
@@ -87,14 +89,18 @@ impl FileLoad {
     }
 
     /// Apply up to `max` records; true when the file is done.
-    pub fn step(&mut self, engine: &mut Engine, now: u64, max: usize) -> Result<bool, String> {
+    pub fn step(&mut self, engine: &mut Engine, now: u64, max: usize) -> Result<bool, AofError> {
         let path = self.path.as_path();
         let name = path.display();
         let opts = self.opts;
         for _ in 0..max {
             match self.reader.next_record() {
                 Ok(Some((offset, rec))) => {
-                    apply(engine, rec, opts, now).map_err(|why| bad_format(path, offset, &why))?;
+                    apply(engine, rec, opts, now).map_err(|source| AofError::BadRecord {
+                        path: path.to_path_buf(),
+                        offset,
+                        source,
+                    })?;
                     self.loaded.records += 1;
                 }
                 Ok(None) => return Ok(true),
@@ -108,28 +114,32 @@ impl FileLoad {
                         .write(true)
                         .open(path)
                         .and_then(|f| f.set_len(offset).and_then(|()| f.sync_all()))
-                        .map_err(|e| {
-                            format!(
-                                "Error truncating the AOF file {name} at offset {offset}: {}",
-                                crate::config::strerror(&e)
-                            )
+                        .map_err(|e| AofError::Truncate {
+                            path: path.to_path_buf(),
+                            offset,
+                            source: Arc::new(e),
                         })?;
                     self.loaded.truncated_at = Some(offset);
                     return Ok(true);
                 }
                 Err(ReadError::Truncated { offset }) => {
-                    return Err(format!(
-                        "Unexpected end of file reading the append only file {name}: the record \
-                         at offset {offset} is truncated and aof-load-truncated is no. Set \
-                         aof-load-truncated yes to load it anyway, or run \
-                         disque-server --check-aof --fix {name}"
-                    ))
+                    return Err(AofError::Truncated {
+                        path: path.to_path_buf(),
+                        offset,
+                    })
                 }
                 Err(ReadError::Corrupt { offset, why }) => {
-                    return Err(bad_format(path, offset, &why))
+                    return Err(AofError::Corrupt {
+                        path: path.to_path_buf(),
+                        offset,
+                        why,
+                    })
                 }
                 Err(ReadError::Io(e)) => {
-                    return Err(format!("Error reading the append only file {name}: {e}"))
+                    return Err(AofError::Read {
+                        path: path.to_path_buf(),
+                        source: e,
+                    })
                 }
             }
         }
@@ -144,21 +154,18 @@ impl FileLoad {
     }
 }
 
-fn bad_format(path: &Path, offset: u64, why: &str) -> String {
-    format!(
-        "Bad file format reading the append only file {} at offset {offset}: {why}. \
-         Make a backup of your AOF file, then use disque-server --check-aof --fix <filename>",
-        path.display()
-    )
-}
-
 /// Apply one record. Errors are content problems the reader cannot see.
-pub fn apply(engine: &mut Engine, rec: Record, opts: LoadOptions, now: u64) -> Result<(), String> {
+pub fn apply(
+    engine: &mut Engine,
+    rec: Record,
+    opts: LoadOptions,
+    now: u64,
+) -> Result<(), RecordError> {
     match rec {
         Record::LoadJob(blob) => {
-            let (r, _) = JobRecord::decode_bytes(&blob).map_err(|e| e.to_string())?;
+            let (r, _) = JobRecord::decode_bytes(&blob)?;
             let Some(mut job) = engine.job_from_record(&r, Flavor::Storage, now) else {
-                return Err("LOADJOB payload has an invalid job ID or state".into());
+                return Err(RecordError::BadJob);
             };
             if u64::from(job.etime) <= now / 1000 {
                 return Ok(()); // expired while the node was down
@@ -197,7 +204,7 @@ pub fn apply(engine: &mut Engine, rec: Record, opts: LoadOptions, now: u64) -> R
         }
         Record::Dedup(payload) => {
             if !engine.dedup_load(&payload, now) {
-                return Err("DEDUP record is malformed".into());
+                return Err(RecordError::BadDedup);
             }
         }
     }
@@ -289,7 +296,8 @@ mod tests {
             enqueue: false,
         };
         let err = load_file(&mut engine(), &path, strict, NOW).unwrap_err();
-        assert!(err.contains(&format!("offset {full}")), "{err}");
+        assert_eq!(err.offset(), Some(full), "{err}");
+        assert!(err.to_string().contains(&format!("offset {full}")), "{err}");
         let mut e = engine();
         let l = load_file(
             &mut e,

@@ -1,6 +1,7 @@
 //! Append-only file persistence (docs/PERSISTENCE.md): the file side only.
 //! It knows records and files, never nodes; `node::persistence` drives it.
 //!
+//! - `error`: `AofError`, every way the file side fails.
 //! - `reader`: the strict record parser (truncated vs corrupt, offsets) and
 //!   the record encoder.
 //! - `writer`: the one thread that owns the file and its fsync policy.
@@ -10,6 +11,7 @@
 //! - `faults`: injected fsync errors and slow writes (`DEBUG DISK-FAULT`).
 
 pub mod check;
+mod error;
 pub mod faults;
 pub mod loader;
 pub mod reader;
@@ -17,4 +19,5 @@ mod rewrite;
 pub mod writer;
 
 pub use check::check_aof_main;
+pub use error::{AofError, RecordError};
 pub use writer::SyncWait;

@@ -11,7 +11,6 @@
 //! record so far but ends early is `Truncated`; the first byte that cannot
 //! belong to a valid record makes it `Corrupt`.
 
-use std::fmt;
 use std::io::Read;
 
 use bytes::{Bytes, BytesMut};
@@ -38,32 +37,35 @@ enum Kind {
 }
 
 /// Why reading stopped before the end of the file.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum ReadError {
     /// The file ends inside the record starting at `offset`.
+    #[error("truncated record at offset {offset} (unexpected end of file)")]
     Truncated { offset: u64 },
     /// The record starting at `offset` is malformed.
+    #[error("bad record at offset {offset}: {why}")]
     Corrupt { offset: u64, why: String },
     /// The file could not be read at all.
-    Io(String),
+    #[error("read error: {}", crate::errors::strerror(.0))]
+    Io(#[source] std::sync::Arc<std::io::Error>),
 }
 
-impl fmt::Display for ReadError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            ReadError::Truncated { offset } => {
-                write!(
-                    f,
-                    "truncated record at offset {offset} (unexpected end of file)"
-                )
-            }
-            ReadError::Corrupt { offset, why } => {
-                write!(f, "bad record at offset {offset}: {why}")
-            }
-            ReadError::Io(e) => write!(f, "read error: {e}"),
+/// By hand, since `io::Error` is not `PartialEq`: read errors compare by kind.
+impl PartialEq for ReadError {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (ReadError::Truncated { offset: a }, ReadError::Truncated { offset: b }) => a == b,
+            (
+                ReadError::Corrupt { offset: a, why: w },
+                ReadError::Corrupt { offset: b, why: v },
+            ) => a == b && w == v,
+            (ReadError::Io(a), ReadError::Io(b)) => a.kind() == b.kind(),
+            _ => false,
         }
     }
 }
+
+impl Eq for ReadError {}
 
 /// Outcome of parsing the front of a buffer.
 #[derive(Debug, PartialEq, Eq)]
@@ -310,7 +312,7 @@ impl<R: Read> AofReader<R> {
             match self.src.read(&mut self.scratch) {
                 Ok(n) => break n,
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(ReadError::Io(crate::config::strerror(&e))),
+                Err(e) => return Err(ReadError::Io(std::sync::Arc::new(e))),
             }
         };
         if n == 0 {

@@ -9,8 +9,10 @@ use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use crate::config::strerror;
 use crate::engine::AofRecord;
+use std::sync::Arc;
+
+use super::AofError;
 
 /// With `aof-rewrite-incremental-fsync`, fsync the temp file this often
 /// so the final fsync is short.
@@ -22,7 +24,7 @@ pub struct Rewrite {
     tmp_path: PathBuf,
     /// Records received since the rewrite began, encoded.
     diff: Vec<u8>,
-    error: Option<String>,
+    error: Option<AofError>,
     incremental_fsync: bool,
     since_fsync: u64,
 }
@@ -54,10 +56,10 @@ impl Rewrite {
             Ok(f) => (Some(f), None),
             Err(e) => (
                 None,
-                Some(format!(
-                    "Opening the temp file for AOF rewrite failed: {}",
-                    strerror(&e)
-                )),
+                Some(AofError::RewriteTemp {
+                    path: tmp_path.clone(),
+                    source: Arc::new(e),
+                }),
             ),
         };
         Rewrite {
@@ -82,14 +84,14 @@ impl Rewrite {
         }
         let Some(tmp) = &mut self.tmp else { return };
         if let Err(e) = tmp.write_all(bytes) {
-            self.error = Some(strerror(&e));
+            self.error = Some(AofError::write(&self.tmp_path, e));
             return;
         }
         self.since_fsync += bytes.len() as u64;
         if self.incremental_fsync && self.since_fsync >= INCREMENTAL_FSYNC_BYTES {
             self.since_fsync = 0;
             if let Err(e) = super::faults::sync_data(tmp) {
-                self.error = Some(strerror(&e));
+                self.error = Some(AofError::write(&self.tmp_path, e));
             }
         }
     }
@@ -97,7 +99,7 @@ impl Rewrite {
     /// Append the diff, fsync, rename over `aof`, fsync the directory.
     /// Returns the new file (open for appending at its end) and its size;
     /// on error the temp file is removed and `aof` is untouched.
-    pub fn finish(mut self, aof: &Path) -> Result<(File, u64), String> {
+    pub fn finish(mut self, aof: &Path) -> Result<(File, u64), AofError> {
         let r = self.complete(aof);
         if r.is_err() {
             let _ = std::fs::remove_file(&self.tmp_path);
@@ -105,17 +107,26 @@ impl Rewrite {
         r
     }
 
-    fn complete(&mut self, aof: &Path) -> Result<(File, u64), String> {
+    fn complete(&mut self, aof: &Path) -> Result<(File, u64), AofError> {
         if let Some(e) = self.error.take() {
             return Err(e);
         }
         let Some(mut tmp) = self.tmp.take() else {
-            return Err("no temp file".into());
+            return Err(AofError::NoTempFile);
         };
-        tmp.write_all(&self.diff).map_err(|e| strerror(&e))?;
-        super::faults::sync_all(&tmp).map_err(|e| format!("fsync: {}", strerror(&e)))?;
-        let size = tmp.metadata().map_err(|e| strerror(&e))?.len();
-        std::fs::rename(&self.tmp_path, aof).map_err(|e| format!("rename: {}", strerror(&e)))?;
+        let tmp_path = &self.tmp_path;
+        tmp.write_all(&self.diff)
+            .map_err(|e| AofError::write(tmp_path, e))?;
+        super::faults::sync_all(&tmp).map_err(|e| AofError::fsync(tmp_path, e))?;
+        let size = tmp
+            .metadata()
+            .map_err(|e| AofError::write(tmp_path, e))?
+            .len();
+        std::fs::rename(tmp_path, aof).map_err(|e| AofError::Rename {
+            from: tmp_path.clone(),
+            to: aof.to_path_buf(),
+            source: Arc::new(e),
+        })?;
         // Make the rename itself durable.
         if let Ok(dir) = File::open(dir_of(aof)) {
             let _ = dir.sync_all();

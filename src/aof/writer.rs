@@ -50,11 +50,12 @@ use std::time::{Duration, Instant};
 use tokio::sync::watch;
 
 use super::rewrite::Rewrite;
-use crate::config::{strerror, AppendFsync};
+use super::AofError;
+use crate::config::AppendFsync;
 use crate::engine::AofRecord;
 
 /// Reply channel for synchronous requests (sync, stop, blocking rewrite).
-pub type Done = mpsc::Sender<Result<u64, String>>;
+pub type Done = mpsc::Sender<Result<u64, AofError>>;
 
 /// How many rounds an inline flush keeps draining records other
 /// connections queued while it wrote, before leaving the rest to the thread.
@@ -92,14 +93,14 @@ pub enum Msg {
 /// Results a finished background rewrite leaves for the node to pick up.
 #[derive(Debug, Clone)]
 pub struct RewriteReport {
-    pub result: Result<u64, String>,
+    pub result: Result<u64, AofError>,
     /// The new file became the live AOF.
     pub adopted: bool,
 }
 
 #[derive(Default)]
 pub struct Report {
-    pub write_error: Option<String>,
+    pub write_error: Option<AofError>,
     /// An fsync failed: what the kernel held may be gone although a later
     /// fsync succeeds, so only a rewrite from memory clears `write_error`.
     pub fsync_failed: bool,
@@ -108,7 +109,7 @@ pub struct Report {
 
 /// What a `take_report` hands the node.
 pub struct ReportTaken {
-    pub write_error: Option<String>,
+    pub write_error: Option<AofError>,
     pub fsync_failed: bool,
     pub rewrite: Option<RewriteReport>,
 }
@@ -120,7 +121,7 @@ pub struct Published {
     synced_seq: AtomicU64,
     /// The current write/fsync error: waiters give up with it instead of
     /// hanging until the disk recovers.
-    failed: watch::Sender<Option<String>>,
+    failed: watch::Sender<Option<AofError>>,
     /// Mirrors `written` for waiters (everysec/no replies wait for it).
     written_w: watch::Sender<u64>,
     pub written: AtomicU64,
@@ -190,7 +191,7 @@ pub struct SyncWait {
 pub enum NotDurable {
     /// Writing or fsyncing the AOF fails (the text is the `strerror`):
     /// the records stay queued and are retried, the client is told now.
-    Disk(String),
+    Disk(AofError),
     /// The writer went away (shutdown).
     Gone,
 }
@@ -227,7 +228,7 @@ impl SyncWait {
             biased;
             r = rx.wait_for(|&s| s >= seq) => r.map(|_| ()).map_err(|_| NotDurable::Gone),
             r = failed.wait_for(Option::is_some) => match r {
-                Ok(e) => Err(NotDurable::Disk(e.clone().unwrap_or_default())),
+                Ok(e) => Err(e.clone().map_or(NotDurable::Gone, NotDurable::Disk)),
                 Err(_) => Err(NotDurable::Gone),
             },
         }
@@ -390,15 +391,9 @@ pub struct Writer {
 impl Writer {
     /// Start the thread. `open`: the AOF is on, open (or create) the file
     /// now so a failure stops startup instead of the first write.
-    pub fn start(path: PathBuf, policy: AppendFsync, open: bool) -> Result<Writer, String> {
+    pub fn start(path: PathBuf, policy: AppendFsync, open: bool) -> Result<Writer, AofError> {
         let file = if open {
-            Some(open_append(&path).map_err(|e| {
-                format!(
-                    "Can't open the append-only file {}: {}",
-                    path.display(),
-                    strerror(&e)
-                )
-            })?)
+            Some(open_append(&path).map_err(|e| AofError::open(&path, e))?)
         } else {
             None
         };
@@ -447,7 +442,9 @@ impl Writer {
         let thread = std::thread::Builder::new()
             .name("aof-writer".into())
             .spawn(move || run(&thread_core))
-            .map_err(|e| format!("Can't start the AOF writer thread: {e}"))?;
+            .map_err(|e| AofError::Thread {
+                source: Arc::new(e),
+            })?;
         Ok(Writer {
             core,
             published,
@@ -490,13 +487,12 @@ impl Writer {
         &self,
         make: impl FnOnce(Done) -> Msg,
         timeout: Duration,
-    ) -> Result<u64, String> {
+    ) -> Result<u64, AofError> {
         let (tx, rx) = mpsc::channel();
         if !self.send(make(tx)) {
-            return Err("the AOF writer is not running".into());
+            return Err(AofError::WriterGone);
         }
-        rx.recv_timeout(timeout)
-            .map_err(|_| "timed out waiting for the AOF writer".to_string())?
+        rx.recv_timeout(timeout).map_err(|_| AofError::Timeout)?
     }
 
     /// Completes once records up to `seq` are durable per the policy.
@@ -518,7 +514,7 @@ impl Writer {
     }
 
     /// Flush, fsync and stop the thread (graceful shutdown).
-    pub fn stop(mut self, timeout: Duration) -> Result<u64, String> {
+    pub fn stop(mut self, timeout: Duration) -> Result<u64, AofError> {
         let r = self.request(Msg::Stop, timeout);
         if r.is_ok() {
             if let Some(t) = self.thread.take() {
@@ -657,7 +653,7 @@ struct FileState {
     dirty: bool,
     policy: AppendFsync,
     last_fsync: Instant,
-    error: Option<String>,
+    error: Option<AofError>,
     /// Sticky after a failed fsync until a rewrite is adopted (see
     /// `Report::fsync_failed`).
     fsync_failed: bool,
@@ -738,14 +734,14 @@ impl FileState {
         None
     }
 
-    fn sync_result(&self) -> Result<u64, String> {
+    fn sync_result(&self) -> Result<u64, AofError> {
         match &self.error {
             Some(e) => Err(e.clone()),
             None => Ok(self.size),
         }
     }
 
-    fn set_error(&mut self, e: Option<String>) {
+    fn set_error(&mut self, e: Option<AofError>) {
         if e.is_none() && self.fsync_failed {
             // Only an adopted rewrite clears an fsync failure.
             return;
@@ -787,13 +783,15 @@ impl FileState {
         while done < self.buf.len() {
             match file.write(&self.buf[done..]) {
                 Ok(0) => {
-                    err = Some("write returned 0 bytes (disk full?)".to_string());
+                    err = Some(AofError::WriteZero {
+                        path: self.path.clone(),
+                    });
                     break;
                 }
                 Ok(n) => done += n,
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
                 Err(e) => {
-                    err = Some(strerror(&e));
+                    err = Some(AofError::write(&self.path, e));
                     break;
                 }
             }
@@ -872,7 +870,7 @@ impl FileState {
                 // and a later fsync would not notice: the file is suspect
                 // until a rewrite from memory replaces it.
                 self.fsync_failed = true;
-                self.set_error(Some(format!("fsync: {}", strerror(&e))));
+                self.set_error(Some(AofError::fsync(&self.path, e)));
             }
         }
     }
@@ -894,7 +892,7 @@ impl FileState {
         let Some(rw) = self.rewrite.take() else {
             // Begin failed (already reported) or the rewrite was aborted.
             return RewriteReport {
-                result: Err("no AOF rewrite in progress".into()),
+                result: Err(AofError::NoRewrite),
                 adopted: false,
             };
         };

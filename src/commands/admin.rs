@@ -152,6 +152,6 @@ pub fn bgrewriteaof(ctx: &mut Ctx, _args: &[Bytes]) -> Outcome {
     }
     match crate::node::persistence::start_rewrite(ctx.node, ctx.now) {
         Ok(()) => Reply::Status("Background append only file rewriting started".into()).into(),
-        Err(e) => err(WireError::Other(e)),
+        Err(e) => err(e.into()),
     }
 }

@@ -38,7 +38,7 @@ pub fn debug(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
     if eq_ic(sub, "loadaof") && n == 2 {
         return match crate::node::persistence::debug_reload(ctx.node, ctx.now) {
             Ok(()) => Reply::ok().into(),
-            Err(e) => Reply::from(WireError::Other(e)).into(),
+            Err(e) => Reply::from(WireError::from(e)).into(),
         };
     }
     if eq_ic(sub, "disk-fault") && (n == 3 || n == 4) {

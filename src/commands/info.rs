@@ -71,7 +71,7 @@ fn section(node: &Node, name: &str, now: u64, out: &mut String) {
         // `disque-server --healthcheck` and redis-cli users.
         let (ready, why) = match node.readiness() {
             Ok(()) => (1, String::new()),
-            Err(why) => (0, why.replace(['\r', '\n'], " ")),
+            Err(why) => (0, why.to_string().replace(['\r', '\n'], " ")),
         };
         let _ = write!(
             out,

@@ -435,7 +435,7 @@ pub fn dispatch(node: &mut Node, client: &mut ClientState, args: &[Bytes], now: 
     if spec.flags & F_WRITE != 0 || spec.name == "ping" {
         crate::node::persistence::poll_writer(node, now);
         if let Some(e) = node.aof_write_error() {
-            return err(WireError::Misconf(e.to_string()));
+            return err(e.misconf());
         }
     }
     if node.monitors_active() {

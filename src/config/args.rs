@@ -5,7 +5,8 @@ use std::path::{Path, PathBuf};
 
 use super::parse::{parse_str, read_config_file};
 use super::values::repr;
-use super::{strerror, Config, ConfigError, Startup};
+use super::ConfigIoError;
+use super::{Config, ConfigError, Startup};
 
 /// Decide what to do from argv (without the program name).
 ///
@@ -100,12 +101,9 @@ fn absolute(path: &Path) -> Result<PathBuf, ConfigError> {
     if path.is_absolute() {
         return Ok(path.to_path_buf());
     }
-    let cwd = std::env::current_dir().map_err(|e| {
-        ConfigError::plain(format!(
-            "Fatal error, can't resolve config file path '{}': {}",
-            path.display(),
-            strerror(&e)
-        ))
+    let cwd = std::env::current_dir().map_err(|source| ConfigIoError::ResolvePath {
+        path: path.to_path_buf(),
+        source,
     })?;
     // Drop "./" components so the stored path reads naturally in logs.
     let clean: PathBuf = path

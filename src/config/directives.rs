@@ -9,7 +9,8 @@ use std::path::PathBuf;
 
 use super::defaults as d;
 use super::values::{parse_bool, parse_i64, parse_memory, parse_u64};
-use super::{strerror, AppendFsync, Config, LogLevel, MaxmemoryPolicy, SyslogFacility};
+use super::ConfigIoError;
+use super::{AppendFsync, Config, LogLevel, MaxmemoryPolicy, SyslogFacility};
 
 const BAD: &str = "Bad directive or wrong number of arguments";
 const YES_NO: &str = "argument must be 'yes' or 'no'";
@@ -70,7 +71,12 @@ pub(crate) fn apply_directive(cfg: &mut Config, name: &str, args: &[String]) -> 
         }
         "timeout" => cfg.timeout = num(v, "Invalid timeout value")?,
         "tcp-keepalive" => cfg.tcp_keepalive = num(v, "Invalid tcp-keepalive value")?,
-        "dir" => cfg.dir = change_dir(v).map_err(|e| format!("Can't chdir to '{v}': {e}"))?,
+        "dir" => {
+            cfg.dir = change_dir(v).map_err(|source| ConfigIoError::Chdir {
+                path: v.to_string(),
+                source,
+            })?
+        }
         "loglevel" => {
             cfg.loglevel = LogLevel::parse(v)
                 .ok_or("Invalid log level. Must be one of debug, verbose, notice, warning")?;
@@ -83,7 +89,10 @@ pub(crate) fn apply_directive(cfg: &mut Config, name: &str, args: &[String]) -> 
                     .append(true)
                     .create(true)
                     .open(v)
-                    .map_err(|e| format!("Can't open the log file: {}", strerror(&e)))?;
+                    .map_err(|source| ConfigIoError::LogFile {
+                        path: v.to_string(),
+                        source,
+                    })?;
             }
             cfg.logfile = v.to_string();
         }
@@ -209,8 +218,8 @@ fn client_obuf(cfg: &mut Config, args: &[String]) -> Result<(), String> {
 }
 
 /// chdir to `path` and return the new absolute cwd (what CONFIG GET dir and
-/// CONFIG REWRITE report). The error is the bare strerror text.
-pub(crate) fn change_dir(path: &str) -> Result<PathBuf, String> {
-    std::env::set_current_dir(path).map_err(|e| strerror(&e))?;
-    std::env::current_dir().map_err(|e| strerror(&e))
+/// CONFIG REWRITE report).
+pub(crate) fn change_dir(path: &str) -> std::io::Result<PathBuf> {
+    std::env::set_current_dir(path)?;
+    std::env::current_dir()
 }

@@ -10,6 +10,7 @@ pub mod acl;
 mod args;
 pub mod deploy;
 mod directives;
+mod error;
 pub mod extensions;
 mod glob;
 mod observe;
@@ -18,6 +19,8 @@ mod rewrite;
 mod runtime;
 pub mod security;
 mod values;
+
+pub use error::{ConfigIoError, UnsupportedTlsProtocol};
 
 #[cfg(test)]
 mod tests;
@@ -503,7 +506,7 @@ impl RewriteError {
     pub fn wire(&self) -> WireError {
         match self {
             RewriteError::NoConfigFile => WireError::ConfigNoFile,
-            RewriteError::Io(e) => WireError::ConfigRewrite(strerror(e)),
+            RewriteError::Io(e) => WireError::ConfigRewrite(crate::errors::strerror(e)),
         }
     }
 
@@ -524,15 +527,5 @@ impl std::error::Error for RewriteError {}
 impl From<std::io::Error> for RewriteError {
     fn from(e: std::io::Error) -> Self {
         RewriteError::Io(e)
-    }
-}
-
-/// C `strerror` text for an I/O error: Rust appends " (os error N)" to the
-/// OS message, which the wire format (copied from C) does not have.
-pub fn strerror(e: &std::io::Error) -> String {
-    let s = e.to_string();
-    match s.rfind(" (os error ") {
-        Some(i) if s.ends_with(')') => s[..i].to_string(),
-        _ => s,
     }
 }

@@ -6,7 +6,8 @@ use std::path::Path;
 
 use super::directives::apply_directive;
 use super::values::split_args;
-use super::{strerror, Config, ConfigError};
+use super::ConfigIoError;
+use super::{Config, ConfigError};
 
 /// Guards against `include` cycles, which would otherwise recurse forever.
 const MAX_INCLUDE_DEPTH: usize = 16;
@@ -66,20 +67,13 @@ pub(crate) fn parse_into(text: &str, cfg: &mut Config, depth: usize) -> Result<(
 pub(crate) fn read_config_file(path: &Path) -> Result<String, ConfigError> {
     let bytes = if path.as_os_str() == "-" {
         let mut buf = Vec::new();
-        std::io::Read::read_to_end(&mut std::io::stdin(), &mut buf).map_err(|e| {
-            ConfigError::plain(format!(
-                "Fatal error, can't read config from stdin: {}",
-                strerror(&e)
-            ))
-        })?;
+        std::io::Read::read_to_end(&mut std::io::stdin(), &mut buf)
+            .map_err(|source| ConfigIoError::ReadStdin { source })?;
         buf
     } else {
-        std::fs::read(path).map_err(|e| {
-            ConfigError::plain(format!(
-                "Fatal error, can't open config file '{}': {}",
-                path.display(),
-                strerror(&e)
-            ))
+        std::fs::read(path).map_err(|source| ConfigIoError::Open {
+            path: path.to_path_buf(),
+            source,
         })?
     };
     // Non-UTF-8 bytes can only matter inside quoted values; replacing them

@@ -169,8 +169,15 @@ impl Config {
             }
             "appendonly" => self.appendonly = parse_bool(v).ok_or_else(invalid)?,
             "dir" => {
-                self.dir = change_dir(v)
-                    .map_err(|e| SetError::Other(format!("Changing directory: {e}")))?;
+                self.dir = change_dir(v).map_err(|source| {
+                    SetError::Other(
+                        super::ConfigIoError::ChangeDir {
+                            path: v.to_string(),
+                            source,
+                        }
+                        .to_string(),
+                    )
+                })?;
             }
             "client-output-buffer-limit" => {
                 self.client_output_buffer_limit =

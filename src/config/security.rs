@@ -159,7 +159,7 @@ pub(crate) fn set_value(cfg: &mut Config, name: &str, v: &str) -> Result<(), Str
 }
 
 /// Protocol versions named in `tls-protocols`: (TLS 1.2, TLS 1.3).
-pub fn parse_protocols(v: &str) -> Result<(bool, bool), String> {
+pub fn parse_protocols(v: &str) -> Result<(bool, bool), super::UnsupportedTlsProtocol> {
     if v.trim().is_empty() {
         return Ok((true, true));
     }
@@ -170,9 +170,7 @@ pub fn parse_protocols(v: &str) -> Result<(bool, bool), String> {
         } else if p.eq_ignore_ascii_case("TLSv1.3") {
             v13 = true;
         } else {
-            return Err(format!(
-                "Unsupported TLS protocol '{p}' (TLSv1.2 and TLSv1.3 are supported)"
-            ));
+            return Err(super::UnsupportedTlsProtocol(p.to_string()));
         }
     }
     Ok((v12, v13))

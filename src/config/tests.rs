@@ -418,11 +418,3 @@ fn sample_config_parses_to_defaults() {
         assert!(text.contains(name), "sample lacks {name}");
     }
 }
-
-#[test]
-fn strerror_strips_os_suffix() {
-    let e = std::io::Error::from_raw_os_error(2);
-    assert_eq!(strerror(&e), "No such file or directory");
-    let e = std::io::Error::other("custom");
-    assert_eq!(strerror(&e), "custom");
-}

@@ -245,7 +245,40 @@ pub struct Loaded {
     pub nodes: Vec<NodeInfo>,
 }
 
-fn parse_flags(s: &str) -> Result<u16, String> {
+/// Why nodes.conf text does not parse (the engine's own type: the server
+/// wraps it with the file's path).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NodesConfError {
+    /// Line `line` (1-based), whose text is `text`, is malformed.
+    #[error("nodes.conf line {line}: {fault}: '{text}'")]
+    Line {
+        line: usize,
+        fault: LineFault,
+        text: String,
+    },
+    /// Nodes are listed but none is this node.
+    #[error("nodes.conf has no 'myself' line")]
+    NoMyself,
+}
+
+/// What is wrong with one nodes.conf line.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LineFault {
+    #[error("expected 6 fields")]
+    Fields,
+    #[error("node ID must be 40 characters")]
+    IdLength,
+    #[error("bad port")]
+    Port,
+    #[error("bad address")]
+    Address,
+    #[error("unknown node flag '{0}'")]
+    UnknownFlag(String),
+    #[error("more than one 'myself' line")]
+    TwoMyself,
+}
+
+fn parse_flags(s: &str) -> Result<u16, LineFault> {
     let mut f = 0;
     for w in s.split(',') {
         if w == "noflags" {
@@ -253,14 +286,14 @@ fn parse_flags(s: &str) -> Result<u16, String> {
         }
         match FLAG_NAMES.iter().find(|(_, n)| *n == w) {
             Some((bit, _)) => f |= bit,
-            None => return Err(format!("unknown node flag '{w}'")),
+            None => return Err(LineFault::UnknownFlag(w.to_string())),
         }
     }
     Ok(f)
 }
 
 /// Parse nodes.conf text. Ok(None) when there is no node in it.
-pub fn parse_nodes_conf(text: &str, now: u64) -> Result<Option<Loaded>, String> {
+pub fn parse_nodes_conf(text: &str, now: u64) -> Result<Option<Loaded>, NodesConfError> {
     let mut myself: Option<NodeInfo> = None;
     let mut others = Vec::new();
     for (i, line) in text.lines().enumerate() {
@@ -269,30 +302,34 @@ pub fn parse_nodes_conf(text: &str, now: u64) -> Result<Option<Loaded>, String> 
             continue;
         }
         let f: Vec<&str> = line.split(' ').collect();
-        let bad = |m: &str| format!("nodes.conf line {}: {m}: '{line}'", i + 1);
+        let bad = |fault: LineFault| NodesConfError::Line {
+            line: i + 1,
+            fault,
+            text: line.to_string(),
+        };
         if f.len() != 6 {
-            return Err(bad("expected 6 fields"));
+            return Err(bad(LineFault::Fields));
         }
         let idb = f[0].as_bytes();
         if idb.len() != 40 {
-            return Err(bad("node ID must be 40 characters"));
+            return Err(bad(LineFault::IdLength));
         }
         let mut id = [0u8; 40];
         id.copy_from_slice(idb);
         let (ip, port) = match f[1].rsplit_once(':') {
             Some((ip, p)) => (
                 ip.to_string(),
-                p.parse::<u16>().map_err(|_| bad("bad port"))?,
+                p.parse::<u16>().map_err(|_| bad(LineFault::Port))?,
             ),
-            None => return Err(bad("bad address")),
+            None => return Err(bad(LineFault::Address)),
         };
-        let flags = parse_flags(f[2]).map_err(|e| bad(&e))?;
+        let flags = parse_flags(f[2]).map_err(bad)?;
         let mut n = NodeInfo::new(id, ip, port, flags & !FLAG_HANDSHAKE, now);
         n.ping_sent = if f[3] != "0" { now } else { 0 };
         n.pong_received = if f[4] != "0" { now } else { 0 };
         if flags & FLAG_MYSELF != 0 {
             if myself.is_some() {
-                return Err(bad("more than one 'myself' line"));
+                return Err(bad(LineFault::TwoMyself));
             }
             n.ping_sent = 0;
             n.pong_received = 0;
@@ -303,7 +340,7 @@ pub fn parse_nodes_conf(text: &str, now: u64) -> Result<Option<Loaded>, String> 
     }
     match myself {
         None if others.is_empty() => Ok(None),
-        None => Err("nodes.conf has no 'myself' line".to_string()),
+        None => Err(NodesConfError::NoMyself),
         Some(me) => {
             let mut nodes = vec![me];
             nodes.extend(others);
@@ -330,7 +367,12 @@ ad249f8c9b2240cd45f72fd233bd3d5a42a6709d 127.0.0.1:7790 leaving,fail? 0 17959534
 
     #[test]
     fn rejects_bad_files() {
-        assert!(parse_nodes_conf("abc 1:2 myself 0 0 connected\n", 0).is_err());
+        assert_eq!(
+            parse_nodes_conf("abc 1:2 myself 0 0 connected\n", 0)
+                .unwrap_err()
+                .to_string(),
+            "nodes.conf line 1: node ID must be 40 characters: 'abc 1:2 myself 0 0 connected'"
+        );
         assert!(parse_nodes_conf(
             "67d78e936368c0fc75d22f83d328e5c163e896b1 1:2 bogus 0 0 connected\n",
             0

@@ -179,8 +179,8 @@ impl Node {
         self.acl.requires_auth()
     }
 
-    pub fn aof_write_error(&self) -> Option<&str> {
-        self.aof.last_write_error.as_deref()
+    pub fn aof_write_error(&self) -> Option<&crate::aof::AofError> {
+        self.aof.last_write_error.as_ref()
     }
 
     pub fn monitors_active(&self) -> bool {

@@ -15,7 +15,7 @@ use tokio::sync::Notify;
 
 use super::Node;
 use crate::aof::writer::{self, Msg, Writer};
-use crate::aof::{loader, reader, SyncWait};
+use crate::aof::{loader, reader, AofError, SyncWait};
 use crate::config::AppendFsync;
 use crate::engine::codec::storage_bytes;
 use crate::engine::AofRecord;
@@ -57,7 +57,7 @@ impl AofState {
 /// AOF status as seen by INFO and dispatch.
 pub struct AofStatus {
     pub state: AofState,
-    pub last_write_error: Option<String>,
+    pub last_write_error: Option<AofError>,
     /// An fsync failed and no rewrite has replaced the file since.
     pub fsync_failed: bool,
     pub rewrite_in_progress: bool,
@@ -135,7 +135,7 @@ fn sync_engine_flag(node: &mut Node) {
 /// An error means "refuse to start". The server does the same in steps
 /// (`begin_load`, `FileLoad::step`, `finish_load`) to answer `-LOADING`
 /// while it loads.
-pub fn startup(node: &mut Node, now: u64) -> Result<(), String> {
+pub fn startup(node: &mut Node, now: u64) -> Result<(), AofError> {
     let started = std::time::Instant::now();
     let loaded = match begin_load(node)? {
         Some(mut load) => {
@@ -149,7 +149,7 @@ pub fn startup(node: &mut Node, now: u64) -> Result<(), String> {
 
 /// Open the AOF to load, if this configuration loads one (None: nothing
 /// to load). Replaying must not append, so the engine's AOF flag is off.
-pub fn begin_load(node: &mut Node) -> Result<Option<loader::FileLoad>, String> {
+pub fn begin_load(node: &mut Node) -> Result<Option<loader::FileLoad>, AofError> {
     if !(node.config.appendonly || node.config.aof_enqueue_jobs_once) {
         return Ok(None);
     }
@@ -167,7 +167,7 @@ pub fn finish_load(
     node: &mut Node,
     loaded: Option<loader::Loaded>,
     started: std::time::Instant,
-) -> Result<(), String> {
+) -> Result<(), AofError> {
     let path = aof_path(node);
     let enqueue = node.config.aof_enqueue_jobs_once;
     let mut loaded_size = 0;
@@ -400,13 +400,13 @@ fn encode_chunk(engine: &crate::engine::Engine, from: usize) -> (Vec<u8>, usize)
 }
 
 /// Start a background rewrite (BGREWRITEAOF, automatic, appendonly yes).
-pub fn start_rewrite(node: &mut Node, now: u64) -> Result<(), String> {
+pub fn start_rewrite(node: &mut Node, now: u64) -> Result<(), AofError> {
     if node.aof.rewrite_in_progress {
-        return Err("Background append only file rewriting already in progress".into());
+        return Err(AofError::RewriteInProgress);
     }
     let incremental_fsync = node.config.aof_rewrite_incremental_fsync;
     let Some(aof) = &mut node.aof_writer else {
-        return Err("the AOF writer is not running".into());
+        return Err(AofError::WriterGone);
     };
     // Records still pending from this batch arrive after RewriteBegin and
     // land in the captured diff as well: harmless, replay is idempotent
@@ -469,12 +469,12 @@ pub fn dispatch_pending(node: &mut Node, now: u64) {
 /// Synchronous full rewrite (SHUTDOWN REWRITE-AOF), even with AOF off.
 /// Runs entirely under the lock: nothing can change while it runs, so the
 /// snapshot alone is the complete state.
-pub fn rewrite_now(node: &mut Node, now: u64) -> Result<(), String> {
+pub fn rewrite_now(node: &mut Node, now: u64) -> Result<(), AofError> {
     let started = Instant::now();
     dispatch_pending(node, now);
     let incremental_fsync = node.config.aof_rewrite_incremental_fsync;
     let Some(aof) = &mut node.aof_writer else {
-        return Err("the AOF writer is not running".into());
+        return Err(AofError::WriterGone);
     };
     if aof.snapshot.take().is_some() || node.aof.rewrite_in_progress {
         aof.writer.send(Msg::RewriteAbort);
@@ -520,7 +520,7 @@ pub fn rewrite_now(node: &mut Node, now: u64) -> Result<(), String> {
 }
 
 /// DEBUG LOADAOF: flush the AOF, drop every job, load the file again.
-pub fn debug_reload(node: &mut Node, now: u64) -> Result<(), String> {
+pub fn debug_reload(node: &mut Node, now: u64) -> Result<(), AofError> {
     dispatch_pending(node, now);
     if node.aof.state != AofState::Off {
         if let Some(aof) = &node.aof_writer {

@@ -243,7 +243,7 @@ async fn run(
             }
             Err(NotDurable::Disk(e)) => {
                 let proto = batch.client.proto;
-                misconf_replies(&mut batch.wbuf, &batch.spent.durable, &e, proto);
+                misconf_replies(&mut batch.wbuf, &batch.spent.durable, &e.to_string(), proto);
             }
         }
     }
@@ -378,7 +378,7 @@ async fn wait_blocked<S: ClientStream>(
         match w.wait().await {
             Ok(()) => {}
             Err(NotDurable::Gone) => return Ok(None),
-            Err(NotDurable::Disk(e)) => return Ok(Some(WireError::Misconf(e).into())),
+            Err(NotDurable::Disk(e)) => return Ok(Some(e.misconf().into())),
         }
     }
     // The engine always answers before dropping a waiter; a dropped sender

@@ -168,17 +168,58 @@ pub struct ClientListeners {
     pub tls_port: Option<u16>,
 }
 
+/// A listening socket the configuration asks for cannot be opened.
+#[derive(Debug, thiserror::Error)]
+pub enum BindError {
+    #[error("tls-only yes needs a tls-port")]
+    TlsOnlyNoPort,
+    #[error("Could not bind port {port}: {source}")]
+    Plain {
+        port: u16,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("Could not bind TLS port {port}: {source}")]
+    Tls {
+        port: u16,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("Opening Unix socket {path}: {source}")]
+    Unix {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    /// A bound socket the runtime would not take (its text is the OS error's).
+    #[error("{source}")]
+    Register {
+        port: u16,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The HTTP endpoint (`http-port`).
+    #[error("Could not bind the HTTP port {port}: {source}")]
+    Http {
+        port: u16,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
 /// Bind what the configuration asks for: `port` (plain), `tls-port`, and
 /// the bus beside the first. TLS only (`tls-only yes`, or Redis's `port 0`
 /// with a fixed `tls-port`) puts the bus beside the TLS port, as Redis does.
-pub fn bind_clients(c: &crate::config::Config) -> Result<ClientListeners, String> {
+pub fn bind_clients(c: &crate::config::Config) -> Result<ClientListeners, BindError> {
     let t = &c.tls;
     if t.plain_disabled(c.port) {
         let Some(tls_port) = t.port else {
-            return Err("tls-only yes needs a tls-port".into());
+            return Err(BindError::TlsOnlyNoPort);
         };
-        let pair = bind(&c.bind, tls_port, c.tcp_backlog)
-            .map_err(|e| format!("Could not bind TLS port {tls_port}: {e}"))?;
+        let pair = bind(&c.bind, tls_port, c.tcp_backlog).map_err(|source| BindError::Tls {
+            port: tls_port,
+            source,
+        })?;
         let tls_port = Some(pair.port);
         return Ok(ClientListeners {
             pair,
@@ -187,12 +228,14 @@ pub fn bind_clients(c: &crate::config::Config) -> Result<ClientListeners, String
             tls_port,
         });
     }
-    let pair = bind(&c.bind, c.port, c.tcp_backlog)
-        .map_err(|e| format!("Could not bind port {}: {e}", c.port))?;
+    let pair = bind(&c.bind, c.port, c.tcp_backlog).map_err(|source| BindError::Plain {
+        port: c.port,
+        source,
+    })?;
     let (tls, tls_port) = match t.port {
         Some(p) => {
             let (l, actual) = bind_single(&c.bind, p, c.tcp_backlog)
-                .map_err(|e| format!("Could not bind TLS port {p}: {e}"))?;
+                .map_err(|source| BindError::Tls { port: p, source })?;
             (l, Some(actual))
         }
         None => (Vec::new(), None),

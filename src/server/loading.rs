@@ -17,7 +17,7 @@ const DELAY_ENV: &str = "DISQUE_DEBUG_LOADING_DELAY_MS";
 
 /// Load the AOF (if the configuration has one), then start its writer.
 /// An error means the node must not start.
-pub async fn load(shared: &Shared) -> Result<(), String> {
+pub async fn load(shared: &Shared) -> Result<(), crate::aof::AofError> {
     let started = Instant::now();
     let begun = shared
         .call(|node, now| {
@@ -29,7 +29,7 @@ pub async fn load(shared: &Shared) -> Result<(), String> {
                     loaded_bytes: 0,
                 });
             }
-            Ok::<_, String>(load)
+            Ok::<_, crate::aof::AofError>(load)
         })
         .await?;
     let loaded = match begun {

@@ -10,6 +10,7 @@ mod batch;
 pub mod bus;
 pub mod connection;
 pub mod drain;
+mod error;
 pub mod http;
 pub mod join;
 pub mod listener;
@@ -27,6 +28,7 @@ use tokio::sync::{watch, Notify};
 
 use crate::clock::unix_ms;
 use crate::node::Node;
+pub use error::ServerError;
 
 /// How `run` ended.
 pub struct Exit {
@@ -264,7 +266,7 @@ impl Shared {
 }
 
 /// Start a node with this configuration and serve until shutdown.
-pub async fn run(config: crate::config::Config) -> Result<Exit, String> {
+pub async fn run(config: crate::config::Config) -> Result<Exit, ServerError> {
     // Registered before anything is printed: a SIGTERM that arrives right
     // after the ready line must take the clean path (AOF flushed, pidfile
     // removed), not the default action.
@@ -275,8 +277,7 @@ pub async fn run(config: crate::config::Config) -> Result<Exit, String> {
     let now = unix_ms();
     let (nodes_conf, loaded) = nodes_conf::NodesConf::open(&config.cluster_config_file, now)?;
     let tls = Arc::new(crate::tls::Tls::default());
-    tls.configure(&config.tls)
-        .map_err(|e| format!("TLS configuration: {e}"))?;
+    tls.configure(&config.tls).map_err(ServerError::Tls)?;
     let listeners = listener::bind_clients(&config)?;
     let bound = listeners.pair;
     let port = bound.port;
@@ -322,8 +323,7 @@ pub async fn run(config: crate::config::Config) -> Result<Exit, String> {
     crate::acl::store::startup(&mut node.acl, &node.config, node.engine.cluster().my_id())?;
     node.tcp_port = port;
     node.tls = tls;
-    let (shared, connect_rx) =
-        Shared::new(node).map_err(|e| format!("Starting the node's owner thread: {e}"))?;
+    let (shared, connect_rx) = Shared::new(node).map_err(ServerError::OwnerThread)?;
     if let Ok(mut g) = shared.nodes_conf.lock() {
         *g = Some(nodes_conf);
     }
@@ -341,8 +341,11 @@ pub async fn run(config: crate::config::Config) -> Result<Exit, String> {
         tokio::spawn(listener::accept_loop(shared.clone(), l, true));
     }
     if let Some(path) = unix_path.clone().filter(|p| !p.is_empty()) {
-        let l = listener::bind_unix(&path, unix_perm)
-            .map_err(|e| format!("Opening Unix socket {path}: {e}"))?;
+        let l =
+            listener::bind_unix(&path, unix_perm).map_err(|source| listener::BindError::Unix {
+                path: path.clone(),
+                source,
+            })?;
         tracing::info!(path = %path, "Listening on the Unix socket.");
         tokio::spawn(listener::accept_unix_loop(shared.clone(), l, path));
     }

@@ -11,7 +11,43 @@
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
 
-use crate::engine::cluster::{parse_nodes_conf, Loaded};
+use crate::engine::cluster::{parse_nodes_conf, Loaded, NodesConfError};
+
+/// Why nodes.conf cannot be used at startup.
+#[derive(Debug, thiserror::Error)]
+pub enum NodesConfFileError {
+    #[error("Can't open the cluster config lock file {path}: {source}")]
+    Lock {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    /// Another live process holds the lock.
+    #[error(
+        "Sorry, the cluster configuration file {path} is already used by a different Disque \
+         node. Please make sure that different nodes use different cluster configuration files."
+    )]
+    InUse { path: String },
+    #[error("Can't open the cluster config file {path}: {source}")]
+    Open {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("Can't read the cluster config file {path}: {source}")]
+    Read {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The text does not parse (the message names the line).
+    #[error("{source}")]
+    Parse {
+        path: String,
+        #[source]
+        source: NodesConfError,
+    },
+}
 
 /// A locked nodes.conf.
 pub struct NodesConf {
@@ -22,7 +58,7 @@ pub struct NodesConf {
 
 impl NodesConf {
     /// Lock the file (creating it when missing) and return its parsed content.
-    pub fn open(path: &str, now: u64) -> Result<(NodesConf, Option<Loaded>), String> {
+    pub fn open(path: &str, now: u64) -> Result<(NodesConf, Option<Loaded>), NodesConfFileError> {
         let lock_path = format!("{path}.lock");
         let lock = OpenOptions::new()
             .read(true)
@@ -30,22 +66,36 @@ impl NodesConf {
             .create(true)
             .truncate(false)
             .open(&lock_path)
-            .map_err(|e| format!("Can't open the cluster config lock file {lock_path}: {e}"))?;
+            .map_err(|source| NodesConfFileError::Lock {
+                path: lock_path.clone(),
+                source,
+            })?;
         if lock.try_lock().is_err() {
-            return Err(format!(
-                "Sorry, the cluster configuration file {path} is already used by a different Disque node. Please make sure that different nodes use different cluster configuration files."
-            ));
+            return Err(NodesConfFileError::InUse {
+                path: path.to_string(),
+            });
         }
         let mut text = String::new();
         match File::open(path) {
             Ok(mut f) => {
                 f.read_to_string(&mut text)
-                    .map_err(|e| format!("Can't read the cluster config file {path}: {e}"))?;
+                    .map_err(|source| NodesConfFileError::Read {
+                        path: path.to_string(),
+                        source,
+                    })?;
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(format!("Can't open the cluster config file {path}: {e}")),
+            Err(source) => {
+                return Err(NodesConfFileError::Open {
+                    path: path.to_string(),
+                    source,
+                })
+            }
         }
-        let loaded = parse_nodes_conf(&text, now)?;
+        let loaded = parse_nodes_conf(&text, now).map_err(|source| NodesConfFileError::Parse {
+            path: path.to_string(),
+            source,
+        })?;
         Ok((
             NodesConf {
                 _lock: lock,

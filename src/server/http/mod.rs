@@ -81,7 +81,7 @@ impl Endpoint {
 
 /// Bind the HTTP listeners and start serving (None when the endpoint is
 /// off, the default). /readyz answers 503 until `Endpoint::started`.
-pub async fn start(shared: &Arc<Shared>) -> Result<Option<Endpoint>, String> {
+pub async fn start(shared: &Arc<Shared>) -> Result<Option<Endpoint>, super::listener::BindError> {
     let (port, bind) = shared
         .call(|n, _| {
             let bind = if n.config.http_bind.is_empty() {
@@ -96,7 +96,7 @@ pub async fn start(shared: &Arc<Shared>) -> Result<Option<Endpoint>, String> {
         return Ok(None);
     };
     let listeners = bind_listeners(&bind, port)
-        .map_err(|e| format!("Could not bind the HTTP port {port}: {e}"))?;
+        .map_err(|source| super::listener::BindError::Http { port, source })?;
     let bound = listeners
         .first()
         .and_then(|l| l.local_addr().ok())
@@ -116,7 +116,11 @@ pub async fn start(shared: &Arc<Shared>) -> Result<Option<Endpoint>, String> {
     tokio::spawn(history::sampler(shared.clone(), state.history.clone()));
     let app = router(state);
     for l in listeners {
-        let l = TcpListener::from_std(l).map_err(|e| e.to_string())?;
+        let l =
+            TcpListener::from_std(l).map_err(|source| super::listener::BindError::Register {
+                port: bound,
+                source,
+            })?;
         tokio::spawn(accept_loop(shared.clone(), l, app.clone()));
     }
     tracing::info!(
