@@ -125,7 +125,7 @@ impl Setup {
 }
 
 /// Where the heap bytes of the queued jobs go, per job (docs/PERFORMANCE.md,
-/// "Round 2: memory per job"). Capacities, as requested from the allocator;
+/// "Where the CPU goes", on memory). Capacities, as requested from the allocator;
 /// the allocator's own per-allocation overhead comes on top.
 fn accounting(e: &Engine, heap: usize, queue: &Bytes) {
     let f = e.store().footprint();

@@ -1,9 +1,9 @@
 #!/bin/bash
-# Before/after check of plain ADDJOB/GETJOB (docs/PERFORMANCE.md, "Job
-# extensions"): builds disque-server at each COMMIT (release, in a detached
-# worktree) and runs the workloads round-robin over the binaries, REPS
-# rounds, so every binary sees the same machine noise. Per run it records
-# the benchmark's ops/s and the server's CPU time per operation (utime +
+# Compares plain ADDJOB/GETJOB across builds (docs/PERFORMANCE.md,
+# "Results", the job extensions row): builds disque-server at each COMMIT
+# (release, in a detached worktree) and runs the workloads round-robin
+# over the binaries, REPS rounds, so every binary sees the same machine
+# noise. Per run it records the benchmark's ops/s and the server's CPU time per operation (utime +
 # stime from /proc/<pid>/stat over the measured run only; a getjob run is
 # pre-filled by a separate, unmeasured addjob run).
 #

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # ADDJOB / GETJOB throughput with the HTTP endpoint off vs on, in one
-# session, interleaved (docs/PERFORMANCE.md, "HTTP endpoint on vs off").
+# session, interleaved (docs/PERFORMANCE.md, "Results", the HTTP endpoint
+# rows).
 #
 # Three modes per round, each on a fresh release `disque-server --port 0`:
 #   off     no `http-port`

@@ -4,7 +4,7 @@
 Reads RESULTS/raw.csv (one line per benchmark run, prefixed by
 section,label,rep), RESULTS/rss.csv and RESULTS/machine.txt; writes
 RESULTS/summary.csv (medians) and prints markdown with ratios (ours / Redis)
-and the issue-5 targets.
+and the target ratios.
 
 usage: perf_report.py RESULTS_DIR
 """

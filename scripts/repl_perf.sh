@@ -1,11 +1,10 @@
 #!/usr/bin/env bash
-# Replication and federation figures of docs/PERFORMANCE.md ("Round 2:
-# replication and federation"), interleaved so every ratio compares runs
-# that saw the same machine noise.
+# Replication and federation figures of docs/PERFORMANCE.md ("Results"),
+# interleaved so every ratio compares runs that saw the same machine noise.
 #
 # usage: scripts/repl_perf.sh [NAME=SERVER_BINARY ...]
 #        (default: current=target/release/disque-server; several binaries
-#        are run round-robin within every round, for before/after checks)
+#        are run round-robin within every round, to compare builds)
 #
 # Per binary it starts one single node and one 3-node cluster (joined with
 # CLUSTER MEET, waits for cluster_reachable_nodes:2 everywhere), and in

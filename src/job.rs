@@ -65,8 +65,8 @@ impl JobId {
         id[2..10].copy_from_slice(&node_id[0..8]);
         id[10] = b'-';
         // 24 base64 characters = 144 random bits, 48 from each of three
-        // u64s: no byte buffer to fill and regroup (that was ~40 % of
-        // ADDJOB's ID cost).
+        // u64s: no byte buffer to fill and regroup, and one RNG call per
+        // 48 bits instead of per byte.
         for chunk in id[11..35].chunks_exact_mut(8) {
             let mut r = rng.next_u64();
             for c in chunk {

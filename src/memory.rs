@@ -12,8 +12,9 @@ static ALLOCATED: AtomicIsize = AtomicIsize::new(0);
 static PEAK: AtomicUsize = AtomicUsize::new(0);
 
 /// Per-thread changes are folded into the global counter once they exceed
-/// this, so the hot path touches no shared cache line (a shared atomic per
-/// allocation cost ~6% of pipelined CPU). The total is exact to within
+/// this, so the hot path touches no shared cache line (a shared atomic
+/// would bounce one line between the threads on every allocation). The
+/// total is exact to within
 /// FLUSH bytes per thread.
 const FLUSH: isize = 32 * 1024;
 

@@ -1,6 +1,8 @@
 //! Injected disk faults for tests and drills (`DEBUG DISK-FAULT`): make the
 //! AOF writer's fsyncs fail with EIO, or delay each of its writes. A full
-//! disk needs no hook (tests mount a small tmpfs); a failing fsync and a
+//! disk needs no hook (tests run the server under a file-size limit,
+//! `RLIMIT_FSIZE` with SIGXFSZ ignored, so writes past it fail as on a full
+//! disk); a failing fsync and a
 //! slow device cannot be produced honestly without root-only device-mapper
 //! tricks, so the writer asks this module before touching the device.
 //! Process-wide and off by default; every check is one relaxed load.

@@ -2,29 +2,28 @@
 //! records reach it.
 //!
 //! Records are queued in engine order (`Writer::send`, a non-blocking push
-//! under the node lock). Whoever needs them on disk writes them: normally
-//! the connection that produced them, right after releasing the node lock
-//! and before replying (`Flusher::flush`, as Disque writes its AOF buffer
-//! in the event loop before replying). One consumer at a time drains the
-//! queue (`Queue::busy`), so records leave in order and one `write()`
-//! covers every record queued meanwhile by other connections. The
+//! on the owner thread). Whoever needs them on disk writes them: normally
+//! the owner, at the end of the turn that produced them and before it
+//! releases the turn's replies (`Flusher::flush`, as Disque writes its AOF
+//! buffer in the event loop before replying). One consumer at a time
+//! drains the queue (`Queue::busy`), so records leave in order and one
+//! `write()` covers every record of the turn. The
 //! dedicated thread does everything that may take long: fsyncs (group
 //! commit for `always`: one fsync covers all records written before it),
 //! the once-per-second fsync of `everysec`, rewrites, retries after a
 //! write error, and the writes themselves while the disk is known to be
-//! slow, so a runtime worker never waits on the device for long.
+//! slow, so the owner never waits on the device for long.
 //!
-//! Why not write everything on the thread (as before): each reply then
-//! waited for two cross-thread wake-ups (hand-off and "written"), which
-//! cost 30-40 % of ADDJOB throughput with `appendonly yes`
-//! (docs/PERFORMANCE.md, issue 14).
+//! Why not write everything on the thread: each reply would then wait for
+//! two cross-thread wake-ups (hand-off and "written") before it could
+//! leave (docs/PERFORMANCE.md, "Where the CPU goes", on the AOF).
 //!
 //! Progress is published as sequence numbers (every record gets one, in
 //! engine order): `written` (handed to the kernel) and `synced` (on disk as
 //! far as the fsync policy promises). A connection waits (`SyncWait`) for
 //! `written` (`everysec`, `no`) or `synced` (`always`) before it writes the
-//! replies of a batch that produced records; usually its own flush already
-//! did it and the wait is one atomic load.
+//! replies of a batch that produced records; usually the owner's
+//! end-of-turn flush already did it and the wait is one atomic load.
 //!
 //! The queue is unbounded on purpose: the records already exist in
 //! memory when they are sent, blocking the sender would stall the whole

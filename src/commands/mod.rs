@@ -376,8 +376,8 @@ pub fn name_table(renames: &[(String, String)]) -> Vec<(Vec<u8>, usize)> {
     }
     let mut table: Vec<(Vec<u8>, usize)> = names.into_iter().collect();
     // `lookup` scans in this order: the job commands first, then the
-    // table's order. (A HashMap's order differed per process, so ADDJOB's
-    // lookup cost 8 to 64 instructions depending on the run.)
+    // table's order. (A HashMap's order differs per process, so ADDJOB's
+    // lookup cost would depend on the run.)
     table.sort_by_key(|&(_, i)| (!HOT.contains(&COMMANDS[i].name), i));
     table
 }

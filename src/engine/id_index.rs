@@ -2,13 +2,12 @@
 //! entries (`hash32 << 32 | handle`), linear probing, backward-shift
 //! deletion (no tombstones).
 //!
-//! Why not hashbrown (used until issue 14's fourth round): its control
-//! bytes and its entries are two arrays, so in an index larger than the
-//! cache every insert and lookup missed twice, once for the control group
-//! and once for the entry; `JobStore::insert_new` was 11 % of a pipelined
-//! ADDJOB's CPU, 85 % of it on those two loads (docs/PERFORMANCE.md,
-//! "Round 4"). Here the entry is its own control word: one miss, and the
-//! next probes are usually in the same cache line (8 entries per line).
+//! Why not hashbrown: its control bytes and its entries are two arrays,
+//! so in an index larger than the cache every insert and lookup misses
+//! twice, once for the control group and once for the entry, and those
+//! misses dominate an insert (docs/PERFORMANCE.md, "Where the CPU goes").
+//! Here the entry is its own control word: one miss, and the next probes
+//! are usually in the same cache line (8 entries per line).
 //!
 //! The stored 32 hash bits are enough to place an entry, so growing
 //! rehashes without touching any job. The load stays at most 3/4: linear

@@ -4,7 +4,7 @@
 
 use crate::histogram::{Histogram, MICROS};
 
-/// Figures counted under the node lock.
+/// Figures counted on the owner thread.
 #[derive(Clone, Debug)]
 pub struct NodeMetrics {
     /// Execution time per command-table index (microseconds).

@@ -54,7 +54,7 @@ pub struct ClientInfo {
     pub last_active: u64,
     pub last_cmd: &'static str,
     /// Blocked in GETJOB or ADDJOB; shared with the connection, which
-    /// clears it on wake-up without taking the node lock.
+    /// clears it on wake-up without a trip to the owner thread.
     pub blocked: std::sync::Arc<std::sync::atomic::AtomicBool>,
     pub monitor: bool,
     pub kill: Option<oneshot::Sender<()>>,

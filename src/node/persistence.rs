@@ -2,7 +2,7 @@
 //! records, hands them to
 //! the writer in engine order, drives chunked snapshots for rewrites, and
 //! keeps `node.aof` (INFO, MISCONF) in step with what the writer reports.
-//! Every function here runs under the node lock and never touches the
+//! Every function here runs on the owner thread and never touches the
 //! disk itself, except the documented blocking paths (startup, SHUTDOWN
 //! REWRITE-AOF, DEBUG LOADAOF) where stalling the node is the point.
 
@@ -288,8 +288,8 @@ pub fn produced_sync(node: &Node) -> Option<SyncWait> {
     (last > 0).then(|| wait_for(node, aof, last))
 }
 
-/// The duty to write the records queued by this lock holder: the caller
-/// runs it right after releasing the node lock, before any reply that
+/// The duty to write the records queued during this owner turn: the owner
+/// runs it at the end of the turn, before releasing any reply that
 /// waits for them (so the wait is normally already over; Disque likewise
 /// writes its AOF buffer before replying).
 pub fn take_flusher(node: &mut Node) -> Option<writer::Flusher> {
@@ -388,7 +388,7 @@ fn encode_chunk(engine: &crate::engine::Engine, from: usize) -> (Vec<u8>, usize)
         }
         if matches!(j.state, JobState::Active | JobState::Queued) {
             // One allocation per job, as for the LOADJOB of an ADDJOB: a
-            // rewrite snapshots every job in chunks under the node lock.
+            // rewrite snapshots every job in chunks on the owner thread.
             reader::encode_loadjob(&storage_bytes(j, ext, engine.cluster()), &mut out);
         }
         if out.len() >= CHUNK_BYTES {

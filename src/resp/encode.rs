@@ -123,7 +123,8 @@ fn write_line(prefix: u8, text: &[u8], out: &mut BytesMut) {
 
 /// Whether any byte is below 0x20, eight bytes per step: every status
 /// line (ADDJOB's job ID above all) is checked for CR/LF, and a byte loop
-/// cost ~6 instructions per byte. A hit is then checked exactly.
+/// would spend a compare and a branch per byte. A hit is then checked
+/// exactly.
 fn has_control_byte(text: &[u8]) -> bool {
     const ONES: u64 = u64::from_ne_bytes([0x01; 8]);
     const HIGH: u64 = u64::from_ne_bytes([0x80; 8]);

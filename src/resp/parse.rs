@@ -24,9 +24,8 @@ pub const MAX_INLINE: usize = 64 * 1024;
 pub const MAX_QUERY_BUF: usize = 1024 * 1024 * 1024;
 
 // Every bulk argument is a zero-copy slice of the read buffer (a reference
-// count, no allocation): copying each one cost an allocation, a copy and a
-// free per argument, about a fifth of a pipelined ADDJOB's CPU
-// (docs/PERFORMANCE.md, Round 2). The read buffer is shared only until the
+// count, no allocation): copying each one would cost an allocation, a
+// copy and a free per argument. The read buffer is shared only until the
 // batch's arguments are dropped, before the next read. Whatever outlives
 // the command copies what it keeps (job bodies, queue names, DEDUP and
 // DEADLETTER values, client names), so nothing long-lived pins a read
@@ -110,8 +109,7 @@ pub struct RequestParser {
     /// through the other limits, it is a backstop).
     query_buf_limit: usize,
     /// Emptied argument vectors handed back by the caller (`recycle`),
-    /// reused by the fast path: an allocation and a free per request were
-    /// ~5 % of a pipelined ADDJOB.
+    /// reused by the fast path: no allocation and free per request.
     spare: Vec<Vec<Bytes>>,
 }
 
@@ -224,8 +222,8 @@ impl RequestParser {
     /// one frame. Anything else (partial, malformed, many arguments, inline)
     /// returns None without consuming and the general parser below decides,
     /// so the result never differs from it. Pipelined requests almost
-    /// always arrive whole, and this costs about a third of the general
-    /// path's per-argument header bookkeeping (docs/PERFORMANCE.md Round 3).
+    /// always arrive whole, and this skips the general path's per-argument
+    /// header bookkeeping.
     fn whole_request(&mut self, buf: &mut BytesMut) -> Option<Vec<Bytes>> {
         let b = &buf[..];
         if b.first() != Some(&b'*') {

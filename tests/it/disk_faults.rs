@@ -1,4 +1,4 @@
-//! Disk faults (issue 13, docs/PERSISTENCE.md "Disk faults"): a full disk,
+//! Disk faults (docs/PERSISTENCE.md "Disk faults"): a full disk,
 //! failing fsyncs and a slow disk (the `DEBUG DISK-FAULT` hook). Write
 //! commands get -MISCONF instead of hanging or an OK for data that is not
 //! on disk, the node recovers by itself, the AOF stays loadable, and

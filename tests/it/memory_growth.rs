@@ -1,4 +1,4 @@
-//! Memory grows in bounded steps (issue 13): a node with a small
+//! Memory grows in bounded steps: a node with a small
 //! `maxmemory` fed ADDJOBs one after another must cross the 75% level
 //! (replicate externally) before the 95% one (-OOM), because the job
 //! table never grows by one large contiguous reallocation.

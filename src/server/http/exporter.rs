@@ -49,7 +49,7 @@ pub struct Snapshot {
 }
 
 impl Snapshot {
-    /// Copy what a scrape needs; call under the node lock (it is brief:
+    /// Copy what a scrape needs; call on the owner thread (it is brief:
     /// one pass over the queues, no per-job work beyond each queue head).
     pub fn take(node: &Node, now: u64) -> Snapshot {
         let mut queues = node.engine.queue_stats(now);
