@@ -15,7 +15,7 @@
 //! - `acl`: ACL users and their permissions, ACL LOG, the aclfile and
 //!   the user table's replication over the bus (`node` holds the table;
 //!   `commands::acl` is the ACL command and the per-command check).
-//! - `node`: everything behind the node's lock (engine, config, clients,
+//! - `node`: everything the owner thread holds (engine, config, clients,
 //!   stats, slow log); `node::persistence` drives the AOF writer.
 //! - `server`: the tokio shell: listener, connections, timer, shutdown.
 //! - `config`: directives, config files, CONFIG GET/SET/REWRITE.
@@ -29,7 +29,7 @@
 //! - `cgroup`: the container memory limit behind a default `maxmemory`.
 //! - `healthcheck`: `--healthcheck`, the probe for shell-less images.
 //! - `logging`: tracing setup with a level CONFIG SET can change.
-//! - `metrics`, `histogram`: counters kept outside the node lock (bus,
+//! - `metrics`, `histogram`: counters kept off the owner thread (bus,
 //!   fsync) and the fixed-bucket histograms; `server::http` serves them
 //!   with the engine's job counters as Prometheus metrics, beside
 //!   /healthz, /readyz and the dashboard.

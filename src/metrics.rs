@@ -1,4 +1,4 @@
-//! Process-wide operational figures counted outside the node lock: bus
+//! Process-wide operational figures counted off the owner thread: bus
 //! messages by type, bus link connects per peer, AOF fsync latency
 //! (relaxed atomics). Job-lifecycle totals live in the engine
 //! (`engine::counters`), per-command latency in the node
@@ -14,7 +14,7 @@ use crate::job::NodeIdx;
 /// Bus message types are small integers; anything newer lands in the last slot.
 const BUS_TYPES: usize = 32;
 
-/// Process-wide figures counted outside the node lock.
+/// Process-wide figures counted off the owner thread.
 pub struct ShellMetrics {
     bus_sent: [AtomicU64; BUS_TYPES],
     bus_received: [AtomicU64; BUS_TYPES],

@@ -49,8 +49,8 @@ pub fn load_file(
     Ok(load.finish(engine))
 }
 
-/// A load in progress, applied in steps so the shell can release the
-/// node's lock between them and answer `-LOADING` meanwhile.
+/// A load in progress, applied in steps so the shell can serve other
+/// work between them and answer `-LOADING` meanwhile.
 pub struct FileLoad {
     reader: AofReader<File>,
     path: PathBuf,

@@ -369,8 +369,8 @@ impl Core {
     }
 }
 
-/// The right (and duty) to write the records a node call just queued,
-/// taken under the node lock and used after releasing it.
+/// The right (and duty) to write the records an owner turn just queued,
+/// taken by the owner at the end of the turn, before it releases replies.
 pub struct Flusher(Arc<Core>);
 
 impl Flusher {
@@ -475,8 +475,8 @@ impl Writer {
         true
     }
 
-    /// The handle that writes what was just sent, once the node lock is
-    /// released.
+    /// The handle that writes what was just sent, at the end of the owner's
+    /// turn.
     pub fn flusher(&self) -> Flusher {
         Flusher(self.core.clone())
     }

@@ -2,13 +2,13 @@
 //! the blocked command would have given, and sent on the channel the
 //! command registered in the node (`Node::block_client`).
 //!
-//! Jobs are handed over at once, under the node lock: if the connection
+//! Jobs are handed over at once, on the owner thread: if the connection
 //! is gone (its receiver dropped before the send, or during it), the jobs
 //! go back to the engine, which queues them again or serves them to the
 //! next waiter, so a disconnect never loses a job. Every other reply is
-//! returned, to be sent after the lock is released: a batch of GOTJOBs
-//! completes many blocked ADDJOBs at once, and their clients then neither
-//! find the lock held nor make its holder pay for their wake-ups.
+//! returned, to be sent at the end of the owner's turn (`Turn::release`)
+//! like every other answer of the turn, after the turn's AOF write; only
+//! jobs need the send's result, to take them back.
 
 use tokio::sync::oneshot;
 
@@ -18,7 +18,7 @@ use crate::job::JobId;
 use crate::node::Node;
 use crate::resp::Reply;
 
-/// Replies to send once the node lock is released.
+/// Replies to send at the end of the owner's turn.
 pub type Later = Vec<(oneshot::Sender<Reply>, Reply)>;
 
 /// Answer every wake the engine produced (call after each engine call,

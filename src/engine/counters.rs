@@ -1,5 +1,5 @@
 //! Job-lifecycle counters the engine bumps as jobs move (plain integers:
-//! the engine runs under the node lock), and read-only snapshots of
+//! the engine runs on the owner thread only), and read-only snapshots of
 //! queues and peers for the metrics exporter and the dashboard. Nothing
 //! here changes job state.
 

@@ -1,4 +1,4 @@
-//! Figures the node counts under its lock for /metrics: command latency
+//! Figures the node counts on the owner thread for /metrics: command latency
 //! histograms (one bucket add per command, beside commandstats) and -OOM
 //! refusals.
 

@@ -1,4 +1,4 @@
-//! Everything behind the node's one lock: the engine plus server-level
+//! Everything the owner thread holds: the engine plus server-level
 //! state that commands read or change (configuration, client registry,
 //! statistics, slow log, monitors, persistence status), and the reply
 //! channels of blocked clients, which the engine knows by ID only

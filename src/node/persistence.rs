@@ -22,7 +22,7 @@ use crate::engine::AofRecord;
 use crate::errors::WireError;
 use crate::job::JobState;
 
-/// Slots of the job table snapshotted per lock acquisition during a
+/// Slots of the job table snapshotted per owner task during a
 /// background rewrite, and the byte budget of one chunk: small enough that
 /// a node with millions of jobs is never stalled for long.
 const CHUNK_SLOTS: usize = 4096;
@@ -215,7 +215,7 @@ pub fn finish_load(
     Ok(())
 }
 
-/// Hand records to the writer (called under the lock, in engine order).
+/// Hand records to the writer (called on the owner thread, in engine order).
 pub fn dispatch(node: &mut Node, recs: Vec<AofRecord>, now: u64) {
     let Some(aof) = &mut node.aof_writer else {
         return;
@@ -467,7 +467,7 @@ pub fn dispatch_pending(node: &mut Node, now: u64) {
 }
 
 /// Synchronous full rewrite (SHUTDOWN REWRITE-AOF), even with AOF off.
-/// Runs entirely under the lock: nothing can change while it runs, so the
+/// Runs entirely in one owner task: nothing can change while it runs, so the
 /// snapshot alone is the complete state.
 pub fn rewrite_now(node: &mut Node, now: u64) -> Result<(), AofError> {
     let started = Instant::now();
@@ -584,7 +584,7 @@ pub fn kick(node: &Node) -> Option<Arc<Notify>> {
 }
 
 /// Shutdown: hand over what is pending and give the writer to the caller,
-/// which stops it outside the lock.
+/// which stops it off the owner thread.
 pub fn take_writer(node: &mut Node, now: u64) -> Option<Writer> {
     dispatch_pending(node, now);
     node.engine.set_aof_records(false);

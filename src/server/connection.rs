@@ -361,12 +361,12 @@ async fn wait_blocked<S: ClientStream>(
             _ = &mut *stop => return Ok(None),
         }
     };
-    // CLIENT LIST reads the flag; no lock needed to clear it.
+    // CLIENT LIST reads the flag; clearing it needs no owner task.
     blocked.store(false, Ordering::Relaxed);
     // The record that completed this command (a replicated ADDJOB's
     // LOADJOB, the ADDJOB that queued the job a GETJOB got) came from
     // another call: wait for everything produced. Without an AOF there is
-    // nothing to wait for, and the lock is not taken a second time.
+    // nothing to wait for, and no second trip to the owner is made.
     let aof_sync = if shared.aof_records.load(Ordering::Acquire) {
         shared
             .call(|node, _| crate::node::persistence::produced_sync(node))

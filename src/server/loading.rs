@@ -1,5 +1,5 @@
 //! Loading the AOF while clients are already accepted: records are applied
-//! in batches, each under one short lock acquisition, so that connections
+//! in batches, each in one short owner task, so that connections
 //! get `-LOADING` (and INFO says `loading:1`) instead of a silent wait
 //! until the dataset is in memory. The bus and the timer start after it.
 

@@ -70,7 +70,8 @@ pub struct Shared {
     /// Set by DEBUG RESTART (u64::MAX = no restart).
     restart_after_ms: AtomicU64,
     /// The engine produces AOF records (`Engine::aof_records`), as of the
-    /// end of the last `with`: a woken client reads it without the lock to
+    /// end of the last owner task: a woken client reads it without a trip
+    /// to the owner to
     /// know whether its reply must wait for the AOF. A call sees the value
     /// the previous one left, and a call that serves a waiter never flips
     /// it, so `false` read after a wake-up means no record to wait for.
@@ -178,10 +179,10 @@ impl Shared {
             let _ = self.connect_tx.send(req);
         }
         node.dispatch_effects(effects, now);
-        // Settings the shell reads without the lock. Stored only when they
-        // changed: an unconditional store on every call made both workers
-        // take turns owning these cache lines, which every read turn of
-        // every connection reads (`idle_timeout`).
+        // Settings the shell reads without asking the owner. Stored only
+        // when they changed: an unconditional store on every task would
+        // move these cache lines to the owner's core each time, and every
+        // read turn of every connection reads them (`idle_timeout`).
         let c = &node.config;
         for (cell, v) in [
             (&self.idle_timeout, c.timeout),

@@ -1,5 +1,5 @@
 //! The AOF task and the AOF's part of a graceful shutdown: the async side
-//! of `node::persistence`, which does the work under the lock.
+//! of `node::persistence`, which does the work on the owner thread.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -29,7 +29,7 @@ pub async fn run_task(shared: Arc<Shared>) {
 }
 
 /// Graceful shutdown: hand over what is pending, then flush, fsync and stop
-/// the writer outside the lock (on a blocking thread, bounded).
+/// the writer off the owner thread (on a blocking thread, bounded).
 pub async fn shutdown(shared: &Shared) {
     let writer = shared.call(persistence::take_writer).await;
     let Some(writer) = writer else { return };

@@ -56,7 +56,7 @@ fn sample_stats(node: &mut crate::node::Node, now: u64) {
     }
 }
 
-/// Saves nodes.conf whenever `Shared::with` finds the table changed
+/// Saves nodes.conf whenever the owner's end of turn finds the table changed
 /// (notifications coalesce while a save is running). A failed save (full
 /// disk, I/O error) is logged and retried every second with the newest
 /// table until it succeeds; the old file stays intact meanwhile.
@@ -74,8 +74,8 @@ pub async fn nodes_conf_saver(shared: Arc<Shared>) {
     }
 }
 
-/// Persist the node table if it changed: the text is taken under the
-/// engine lock, the write and its two fsyncs run on a blocking thread.
+/// Persist the node table if it changed: the text is taken on the owner
+/// thread, the write and its two fsyncs run on a blocking thread.
 pub async fn save_nodes_conf(shared: &Arc<Shared>) {
     save_nodes_conf_or(shared, None).await;
 }

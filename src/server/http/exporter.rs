@@ -1,5 +1,5 @@
 //! The Prometheus exporter: a `Registry` built once with one collector
-//! that encodes a `Snapshot` of the node taken briefly under the lock at
+//! that encodes a `Snapshot` of the node taken by a brief owner task at
 //! scrape time. Gauges (queue lengths, link state) are read, never pushed;
 //! per-queue series are bounded to the busiest `metrics-max-queues`
 //! queues, with node-wide totals beside them.

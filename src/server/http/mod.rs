@@ -5,8 +5,9 @@
 //! It runs on the node's tokio runtime with its own accept loop (hyper's
 //! HTTP/1 connection driver around an axum `Router`), so the stream type
 //! is ours to choose: a TLS stream can be handed to `serve_connection`
-//! unchanged. Handlers reach the node through the same `Shared::with` as
-//! client commands, one brief lock per request.
+//! unchanged. Handlers reach the node through `Shared::call` (one owner
+//! task per request), and their commands run through `commands::dispatch`
+//! as client commands do.
 //!
 //! With TLS configured (`tls-port` and the `tls-*` files), the endpoint
 //! serves HTTPS only, with the client port's certificate and client
@@ -177,8 +178,9 @@ fn router(state: AppState) -> Router {
 }
 
 async fn metrics(State(st): State<AppState>) -> Response {
-    // Rendering takes the node lock briefly: keep it off the runtime's
-    // async path anyway, as it is the one handler doing real work.
+    // Rendering waits for an owner task (`call_blocking` for the snapshot)
+    // and then encodes: keep it off the runtime's async path, as it is the
+    // one handler doing real work.
     let exporter = st.exporter.clone();
     match tokio::task::spawn_blocking(move || exporter.render()).await {
         Ok(Ok(text)) => (
