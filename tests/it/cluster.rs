@@ -394,7 +394,7 @@ fn forget_and_reset() {
     assert_eq!(info_field(&mut c1, "jobs", "registered_jobs"), "0");
 }
 
-/// The acceptance run: 5 nodes under load, 2 SIGKILLed and
+/// The acceptance run for crash safety: 5 nodes under load, 2 SIGKILLed and
 /// restarted; every job whose ADDJOB returned an ID is delivered.
 #[test]
 fn five_nodes_with_two_crashes_deliver_every_accepted_job() {

@@ -3,14 +3,14 @@
 //! (replicate externally) before the 95% one (-OOM), because the job
 //! table never grows by one large contiguous reallocation.
 //!
-//! The loop of the issue, run `DISQUE_MEMORY_RUNS` times per REPLICATE
+//! The loop, run `DISQUE_MEMORY_RUNS` times per REPLICATE
 //! level and body size on one 7-node cluster, flushed between runs: ADDJOB
 //! then SHOW until SHOW answers nil, i.e. the job went only to other
 //! nodes. Any -OOM on the way fails the test.
 //!
-//! `cargo test` makes 3 runs (a fresh node, then twice after a flush:
-//! about 30 s of the suite's 3-minute budget on 2 cores); the issue's 20
-//! runs are a soak that `.ci/run` makes with `DISQUE_MEMORY_RUNS=20`.
+//! `cargo test` makes 3 runs (a fresh node, then twice after a flush, to
+//! keep the suite's time budget); 20 runs are a soak that `.ci/run`
+//! makes with `DISQUE_MEMORY_RUNS=20`.
 
 use std::time::{Duration, Instant};
 
@@ -120,7 +120,7 @@ fn addjob_under_maxmemory_replicates_externally_before_oom() {
         Reply::Status("OK".into())
     );
     for repl in [1, 2] {
-        // The issue's loop (tiny body, 5000 ms replication timeout): the
+        // The plain loop (tiny body, 5000 ms replication timeout): the
         // job table itself is most of the memory.
         check_loop(&nodes, repl, "body");
         // Large bodies: each job is a visible step of its own.
