@@ -65,7 +65,7 @@ pub fn before_write() {
 }
 
 /// Writes are being delayed: the device is known to be slow, so writes
-/// stay on the writer thread instead of a runtime worker.
+/// stay on the writer thread instead of the owner thread.
 pub fn slow_writes() -> bool {
     WRITE_DELAY_MS.load(Relaxed) > 0
 }

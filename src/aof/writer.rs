@@ -8,8 +8,9 @@
 //! buffer in the event loop before replying). One consumer at a time
 //! drains the queue (`Queue::busy`), so records leave in order and one
 //! `write()` covers every record of the turn. The
-//! dedicated thread does everything that may take long: fsyncs (group
-//! commit for `always`: one fsync covers all records written before it),
+//! dedicated thread does everything that may take long: fsyncs, and with
+//! `always` the writes before them too (group commit: one fsync covers all
+//! records written before it),
 //! the once-per-second fsync of `everysec`, rewrites, retries after a
 //! write error, and the writes themselves while the disk is known to be
 //! slow, so the owner never waits on the device for long.

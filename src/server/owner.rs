@@ -6,10 +6,11 @@
 //!
 //! A turn takes every task that is ready (up to `MAX_TURN`), runs them one
 //! after another, then ends like Redis's `beforeSleep`: one `write()` of
-//! every AOF record the turn produced, the turn's bus frames handed to the
-//! links, and only then the turn's answers released. So no reply leaves
-//! before the write of its records, and nothing is ever locked: the state
-//! has one thread.
+//! every AOF record the turn produced (with `appendfsync always`, handed to
+//! the writer thread, which writes and fsyncs), the turn's bus frames
+//! handed to the links, and only then the turn's answers released. A
+//! connection writes a reply only once its records are written (fsynced
+//! with `always`), and nothing is ever locked: the state has one thread.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
