@@ -3,7 +3,7 @@
 //! and encodes the replies), write all replies with one syscall per batch.
 //! Blocked commands (GETJOB, replicated ADDJOB) wait on their oneshot
 //! while the socket is watched for disconnects; requests pipelined behind
-//! them stay buffered and run after they unblock. A woken GETJOB writes
+//! them stay buffered and run after they unblock. A woken command writes
 //! its reply without another trip to the owner (unless the AOF is on: then
 //! it waits for the records produced so far).
 
