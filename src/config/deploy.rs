@@ -1,7 +1,7 @@
 //! Deployment directives (our extensions, docs/DEPLOY.md): `cluster-join`,
 //! `cluster-announce-ip`, `cluster-announce-port`,
-//! `cluster-announce-bus-port`, `shutdown-drain-timeout` and
-//! `worker-threads`. Config file
+//! `cluster-announce-bus-port`, `shutdown-drain-timeout`,
+//! `worker-threads` and `owner-thread`. Config file
 //! and command line only (not in CONFIG GET/SET); CONFIG REWRITE keeps
 //! them.
 
@@ -15,6 +15,7 @@ const NAMES: &[&str] = &[
     "cluster-announce-bus-port",
     "shutdown-drain-timeout",
     "worker-threads",
+    "owner-thread",
 ];
 
 /// Runtime worker threads when `worker-threads` is not set.
@@ -38,6 +39,10 @@ pub struct DeployConfig {
     /// Runtime worker threads (0 = `DEFAULT_WORKER_THREADS`). Read once at
     /// start: the runtime is built before anything else.
     pub worker_threads: usize,
+    /// `owner-thread yes`: a dedicated thread owns the node and runs every
+    /// task in turns; `no` (default): each runtime thread runs its own
+    /// tasks under the node's lock (docs/ARCHITECTURE.md, "The shell").
+    pub owner_thread: bool,
 }
 
 impl DeployConfig {
@@ -111,6 +116,13 @@ fn apply(d: &mut DeployConfig, name: &str, args: &[String]) -> Result<(), String
         }
         "cluster-announce-port" => d.announce_port = port(v, "cluster-announce-port")?,
         "cluster-announce-bus-port" => d.announce_bus_port = port(v, "cluster-announce-bus-port")?,
+        "owner-thread" => {
+            d.owner_thread = match v.to_ascii_lowercase().as_str() {
+                "yes" => true,
+                "no" => false,
+                _ => return Err("argument must be 'yes' or 'no'".into()),
+            }
+        }
         "worker-threads" => {
             d.worker_threads = parse_u64(v)
                 .filter(|n| (1..=MAX_WORKER_THREADS).contains(n))
@@ -172,6 +184,11 @@ pub(crate) fn rewrite_lines(c: &Config) -> Vec<(&'static str, String, bool)> {
             "worker-threads",
             format!("worker-threads {}", d.worker_threads()),
             d.worker_threads != 0,
+        ),
+        (
+            "owner-thread",
+            format!("owner-thread {}", if d.owner_thread { "yes" } else { "no" }),
+            d.owner_thread,
         ),
     ]
 }

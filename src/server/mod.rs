@@ -94,7 +94,8 @@ impl Shared {
         let (shutdown_tx, _) = watch::channel(false);
         let (connect_tx, connect_rx) = tokio::sync::mpsc::unbounded_channel();
         let (meet_tx, meet_rx) = tokio::sync::mpsc::unbounded_channel();
-        let (owner, starter) = owner::start(node);
+        let thread = node.config.deploy.owner_thread;
+        let (owner, starter) = owner::start(node, thread);
         let shared = Arc::new(Shared {
             owner,
             tick_notify: Notify::new(),
@@ -115,7 +116,9 @@ impl Shared {
             bus_secret,
             tls,
         });
-        starter.spawn(shared.clone())?;
+        if let Some(starter) = starter {
+            starter.spawn(shared.clone())?;
+        }
         Ok((shared, connect_rx))
     }
 
@@ -140,7 +143,7 @@ impl Shared {
         &self,
         f: impl FnOnce(&mut Node, u64) -> R + Send + 'static,
     ) -> R {
-        owner::call(&self.owner, f).await
+        owner::call(self, f).await
     }
 
     /// `call` from a thread outside the runtime (a blocking task), which
@@ -149,12 +152,12 @@ impl Shared {
         &self,
         f: impl FnOnce(&mut Node, u64) -> R + Send + 'static,
     ) -> R {
-        owner::call_blocking(&self.owner, f)
+        owner::call_blocking(self, f)
     }
 
     /// Hand the owner a task that answers by itself (`owner::Turn::release`).
     pub fn submit(&self, task: owner::Task) {
-        self.owner.submit(task);
+        self.owner.submit(self, task);
     }
 
     /// Take a task's effects: its bus frames join `frames` (sent at the

@@ -44,9 +44,14 @@ impl Turn {
     }
 }
 
-/// The senders' side: cloned into `Shared`.
-pub struct Handle {
-    tx: mpsc::UnboundedSender<Submitted>,
+/// How tasks reach the node (`owner-thread`).
+pub enum Handle {
+    /// `owner-thread yes`: the owner thread's mailbox.
+    Thread(mpsc::UnboundedSender<Submitted>),
+    /// `owner-thread no` (the default): the submitting thread runs the
+    /// task itself, holding the node's lock for that one task, which is a
+    /// turn of its own (`Inline::run`).
+    Inline(Box<Inline>),
 }
 
 /// A task with the span it was submitted in (the client or bus link a log
@@ -54,19 +59,95 @@ pub struct Handle {
 type Submitted = (tracing::Span, Task);
 
 impl Handle {
-    /// Queue a task. The owner lives as long as the process, so a send
-    /// only fails while the process is exiting: then there is nobody left
-    /// to answer, and the task is dropped (its answer channel with it).
-    pub fn submit(&self, task: Task) {
-        let _ = self.tx.send((tracing::Span::current(), task));
+    /// Run or queue a task. The owner thread lives as long as the
+    /// process, so a send only fails while the process is exiting: then
+    /// there is nobody left to answer, and the task is dropped (its answer
+    /// channel with it).
+    pub fn submit(&self, shared: &Shared, task: Task) {
+        match self {
+            Handle::Thread(tx) => {
+                let _ = tx.send((tracing::Span::current(), task));
+            }
+            Handle::Inline(inline) => inline.run(shared, task),
+        }
     }
 }
 
-/// Start the owner thread with this node. `shared` is reachable once the
-/// returned handle is stored in it (the thread waits for its first task).
-pub fn start(node: Node) -> (Handle, Starter) {
-    let (tx, rx) = mpsc::unbounded_channel();
-    (Handle { tx }, Starter { node, rx })
+/// Start the node's owner with this node: a thread of its own
+/// (`owner-thread yes`; `Starter::spawn` starts it once `Shared` holds
+/// the handle), or the node behind a lock that every submitter takes.
+pub fn start(node: Node, thread: bool) -> (Handle, Option<Starter>) {
+    if thread {
+        let (tx, rx) = mpsc::unbounded_channel();
+        (Handle::Thread(tx), Some(Starter { node, rx }))
+    } else {
+        let inline = Inline {
+            node: std::sync::Mutex::new(node),
+        };
+        (Handle::Inline(Box::new(inline)), None)
+    }
+}
+
+/// try_lock attempts before sleeping on the node's lock: a task takes a
+/// few microseconds, and its holder is almost always running on the other
+/// core, so spinning is cheaper than a futex sleep and wake-up.
+const SPIN_TRIES: u32 = 2000;
+
+/// The node behind a lock, for `owner-thread no`: the thread that submits
+/// a task runs it, so no task crosses threads. Measured on two cores with
+/// the load generator beside the server, this costs less CPU per command
+/// than handing every batch to an owner thread (docs/PERFORMANCE.md).
+pub struct Inline {
+    node: std::sync::Mutex<Node>,
+}
+
+impl Inline {
+    /// Run one task as a turn of its own: the task, its wakes and effects
+    /// and the end of the turn under the lock; the AOF write and the
+    /// task's answers after releasing it, so other threads run meanwhile.
+    fn run(&self, shared: &Shared, task: Task) {
+        let mut turn = Turn::default();
+        let flusher = {
+            let mut node = self.lock();
+            let _guard = AbortOnPanic;
+            let now = unix_ms();
+            task(&mut node, now, &mut turn);
+            after_task(shared, &mut node, now, &mut turn);
+            end_turn_notify(shared, &mut node);
+            if !turn.frames.is_empty() {
+                shared.send_frames(&mut node, std::mem::take(&mut turn.frames));
+            }
+            crate::node::persistence::take_flusher(&mut node)
+        };
+        if let Some(f) = flusher {
+            f.flush();
+        }
+        for r in turn.releases.drain(..) {
+            r();
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Node> {
+        for _ in 0..SPIN_TRIES {
+            match self.node.try_lock() {
+                Ok(g) => return g,
+                Err(std::sync::TryLockError::Poisoned(_)) => poisoned(),
+                Err(std::sync::TryLockError::WouldBlock) => std::hint::spin_loop(),
+            }
+        }
+        self.node.lock().unwrap_or_else(|_| poisoned())
+    }
+}
+
+/// A task panicked while holding the node's lock (`AbortOnPanic` aborts
+/// first; this is for a lock poisoned some other way).
+#[cold]
+fn poisoned() -> ! {
+    tracing::error!("The node's lock is poisoned: the node state may be half-updated. Aborting.");
+    eprintln!(
+        "disque-server: the node's lock is poisoned; the node state may be half-updated. Aborting."
+    );
+    std::process::abort()
 }
 
 /// The owner, not yet running (it needs the `Shared` that holds its handle).
@@ -126,17 +207,7 @@ fn run(shared: Arc<Shared>, mut node: Node, mut rx: mpsc::UnboundedReceiver<Subm
             let now = unix_ms();
             let _in = span.enter();
             task(&mut node, now, &mut turn);
-            // Before the effects: jobs handed back by a vanished client
-            // may produce more of them.
-            let replies = crate::commands::deliver_wakes(&mut node, now);
-            if !replies.is_empty() {
-                turn.release(move || {
-                    for (tx, reply) in replies {
-                        let _ = tx.send(reply);
-                    }
-                });
-            }
-            shared.drain_effects(&mut node, now, &mut turn.frames);
+            after_task(&shared, &mut node, now, &mut turn);
         }
         end_turn(&shared, &mut node, &mut turn);
     }
@@ -164,7 +235,38 @@ fn next_task(rx: &mut mpsc::UnboundedReceiver<Submitted>) -> Option<Submitted> {
 /// needed, write the turn's AOF records with one `write()`, hand the
 /// turn's bus frames to the links (one wake-up per peer), then release the
 /// turn's answers (batches, calls, completed blocked commands).
+/// After each task: deliver the engine's wakes (before the effects: jobs
+/// handed back by a vanished client may produce more of them), then take
+/// its effects.
+fn after_task(shared: &Shared, node: &mut Node, now: u64, turn: &mut Turn) {
+    let replies = crate::commands::deliver_wakes(node, now);
+    if !replies.is_empty() {
+        turn.release(move || {
+            for (tx, reply) in replies {
+                let _ = tx.send(reply);
+            }
+        });
+    }
+    shared.drain_effects(node, now, &mut turn.frames);
+}
+
 fn end_turn(shared: &Shared, node: &mut Node, turn: &mut Turn) {
+    end_turn_notify(shared, node);
+    if let Some(f) = crate::node::persistence::take_flusher(node) {
+        f.flush();
+    }
+    if !turn.frames.is_empty() {
+        shared.send_frames(node, std::mem::take(&mut turn.frames));
+    }
+    for r in turn.releases.drain(..) {
+        r();
+    }
+}
+
+/// The notifications a turn ends with: the timer when an earlier
+/// deadline appeared, the nodes.conf saver when the table changed, and
+/// the AOF flag woken clients read.
+fn end_turn_notify(shared: &Shared, node: &mut Node) {
     if let Some(d) = node.engine.next_deadline() {
         if d < shared.next_tick.load(Ordering::Relaxed) {
             shared.tick_notify.notify_one();
@@ -180,25 +282,16 @@ fn end_turn(shared: &Shared, node: &mut Node, turn: &mut Turn) {
     if shared.aof_records.load(Ordering::Relaxed) != aof {
         shared.aof_records.store(aof, Ordering::Release);
     }
-    if let Some(f) = crate::node::persistence::take_flusher(node) {
-        f.flush();
-    }
-    if !turn.frames.is_empty() {
-        shared.send_frames(node, std::mem::take(&mut turn.frames));
-    }
-    for r in turn.releases.drain(..) {
-        r();
-    }
 }
 
 /// Run `f` on the owner and await its result, released at the end of the
 /// turn it ran in.
 pub async fn call<R: Send + 'static>(
-    handle: &Handle,
+    shared: &Shared,
     f: impl FnOnce(&mut Node, u64) -> R + Send + 'static,
 ) -> R {
     let (tx, rx) = oneshot::channel();
-    handle.submit(Box::new(move |node, now, turn| {
+    shared.submit(Box::new(move |node, now, turn| {
         let out = f(node, now);
         turn.release(move || {
             let _ = tx.send(out);
@@ -214,11 +307,11 @@ pub async fn call<R: Send + 'static>(
 
 /// `call` for a thread that may block (not a runtime worker).
 pub fn call_blocking<R: Send + 'static>(
-    handle: &Handle,
+    shared: &Shared,
     f: impl FnOnce(&mut Node, u64) -> R + Send + 'static,
 ) -> R {
     let (tx, rx) = oneshot::channel();
-    handle.submit(Box::new(move |node, now, turn| {
+    shared.submit(Box::new(move |node, now, turn| {
         let out = f(node, now);
         turn.release(move || {
             let _ = tx.send(out);

@@ -24,6 +24,7 @@ mod leaving;
 mod memory;
 mod memory_growth;
 mod observe;
+mod owner;
 mod pki;
 mod producers;
 mod protocol;
