@@ -206,6 +206,11 @@ impl SyncWait {
         at >= self.seq
     }
 
+    /// True when the records are already durable per the policy.
+    pub fn is_done(&self) -> bool {
+        self.reached()
+    }
+
     pub async fn wait(self) -> Result<(), NotDurable> {
         // Normally the connection's own flush already wrote the records.
         if self.reached() {

@@ -71,6 +71,9 @@ pub async fn run_on_owner(shared: &Shared, mut moved: Batch) -> Done {
     let (tx, rx) = oneshot::channel();
     shared.submit(Box::new(move |node, now, turn| {
         let (step, sync) = run_batch(node, now, &mut moved);
+        if sync.is_some() {
+            turn.answer_writes_aof();
+        }
         turn.release(move || {
             let _ = tx.send(Done {
                 batch: moved,

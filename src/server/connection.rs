@@ -236,6 +236,11 @@ async fn run(
     } = run_on_owner(shared, batch).await;
     batch.read_bytes = 0;
     if let Some(w) = sync {
+        if !w.is_done() {
+            // Let the other connections ready on this thread queue their
+            // records first: one `write()` then carries them all.
+            tokio::task::yield_now().await;
+        }
         match w.wait().await {
             Ok(()) => {}
             Err(NotDurable::Gone) => {

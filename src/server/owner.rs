@@ -35,12 +35,22 @@ pub struct Turn {
     releases: Vec<Box<dyn FnOnce() + Send>>,
     /// Bus frames of the turn's tasks, in engine order.
     frames: Vec<(crate::job::NodeIdx, crate::cluster::message::Message)>,
+    /// The task's answer waits for its AOF records itself (a client
+    /// batch's `SyncWait` writes what is queued): the lock owner leaves
+    /// the write to it, so connections ready at the same moment share it.
+    answer_writes_aof: bool,
 }
 
 impl Turn {
     /// Run `f` at the end of the turn, after the AOF write.
     pub fn release(&mut self, f: impl FnOnce() + Send + 'static) {
         self.releases.push(Box::new(f));
+    }
+
+    /// The answer of this task waits for its AOF records and writes them
+    /// if nobody did (`SyncWait::wait`).
+    pub fn answer_writes_aof(&mut self) {
+        self.answer_writes_aof = true;
     }
 }
 
@@ -119,7 +129,10 @@ impl Inline {
             }
             crate::node::persistence::take_flusher(&mut node)
         };
-        if let Some(f) = flusher {
+        // A client batch writes its records after letting the other
+        // connections ready on its thread queue theirs (one `write()` for
+        // all of them, as Disque writes its AOF buffer once per loop turn).
+        if let Some(f) = flusher.filter(|_| !turn.answer_writes_aof) {
             f.flush();
         }
         for r in turn.releases.drain(..) {
