@@ -297,12 +297,12 @@ fn end_turn_notify(shared: &Shared, node: &mut Node) {
     }
 }
 
-/// Run `f` on the owner and await its result, released at the end of the
-/// turn it ran in.
-pub async fn call<R: Send + 'static>(
+/// Submit `f`, its result answered on the returned channel at the end of
+/// the turn it ran in.
+fn submit_answered<R: Send + 'static>(
     shared: &Shared,
     f: impl FnOnce(&mut Node, u64) -> R + Send + 'static,
-) -> R {
+) -> oneshot::Receiver<R> {
     let (tx, rx) = oneshot::channel();
     shared.submit(Box::new(move |node, now, turn| {
         let out = f(node, now);
@@ -310,7 +310,16 @@ pub async fn call<R: Send + 'static>(
             let _ = tx.send(out);
         });
     }));
-    match rx.await {
+    rx
+}
+
+/// Run `f` on the owner and await its result, released at the end of the
+/// turn it ran in.
+pub async fn call<R: Send + 'static>(
+    shared: &Shared,
+    f: impl FnOnce(&mut Node, u64) -> R + Send + 'static,
+) -> R {
+    match submit_answered(shared, f).await {
         Ok(r) => r,
         // The owner never drops a task without running it while the
         // process runs; if it did, there is no state left to serve from.
@@ -323,14 +332,7 @@ pub fn call_blocking<R: Send + 'static>(
     shared: &Shared,
     f: impl FnOnce(&mut Node, u64) -> R + Send + 'static,
 ) -> R {
-    let (tx, rx) = oneshot::channel();
-    shared.submit(Box::new(move |node, now, turn| {
-        let out = f(node, now);
-        turn.release(move || {
-            let _ = tx.send(out);
-        });
-    }));
-    match rx.blocking_recv() {
+    match submit_answered(shared, f).blocking_recv() {
         Ok(r) => r,
         Err(_) => owner_gone(),
     }
