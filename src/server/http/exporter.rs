@@ -319,7 +319,7 @@ impl Collector for NodeCollector {
         histogram_family(
             e,
             "disque_command_duration_seconds",
-            "Command execution time under the node lock, by command.",
+            "Command execution time on the node's owner, by command.",
             &cmd_rows,
             1e6,
         )?;
