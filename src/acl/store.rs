@@ -17,7 +17,6 @@
 //! restart.
 
 use std::collections::BTreeMap;
-use std::io::Write;
 
 /// Why the user table could not be loaded: a definition that does not
 /// parse (the aclfile's or a config `user` line, named with its origin and
@@ -350,42 +349,10 @@ fn load_state(acl: &mut Acl, path: &Path) -> Result<bool, String> {
     Ok(true)
 }
 
-/// Temp file (mode 0600 when new: it holds password hashes), fsync,
-/// rename over `path`, fsync the directory.
+/// The ACL files hold password hashes: new ones are private to the
+/// node's user.
 fn write_atomically(path: &Path, data: &[u8]) -> std::io::Result<()> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let dir = match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "acl".into());
-    let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
-    let result = (|| {
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .open(&tmp)?;
-        f.write_all(data)?;
-        if let Ok(meta) = std::fs::metadata(path) {
-            f.set_permissions(meta.permissions())?;
-        }
-        f.sync_all()?;
-        drop(f);
-        std::fs::rename(&tmp, path)?;
-        if let Ok(d) = std::fs::File::open(&dir) {
-            let _ = d.sync_all();
-        }
-        Ok(())
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    result
+    crate::config::rewrite::write_atomically(path, data, 0o600)
 }
 
 #[cfg(test)]

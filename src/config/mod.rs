@@ -15,7 +15,7 @@ pub mod extensions;
 mod glob;
 mod observe;
 mod parse;
-mod rewrite;
+pub(crate) mod rewrite;
 mod runtime;
 pub mod security;
 mod values;

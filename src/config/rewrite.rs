@@ -163,7 +163,7 @@ impl Config {
             Err(e) => return Err(e.into()),
         };
         let content = self.rewrite_content(&old);
-        write_atomically(path, content.as_bytes())?;
+        write_atomically(path, content.as_bytes(), 0o666)?;
         Ok(())
     }
 
@@ -300,10 +300,12 @@ impl Config {
 }
 
 /// Write `data` to a temp file next to `path`, fsync it, keep the old
-/// file's permissions, rename it over `path`, then fsync the directory so
-/// the rename itself is durable.
-fn write_atomically(path: &Path, data: &[u8]) -> std::io::Result<()> {
-    // Follow a symlinked config file so the link itself survives.
+/// file's permissions (`mode` for a new file), rename it over `path`, then
+/// fsync the directory so the rename itself is durable. Shared by CONFIG
+/// REWRITE and the ACL files.
+pub(crate) fn write_atomically(path: &Path, data: &[u8], mode: u32) -> std::io::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    // Follow a symlinked file so the link itself survives.
     let real = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
     let path = real.as_path();
     let dir = match path.parent() {
@@ -316,7 +318,12 @@ fn write_atomically(path: &Path, data: &[u8]) -> std::io::Result<()> {
         .unwrap_or_else(|| "config".to_string());
     let tmp = dir.join(format!(".{file_name}.rewrite-{}.tmp", std::process::id()));
     let result = (|| {
-        let mut f = std::fs::File::create(&tmp)?;
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(mode)
+            .open(&tmp)?;
         f.write_all(data)?;
         if let Ok(meta) = std::fs::metadata(path) {
             f.set_permissions(meta.permissions())?;
