@@ -81,15 +81,35 @@ enum Parse {
 /// Largest bulk argument accepted (same bound as client requests).
 const MAX_BULK: usize = crate::resp::parse::MAX_BULK as usize;
 
+/// A malformed bulk string in a record (the texts are the loader's
+/// corruption messages, naming the part of the record).
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+enum BulkError {
+    #[error("expected '$' before the {0}")]
+    NoDollar(&'static str),
+    #[error("invalid bulk length for the {0}")]
+    BadLength(&'static str),
+    #[error("bulk length {0} of the {1} is too large")]
+    TooLarge(usize, &'static str),
+    #[error("missing LF after the {0} length")]
+    NoLf(&'static str),
+    #[error("{0} is not followed by CRLF")]
+    NoCrlf(&'static str),
+}
+
 /// Parse one `$<len>\r\n<data>\r\n` at `buf[pos..]`; returns the data range
 /// and the position after it.
-fn bulk(buf: &[u8], pos: usize, what: &str) -> Result<Option<(usize, usize, usize)>, String> {
+fn bulk(
+    buf: &[u8],
+    pos: usize,
+    what: &'static str,
+) -> Result<Option<(usize, usize, usize)>, BulkError> {
     let rest = &buf[pos.min(buf.len())..];
     let Some(&first) = rest.first() else {
         return Ok(None);
     };
     if first != b'$' {
-        return Err(format!("expected '$' before the {what}"));
+        return Err(BulkError::NoDollar(what));
     }
     let mut len: usize = 0;
     let mut i = 1;
@@ -103,23 +123,23 @@ fn bulk(buf: &[u8], pos: usize, what: &str) -> Result<Option<(usize, usize, usiz
             // them, so accepting them here made a file's verdict depend
             // on where reads split it (found by fuzzing).
             b'0'..=b'9' if i == 2 && rest[1] == b'0' => {
-                return Err(format!("invalid bulk length for the {what}"));
+                return Err(BulkError::BadLength(what));
             }
             b'0'..=b'9' if i <= 10 => {
                 len = len * 10 + usize::from(c - b'0');
                 i += 1;
             }
             b'\r' if i > 1 => break,
-            _ => return Err(format!("invalid bulk length for the {what}")),
+            _ => return Err(BulkError::BadLength(what)),
         }
     }
     if len > MAX_BULK {
-        return Err(format!("bulk length {len} of the {what} is too large"));
+        return Err(BulkError::TooLarge(len, what));
     }
     match rest.get(i + 1) {
         None => return Ok(None),
         Some(b'\n') => {}
-        Some(_) => return Err(format!("missing LF after the {what} length")),
+        Some(_) => return Err(BulkError::NoLf(what)),
     }
     let start = pos + i + 2;
     let end = start + len;
@@ -129,7 +149,7 @@ fn bulk(buf: &[u8], pos: usize, what: &str) -> Result<Option<(usize, usize, usiz
         match buf.get(end + k) {
             None => return Ok(None),
             Some(&c) if c == want => {}
-            Some(_) => return Err(format!("{what} is not followed by CRLF")),
+            Some(_) => return Err(BulkError::NoCrlf(what)),
         }
     }
     Ok(Some((start, end, end + 2)))
@@ -152,7 +172,7 @@ fn parse(buf: &[u8]) -> Parse {
             // garbage is reported as soon as it is visible.
             return partial_name_check(buf);
         }
-        Err(e) => return Parse::Corrupt(e),
+        Err(e) => return Parse::Corrupt(e.to_string()),
     };
     let name = &buf[cs..ce];
     let is_load = name.eq_ignore_ascii_case(b"LOADJOB");
@@ -167,7 +187,7 @@ fn parse(buf: &[u8]) -> Parse {
     let (as_, ae, end) = match bulk(buf, after_cmd, "argument") {
         Ok(Some(r)) => r,
         Ok(None) => return Parse::Incomplete,
-        Err(e) => return Parse::Corrupt(e),
+        Err(e) => return Parse::Corrupt(e.to_string()),
     };
     let arg = &buf[as_..ae];
     if is_dedup {

@@ -29,24 +29,33 @@ const RESOLVE_TIMEOUT: Duration = Duration::from_secs(5);
 const FIRST_RETRY: Duration = Duration::from_millis(250);
 const MAX_RETRY: Duration = Duration::from_secs(5);
 
+/// Why a name did not resolve: the in-process resolver's answer (the
+/// system's lookup is only the fallback, and its error adds nothing).
+#[derive(Debug, thiserror::Error)]
+pub enum ResolveError {
+    #[error("{0}")]
+    Dns(#[from] hickory_resolver::net::NetError),
+    #[error("no address")]
+    NoAddress,
+    #[error("timed out")]
+    Timeout,
+}
+
 /// The addresses of `host` (a literal IP is returned as is).
-pub async fn resolve(host: &str) -> Result<Vec<IpAddr>, String> {
+pub async fn resolve(host: &str) -> Result<Vec<IpAddr>, ResolveError> {
     if let Ok(ip) = host.trim_start_matches('[').trim_end_matches(']').parse() {
         return Ok(vec![ip]);
     }
     let dns = async {
-        let resolver = hickory_resolver::TokioResolver::builder_tokio()
-            .map_err(|e| e.to_string())?
-            .build()
-            .map_err(|e| e.to_string())?;
-        let found = resolver.lookup_ip(host).await.map_err(|e| e.to_string())?;
-        Ok::<Vec<IpAddr>, String>(found.iter().collect())
+        let resolver = hickory_resolver::TokioResolver::builder_tokio()?.build()?;
+        let found = resolver.lookup_ip(host).await?;
+        Ok::<Vec<IpAddr>, ResolveError>(found.iter().collect())
     };
     let first = match tokio::time::timeout(RESOLVE_TIMEOUT, dns).await {
         Ok(Ok(ips)) if !ips.is_empty() => return Ok(ips),
-        Ok(Ok(_)) => "no address".to_string(),
+        Ok(Ok(_)) => ResolveError::NoAddress,
         Ok(Err(e)) => e,
-        Err(_) => "timed out".to_string(),
+        Err(_) => ResolveError::Timeout,
     };
     let system = tokio::time::timeout(RESOLVE_TIMEOUT, tokio::net::lookup_host((host, 0))).await;
     match system {
