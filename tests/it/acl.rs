@@ -277,7 +277,15 @@ fn users_reach_the_other_nodes() {
             .is_nil()));
     }
     ok(a.cmd(&["ACL", "SETUSER", "default", "resetpass", ">only-here"]));
-    std::thread::sleep(Duration::from_millis(300));
+    // A later change as a barrier: every change sends the whole table, so
+    // once erin has arrived a replicated default user would have too.
+    let mut a2 = nodes[0].client();
+    ok(a2.cmd(&["AUTH", "default", "only-here"]));
+    ok(a2.cmd(&["ACL", "SETUSER", "erin", "on", ">e"]));
+    assert!(wait_until(WAIT, POLL, || !nodes[2]
+        .client()
+        .cmd(&["ACL", "GETUSER", "erin"])
+        .is_nil()));
     assert_eq!(
         nodes[2].client().cmd(&["PING"]),
         Reply::Status("PONG".into())
