@@ -41,6 +41,7 @@ fn kind(e: &Option<ReadError>) -> Option<(u8, u64)> {
         ReadError::Truncated { offset } => (0, *offset),
         ReadError::Corrupt { offset, .. } => (1, *offset),
         ReadError::Io(_) => (2, 0),
+        ReadError::Version { offset, .. } => (3, *offset),
     })
 }
 

@@ -31,6 +31,13 @@ pub fn check_aof_main(file: &str, fix: bool) -> i32 {
                 eprintln!("Cannot read {file}: {}", crate::errors::strerror(&e));
                 return 1;
             }
+            // Not damage: a newer server wrote it. Truncating would throw
+            // away a valid file, so --fix refuses.
+            Err(e @ ReadError::Version { .. }) => {
+                println!("AOF analyzed: size={size}, records={records}");
+                println!("{e}: check it with a newer disque-server");
+                return 1;
+            }
             Err(e @ ReadError::Truncated { offset }) => break (offset, e.to_string()),
             Err(e @ ReadError::Corrupt { offset, .. }) => break (offset, e.to_string()),
         }

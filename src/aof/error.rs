@@ -60,6 +60,20 @@ pub enum AofError {
         offset: u64,
         why: String,
     },
+    /// The file declares a format newer than this build reads (written by
+    /// a newer server): not corruption, so `--check-aof --fix` leaves it.
+    #[error(
+        "The append only file {} is in AOF format version {found} (offset {offset}), newer \
+         than this server reads (up to {supported}): start a newer disque-server on it \
+         (docs/upgrades.md)",
+        path.display()
+    )]
+    Version {
+        path: PathBuf,
+        offset: u64,
+        found: u32,
+        supported: u32,
+    },
     /// The record at `offset` parses but its content cannot be applied.
     #[error(
         "Bad file format reading the append only file {} at offset {offset}: {source}. Make a \
@@ -177,6 +191,7 @@ impl AofError {
             | Read { path, .. }
             | Truncated { path, .. }
             | Corrupt { path, .. }
+            | Version { path, .. }
             | BadRecord { path, .. }
             | Truncate { path, .. }
             | Write { path, .. }
@@ -195,6 +210,7 @@ impl AofError {
         match self {
             AofError::Truncated { offset, .. }
             | AofError::Corrupt { offset, .. }
+            | AofError::Version { offset, .. }
             | AofError::BadRecord { offset, .. }
             | AofError::Truncate { offset, .. } => Some(*offset),
             _ => None,

@@ -135,6 +135,14 @@ impl FileLoad {
                         why,
                     })
                 }
+                Err(ReadError::Version { offset, found }) => {
+                    return Err(AofError::Version {
+                        path: path.to_path_buf(),
+                        offset,
+                        found,
+                        supported: super::reader::AOF_FORMAT_VERSION,
+                    })
+                }
                 Err(ReadError::Io(e)) => {
                     return Err(AofError::Read {
                         path: path.to_path_buf(),
@@ -207,6 +215,8 @@ pub fn apply(
                 return Err(RecordError::BadDedup);
             }
         }
+        // The reader already refused a version newer than this build's.
+        Record::Version(_) => {}
     }
     Ok(())
 }

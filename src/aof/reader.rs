@@ -1,5 +1,6 @@
 //! The AOF record reader: a strict, incremental parser for the two record
-//! kinds of Disque's AOF (`LOADJOB <blob>`, `DELJOB <id>`; docs/PERSISTENCE.md).
+//! kinds of Disque's AOF (`LOADJOB <blob>`, `DELJOB <id>`; docs/PERSISTENCE.md)
+//! and our two (`DEDUP <key record>`, `AOFVERSION <n>`).
 //!
 //! It is separate from the client request parser on purpose: the client
 //! parser accepts inline commands and any command name, while here every
@@ -26,7 +27,17 @@ pub enum Record {
     DelJob(JobId),
     /// Our extension: a DEDUP key (`engine::dedup::encode_aof` payload).
     Dedup(Bytes),
+    /// Our extension: the file's format version (`AOFVERSION <n>`), at
+    /// most [`AOF_FORMAT_VERSION`] (a newer one is [`ReadError::Version`]).
+    Version(u32),
 }
+
+/// The AOF format this build writes and the newest it reads. A file
+/// without an `AOFVERSION` record (every file written before the record
+/// existed, and Disque's own) is version 1. Bump it only when a change
+/// means an older build would misread a file; a record kind an older build
+/// does not know is already refused by it as corruption.
+pub const AOF_FORMAT_VERSION: u32 = 1;
 
 /// Record kinds as parsed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -34,6 +45,7 @@ enum Kind {
     Load,
     Del,
     Dedup,
+    Version(u32),
 }
 
 /// Why reading stopped before the end of the file.
@@ -48,6 +60,13 @@ pub enum ReadError {
     /// The file could not be read at all.
     #[error("read error: {}", crate::errors::strerror(.0))]
     Io(#[source] std::sync::Arc<std::io::Error>),
+    /// The record at `offset` declares a format newer than this build
+    /// reads: the file is valid, this server is too old for it.
+    #[error(
+        "AOF format version {found} at offset {offset} is newer than this server reads \
+         (up to {AOF_FORMAT_VERSION})"
+    )]
+    Version { offset: u64, found: u32 },
 }
 
 /// By hand, since `io::Error` is not `PartialEq`: read errors compare by kind.
@@ -60,6 +79,16 @@ impl PartialEq for ReadError {
                 ReadError::Corrupt { offset: b, why: v },
             ) => a == b && w == v,
             (ReadError::Io(a), ReadError::Io(b)) => a.kind() == b.kind(),
+            (
+                ReadError::Version {
+                    offset: a,
+                    found: f,
+                },
+                ReadError::Version {
+                    offset: b,
+                    found: g,
+                },
+            ) => a == b && f == g,
             _ => false,
         }
     }
@@ -178,7 +207,8 @@ fn parse(buf: &[u8]) -> Parse {
     let is_load = name.eq_ignore_ascii_case(b"LOADJOB");
     let is_del = name.eq_ignore_ascii_case(b"DELJOB");
     let is_dedup = name.eq_ignore_ascii_case(b"DEDUP");
-    if !is_load && !is_del && !is_dedup {
+    let is_version = name.eq_ignore_ascii_case(b"AOFVERSION");
+    if !is_load && !is_del && !is_dedup && !is_version {
         return Parse::Corrupt(format!(
             "unknown command '{}'",
             String::from_utf8_lossy(&name[..name.len().min(32)])
@@ -190,6 +220,12 @@ fn parse(buf: &[u8]) -> Parse {
         Err(e) => return Parse::Corrupt(e.to_string()),
     };
     let arg = &buf[as_..ae];
+    if is_version {
+        return match parse_version(arg) {
+            Some(v) => Parse::Done(Kind::Version(v), (as_, ae), end),
+            None => Parse::Corrupt("AOFVERSION argument is not a version number".into()),
+        };
+    }
     if is_dedup {
         return if crate::engine::dedup::valid_aof(arg) {
             Parse::Done(Kind::Dedup, (as_, ae), end)
@@ -224,6 +260,25 @@ fn parse(buf: &[u8]) -> Parse {
     }
 }
 
+/// An `AOFVERSION` argument: a positive decimal without leading zeros.
+fn parse_version(arg: &[u8]) -> Option<u32> {
+    if arg.is_empty() || arg.len() > 9 || arg[0] == b'0' || !arg.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    std::str::from_utf8(arg).ok()?.parse().ok()
+}
+
+/// The record that starts every AOF this build creates (a new file, a
+/// rewrite): `AOFVERSION <AOF_FORMAT_VERSION>`.
+pub fn encode_version(out: &mut Vec<u8>) {
+    let v = AOF_FORMAT_VERSION.to_string();
+    out.extend_from_slice(b"*2\r\n$10\r\nAOFVERSION\r\n$");
+    push_decimal(v.len(), out);
+    out.extend_from_slice(b"\r\n");
+    out.extend_from_slice(v.as_bytes());
+    out.extend_from_slice(b"\r\n");
+}
+
 /// The command-name bulk is incomplete: is what we have a prefix of
 /// `$7\r\nLOADJOB` or `$6\r\nDELJOB`?
 fn partial_name_check(buf: &[u8]) -> Parse {
@@ -232,7 +287,11 @@ fn partial_name_check(buf: &[u8]) -> Parse {
         let n = rest.len().min(full.len());
         rest[..n].eq_ignore_ascii_case(&full[..n])
     };
-    if prefix_of(b"$7\r\nLOADJOB") || prefix_of(b"$6\r\nDELJOB") || prefix_of(b"$5\r\nDEDUP") {
+    if prefix_of(b"$7\r\nLOADJOB")
+        || prefix_of(b"$6\r\nDELJOB")
+        || prefix_of(b"$5\r\nDEDUP")
+        || prefix_of(b"$10\r\nAOFVERSION")
+    {
         Parse::Incomplete
     } else {
         Parse::Corrupt("unknown command".into())
@@ -294,6 +353,10 @@ impl<R: Read> AofReader<R> {
                         // Zero-copy: a LOADJOB blob is a slice of this record.
                         let raw = self.buf.split_to(used).freeze();
                         let rec = match kind {
+                            Kind::Version(found) if found > AOF_FORMAT_VERSION => {
+                                return Err(ReadError::Version { offset: at, found });
+                            }
+                            Kind::Version(v) => Record::Version(v),
                             Kind::Load => Record::LoadJob(raw.slice(a..b)),
                             Kind::Dedup => Record::Dedup(raw.slice(a..b)),
                             Kind::Del => {
@@ -494,6 +557,55 @@ mod tests {
             matches!(&e, ReadError::Corrupt { why, .. } if why.contains("not a job ID")),
             "{e:?}"
         );
+    }
+
+    #[test]
+    fn format_version_record() {
+        let mut v = Vec::new();
+        encode_version(&mut v);
+        assert_eq!(v, b"*2\r\n$10\r\nAOFVERSION\r\n$1\r\n1\r\n");
+        // A versioned file reads, however its bytes arrive; every cut of
+        // the version record is a truncation, not corruption.
+        let header = v.len();
+        v.extend_from_slice(&file());
+        let (recs, err) = read_all(&v);
+        assert_eq!(err, None);
+        assert_eq!(recs[0], (0, Record::Version(AOF_FORMAT_VERSION)));
+        assert_eq!(recs[1], (header as u64, Record::LoadJob(blob())));
+        assert_eq!(AofReader::new(&v[..]).read_all(), (recs, None));
+        for cut in 1..header {
+            assert_eq!(
+                read_all(&v[..cut]).1,
+                Some(ReadError::Truncated { offset: 0 }),
+                "cut {cut}"
+            );
+        }
+        // A newer version is its own error (not corruption), at its offset.
+        let mut newer = file();
+        let at = newer.len() as u64;
+        newer.extend_from_slice(b"*2\r\n$10\r\nAOFVERSION\r\n$1\r\n2\r\n");
+        let (recs, err) = read_all(&newer);
+        assert_eq!(recs.len(), 2);
+        assert_eq!(
+            err,
+            Some(ReadError::Version {
+                offset: at,
+                found: 2
+            })
+        );
+        assert_eq!(AofReader::new(&newer[..]).read_all().1, err);
+        // Malformed numbers are corrupt.
+        for bad in [&b"0"[..], b"01", b"x", b"1234567890", b"-1"] {
+            let mut f = b"*2\r\n$10\r\nAOFVERSION\r\n$".to_vec();
+            f.extend_from_slice(bad.len().to_string().as_bytes());
+            f.extend_from_slice(b"\r\n");
+            f.extend_from_slice(bad);
+            f.extend_from_slice(b"\r\n");
+            assert!(
+                matches!(read_all(&f).1, Some(ReadError::Corrupt { offset: 0, .. })),
+                "{bad:?}"
+            );
+        }
     }
 
     #[test]

@@ -62,14 +62,19 @@ impl Rewrite {
                 }),
             ),
         };
-        Rewrite {
+        let mut rw = Rewrite {
             tmp,
             tmp_path,
             diff: Vec::new(),
             error,
             incremental_fsync,
             since_fsync: 0,
-        }
+        };
+        // The rewritten file declares its format first.
+        let mut header = Vec::new();
+        super::reader::encode_version(&mut header);
+        rw.chunk(&header);
+        rw
     }
 
     /// A record produced while the rewrite runs.

@@ -402,10 +402,20 @@ impl Writer {
         } else {
             None
         };
-        let size = match &file {
+        let mut size = match &file {
             Some(f) => f.metadata().map(|m| m.len()).unwrap_or(0),
             None => 0,
         };
+        // A new file starts with its format version; an existing one
+        // (possibly older, without it) is appended to as it is and gets
+        // the record at its next rewrite.
+        if let (Some(mut f), 0) = (file.as_ref(), size) {
+            let mut header = Vec::new();
+            super::reader::encode_version(&mut header);
+            f.write_all(&header)
+                .map_err(|e| AofError::write(&path, e))?;
+            size = header.len() as u64;
+        }
         let (synced, _) = watch::channel(0u64);
         let published = Arc::new(Published {
             synced,
@@ -948,7 +958,7 @@ impl FileState {
 #[allow(clippy::unwrap_used, clippy::expect_used)] // tests may panic
 mod tests {
     use super::*;
-    use crate::aof::reader::{AofReader, Record};
+    use crate::aof::reader::{AofReader, Record, AOF_FORMAT_VERSION};
     use crate::job::JobId;
 
     fn id(n: u8) -> JobId {
@@ -957,6 +967,7 @@ mod tests {
         JobId(b)
     }
 
+    /// The file's records after its leading format version record.
     fn read(path: &std::path::Path) -> Vec<Record> {
         let f = File::open(path).unwrap();
         let mut r = AofReader::new(f);
@@ -964,7 +975,26 @@ mod tests {
         while let Some((_, rec)) = r.next_record().unwrap() {
             v.push(rec);
         }
+        assert_eq!(v.first(), Some(&Record::Version(AOF_FORMAT_VERSION)));
+        v.remove(0);
         v
+    }
+
+    #[test]
+    fn new_files_start_with_the_version_and_old_ones_are_kept_as_they_are() {
+        let dir = tmpdir("version");
+        let fresh = dir.join("new.aof");
+        let w = Writer::start(fresh.clone(), AppendFsync::Always, true).unwrap();
+        assert_eq!(w.stop(Duration::from_secs(10)), Ok(28));
+        assert!(read(&fresh).is_empty());
+        // A file written before the record existed: appended to unchanged.
+        let old = dir.join("old.aof");
+        let mut before = Vec::new();
+        crate::aof::reader::encode_record(&AofRecord::DelJob(id(1)), &mut before);
+        std::fs::write(&old, &before).unwrap();
+        let w = Writer::start(old.clone(), AppendFsync::Always, true).unwrap();
+        assert_eq!(w.stop(Duration::from_secs(10)), Ok(63));
+        assert_eq!(std::fs::read(&old).unwrap(), before);
     }
 
     fn tmpdir(name: &str) -> PathBuf {
@@ -994,7 +1024,7 @@ mod tests {
             read(&path),
             vec![Record::DelJob(id(1)), Record::DelJob(id(2))]
         );
-        assert_eq!(w.stop(Duration::from_secs(10)), Ok(126));
+        assert_eq!(w.stop(Duration::from_secs(10)), Ok(28 + 126));
     }
 
     #[test]
@@ -1024,7 +1054,7 @@ mod tests {
                 Duration::from_secs(10),
             )
             .unwrap();
-        assert_eq!(size, 126);
+        assert_eq!(size, 28 + 126);
         w.send(Msg::Records {
             first_seq: 3,
             recs: vec![AofRecord::DelJob(id(4))],

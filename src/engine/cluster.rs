@@ -235,9 +235,20 @@ impl Cluster {
                 connected
             ));
         }
+        if !with_handshakes {
+            // Older builds skip every `vars` line, so the version line
+            // does not stop them from reading a newer file.
+            out.push_str(&format!("vars nodes-conf-version {NODES_CONF_VERSION}\n"));
+        }
         out
     }
 }
+
+/// The nodes.conf format this build writes (a `vars nodes-conf-version N`
+/// line) and the newest it reads. A file without the line (written before
+/// it existed) is version 1. Bump it only when an older build would
+/// misread the node lines; `vars` keys a build does not know are ignored.
+pub const NODES_CONF_VERSION: u32 = 1;
 
 #[derive(Debug)]
 pub struct Loaded {
@@ -259,6 +270,13 @@ pub enum NodesConfError {
     /// Nodes are listed but none is this node.
     #[error("nodes.conf has no 'myself' line")]
     NoMyself,
+    /// A newer build wrote the file (its `nodes-conf-version` is above
+    /// [`NODES_CONF_VERSION`]).
+    #[error(
+        "nodes.conf format version {found} is newer than this server reads (up to \
+         {NODES_CONF_VERSION}): start a newer disque-server on it"
+    )]
+    Version { found: u32 },
 }
 
 /// What is wrong with one nodes.conf line.
@@ -276,6 +294,28 @@ pub enum LineFault {
     UnknownFlag(String),
     #[error("more than one 'myself' line")]
     TwoMyself,
+    #[error("nodes-conf-version is not a version number")]
+    Version,
+}
+
+/// Check a `vars k v k v ...` line: only `nodes-conf-version` matters
+/// here; other keys are a newer build's and are skipped.
+/// `bad` names the line for a malformed value.
+fn check_vars(line: &str, bad: impl Fn(LineFault) -> NodesConfError) -> Result<(), NodesConfError> {
+    let words: Vec<&str> = line.split_whitespace().skip(1).collect();
+    for kv in words.chunks(2) {
+        if kv[0] != "nodes-conf-version" {
+            continue;
+        }
+        let found: u32 = match kv.get(1).map(|v| v.parse()) {
+            Some(Ok(v)) if v > 0 => v,
+            _ => return Err(bad(LineFault::Version)),
+        };
+        if found > NODES_CONF_VERSION {
+            return Err(NodesConfError::Version { found });
+        }
+    }
+    Ok(())
 }
 
 fn parse_flags(s: &str) -> Result<u16, LineFault> {
@@ -298,15 +338,19 @@ pub fn parse_nodes_conf(text: &str, now: u64) -> Result<Option<Loaded>, NodesCon
     let mut others = Vec::new();
     for (i, line) in text.lines().enumerate() {
         let line = line.trim();
-        if line.is_empty() || line.starts_with("vars") {
-            continue;
-        }
-        let f: Vec<&str> = line.split(' ').collect();
         let bad = |fault: LineFault| NodesConfError::Line {
             line: i + 1,
             fault,
             text: line.to_string(),
         };
+        if line.starts_with("vars") {
+            check_vars(line, bad)?;
+            continue;
+        }
+        if line.is_empty() {
+            continue;
+        }
+        let f: Vec<&str> = line.split(' ').collect();
         if f.len() != 6 {
             return Err(bad(LineFault::Fields));
         }
@@ -384,5 +428,37 @@ ad249f8c9b2240cd45f72fd233bd3d5a42a6709d 127.0.0.1:7790 leaving,fail? 0 17959534
         )
         .is_err());
         assert!(parse_nodes_conf("\n\nvars x\n", 0).unwrap().is_none());
+    }
+
+    #[test]
+    fn format_version_line() {
+        let me = "67d78e936368c0fc75d22f83d328e5c163e896b1 127.0.0.1:7792 myself 0 0 connected\n";
+        // Written by this build: the line is there and reads back.
+        let c = Cluster::new([b'a'; 40], 7711, 0);
+        let text = c.nodes_text(false);
+        assert!(text.ends_with(&format!("vars nodes-conf-version {NODES_CONF_VERSION}\n")));
+        assert!(!c.nodes_text(true).contains("vars"));
+        assert!(parse_nodes_conf(&text, 0).unwrap().is_some());
+        // Older files (no line), the current version, unknown vars: fine.
+        assert!(parse_nodes_conf(me, 0).unwrap().is_some());
+        let with = format!("{me}vars nodes-conf-version 1 someday-key x\n");
+        assert!(parse_nodes_conf(&with, 0).unwrap().is_some());
+        // A newer file is refused with the version in the message.
+        let newer = format!("{me}vars nodes-conf-version 2\n");
+        assert_eq!(
+            parse_nodes_conf(&newer, 0).unwrap_err(),
+            NodesConfError::Version { found: 2 }
+        );
+        assert!(parse_nodes_conf(&newer, 0)
+            .unwrap_err()
+            .to_string()
+            .starts_with("nodes.conf format version 2 is newer than this server reads"));
+        // A malformed version names the line.
+        let bad = format!("{me}vars nodes-conf-version x\n");
+        assert_eq!(
+            parse_nodes_conf(&bad, 0).unwrap_err().to_string(),
+            "nodes.conf line 2: nodes-conf-version is not a version number: \
+             'vars nodes-conf-version x'"
+        );
     }
 }

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use bytes::BytesMut;
+use bytes::{Buf, BytesMut};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, Notify};
@@ -17,7 +17,7 @@ use tracing::Instrument;
 
 use super::Shared;
 use crate::cluster::auth;
-use crate::cluster::message::{decode, Body, Message};
+use crate::cluster::message::{decode, Body, BusError, Message, MAGIC, PREFIX_LEN};
 use crate::engine::gossip::LinkKind;
 use crate::job::NodeIdx;
 
@@ -561,9 +561,30 @@ fn decode_all(
                 batch.push(msg);
             }
             Ok(None) => return None,
+            Err(BusError::UnknownType(ty)) => match unknown_frame_len(rbuf, ty) {
+                // A newer peer's message type (a mixed-version cluster
+                // during a rolling upgrade): skip the frame, keep the link.
+                // The sender sees no answer, as from a peer that is down.
+                Some(len) => {
+                    tracing::debug!(msg_type = ty, "Skipped a bus message of an unknown type");
+                    rbuf.advance(len);
+                }
+                None => return Some(BusError::UnknownType(ty)),
+            },
             Err(e) => return Some(e),
         }
     }
+}
+
+/// The length of the frame at the front of `rbuf` when it is whole and of
+/// type `ty` (`decode` checked its checksum before refusing the type).
+fn unknown_frame_len(rbuf: &BytesMut, ty: u16) -> Option<usize> {
+    let prefix = rbuf.get(..PREFIX_LEN)?;
+    if prefix[..4] != MAGIC || u16::from_be_bytes([prefix[6], prefix[7]]) != ty {
+        return None;
+    }
+    let len = u32::from_be_bytes([prefix[8], prefix[9], prefix[10], prefix[11]]) as usize;
+    (len >= PREFIX_LEN && len <= rbuf.len()).then_some(len)
 }
 
 /// Append the link's queued frames to `wbuf`; false when the link task
@@ -670,6 +691,36 @@ mod tests {
         let mut batch = Vec::new();
         assert!(decode_all(&mut rbuf, &mut batch).is_some());
         assert_eq!(batch.iter().map(aux).collect::<Vec<_>>(), vec![1, 2]);
+    }
+
+    #[test]
+    fn a_frame_of_an_unknown_type_is_skipped_and_the_link_kept() {
+        let mut unknown = frame(7).to_bytes().to_vec();
+        unknown[6..8].copy_from_slice(&99u16.to_be_bytes());
+        let mut h = crc32fast::Hasher::new();
+        h.update(&unknown[..12]);
+        h.update(&unknown[16..]);
+        let crc = h.finalize();
+        unknown[12..16].copy_from_slice(&crc.to_be_bytes());
+        let mut wire = BytesMut::new();
+        frame(1).encode(&mut wire);
+        wire.extend_from_slice(&unknown);
+        frame(2).encode(&mut wire);
+        // Whole, and split anywhere across reads.
+        for chunk in [wire.len(), 1, 5, 13, 64] {
+            let mut rbuf = BytesMut::new();
+            let mut batch = Vec::new();
+            for piece in wire.chunks(chunk) {
+                rbuf.extend_from_slice(piece);
+                assert!(decode_all(&mut rbuf, &mut batch).is_none(), "chunk {chunk}");
+            }
+            assert_eq!(batch.iter().map(aux).collect::<Vec<_>>(), vec![1, 2]);
+            assert!(rbuf.is_empty());
+        }
+        // A damaged frame of an unknown type still ends the link.
+        let mut rbuf = BytesMut::from(&unknown[..]);
+        rbuf[70] ^= 1;
+        assert!(decode_all(&mut rbuf, &mut Vec::new()).is_some());
     }
 
     #[tokio::test]

@@ -66,10 +66,15 @@ fn raw_addjob(sock: &mut TcpStream, queue: &str, body: &str, extra: &[&str]) -> 
     s.strip_prefix('+').map(|id| id.trim_end().to_string())
 }
 
-/// Offsets at which records start (every record begins with `*2\r\n$`).
+/// The record a new AOF starts with (its format version).
+const VERSION_RECORD: &[u8] = b"*2\r\n$10\r\nAOFVERSION\r\n$1\r\n1\r\n";
+
+/// Offsets at which job records start (every record begins with
+/// `*2\r\n$`; the leading format version record is not one).
 fn record_offsets(data: &[u8]) -> Vec<usize> {
     (0..data.len().saturating_sub(5))
         .filter(|&i| &data[i..i + 5] == b"*2\r\n$" && (i == 0 || data[i - 2..i] == *b"\r\n"))
+        .filter(|&i| !data[i..].starts_with(VERSION_RECORD))
         .collect()
 }
 
@@ -512,5 +517,54 @@ fn controlled_restart_requeues_queued_jobs_including_retry_0() {
     assert_eq!(
         c.cmd(&["CONFIG", "GET", "aof-enqueue-jobs-once"]).array()[1].text(),
         "no"
+    );
+}
+
+/// Format versions (docs/upgrades.md): a new AOF starts with its version
+/// record; a file without one (an older build's) loads and gets the record
+/// at its next rewrite; a newer version is refused with a message naming
+/// it, and `--check-aof --fix` leaves such a file alone.
+#[test]
+fn aof_format_version_old_files_load_newer_ones_are_refused() {
+    let (mut s, ids) = node_with_jobs(3);
+    let path = aof_path(&s);
+    let data = std::fs::read(&path).unwrap();
+    assert!(data.starts_with(VERSION_RECORD), "{data:?}");
+    let records = &data[VERSION_RECORD.len()..];
+
+    // An older build's file: the same records, no version.
+    std::fs::write(&path, records).unwrap();
+    s.restart();
+    let mut c = s.client();
+    for id in &ids {
+        assert!(show_state(&mut c, id).is_some(), "{id} lost");
+    }
+    assert!(!std::fs::read(&path).unwrap().starts_with(VERSION_RECORD));
+    c.cmd(&["BGREWRITEAOF"]);
+    assert!(wait_until(WAIT, POLL, || c
+        .info_field("aof_rewrite_in_progress")
+        == "0"
+        && std::fs::read(&path).unwrap().starts_with(VERSION_RECORD)));
+    drop(c);
+    shutdown(&mut s, &[]);
+
+    // A newer build's file.
+    let mut newer = b"*2\r\n$10\r\nAOFVERSION\r\n$1\r\n9\r\n".to_vec();
+    newer.extend_from_slice(records);
+    std::fs::write(&path, &newer).unwrap();
+    let out = Server::run_to_exit(opts_in(s.dir(), &["--appendonly", "yes"]), WAIT);
+    assert!(!out.status.success(), "must refuse:\n{}", out.output);
+    assert!(
+        out.output.contains("AOF format version 9"),
+        "{}",
+        out.output
+    );
+    let (code, text) = check_aof(&path, true);
+    assert_eq!(code, 1, "{text}");
+    assert!(text.contains("AOF format version 9"), "{text}");
+    assert_eq!(
+        std::fs::read(&path).unwrap(),
+        newer,
+        "--fix must not cut it"
     );
 }
