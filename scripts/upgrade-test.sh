@@ -8,8 +8,9 @@
 #   scripts/upgrade-test.sh [--from COMMIT] [--keep]
 #
 # The previous commit: --from (or $UPGRADE_FROM) when given; on a branch
-# other than main, the merge base with main (the main commit the branch
-# started from); otherwise HEAD~1 (on main: the commit before the tip). A
+# other than main, the merge base with main (or origin/main: the main
+# commit the branch started from); otherwise HEAD~1 (on main: the commit
+# before the tip). A
 # shallow clone is deepened by one commit when the parent is missing.
 # The old build has its own target directory (target/upgrade-base), seeded
 # from target/release so only the project's own crates compile again.
@@ -35,10 +36,15 @@ done
 git rev-parse --git-dir >/dev/null 2>&1 || die "not a git checkout"
 if [ -z "$from" ]; then
     branch=$(git symbolic-ref --short -q HEAD || true)
-    if [ -n "$branch" ] && [ "$branch" != main ] && git rev-parse -q --verify main >/dev/null; then
-        from=$(git merge-base HEAD main)
-        [ "$from" != "$(git rev-parse HEAD)" ] || from=HEAD~1
-    else
+    if [ -n "$branch" ] && [ "$branch" != main ]; then
+        for ref in main origin/main; do
+            if git rev-parse -q --verify "$ref" >/dev/null; then
+                from=$(git merge-base HEAD "$ref" || true)
+                break
+            fi
+        done
+    fi
+    if [ -z "$from" ] || [ "$from" = "$(git rev-parse HEAD)" ]; then
         from=HEAD~1
     fi
 fi
