@@ -675,6 +675,52 @@ fn bus_frames_batched_split_or_cut_off_are_handled() {
     assert!(state(&mut nodes[1].client(), &id).is_some());
 }
 
+/// A well-formed frame of a message type the node does not know (what a
+/// newer node sends during a rolling upgrade) is skipped and the link
+/// kept: the PING after it gets its PONG on the same connection.
+#[test]
+fn bus_frame_of_an_unknown_type_is_skipped_and_the_link_kept() {
+    use disque::cluster::message::{decode, Body, Header, Message};
+    use std::io::{Read, Write};
+    let nodes = cluster(2);
+    let header = Header {
+        sender: [b'u'; 40],
+        port: 1,
+        flags: 0,
+        mflags: 0,
+        announce: None,
+    };
+    let ping = Message::new(header, Body::Ping(Vec::new())).to_bytes();
+    let mut unknown = ping.to_vec();
+    unknown[6..8].copy_from_slice(&u16::MAX.to_be_bytes());
+    let mut h = crc32fast::Hasher::new();
+    h.update(&unknown[..12]);
+    h.update(&unknown[16..]);
+    let crc = h.finalize();
+    unknown[12..16].copy_from_slice(&crc.to_be_bytes());
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", nodes[0].bus_port())).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.write_all(&[&unknown[..], &ping[..]].concat()).unwrap();
+    let mut buf = bytes::BytesMut::new();
+    let mut chunk = [0u8; 4096];
+    let reply = loop {
+        match decode(&mut buf) {
+            Ok(Some(m)) => break m,
+            Ok(None) => {}
+            Err(e) => panic!("bad frame from the node: {e}"),
+        }
+        let n = s.read(&mut chunk).expect("PONG within the read timeout");
+        assert!(
+            n > 0,
+            "node closed the link after a frame of an unknown type"
+        );
+        buf.extend_from_slice(&chunk[..n]);
+    };
+    assert!(matches!(reply.body, Body::Pong(_)), "{reply:?}");
+    let mut c0 = nodes[0].client();
+    assert_eq!(cluster_info(&mut c0, "cluster_reachable_nodes"), 1);
+}
+
 /// nodes.conf is locked: a second server in the same directory refuses to
 /// start, and the table survives a restart intact.
 #[test]
