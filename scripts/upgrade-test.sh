@@ -13,7 +13,8 @@
 # before the tip). A
 # shallow clone is deepened by one commit when the parent is missing.
 # The old build has its own target directory (target/upgrade-base), seeded
-# from target/release so only the project's own crates compile again.
+# from target/release so only the project's own crates compile again; its
+# binary is kept there per commit.
 # Needs git, cargo and python3; no root.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -64,24 +65,28 @@ echo "upgrade-test:   to $(git log -1 --format='%h %s' HEAD)$(git diff --quiet H
 cargo build --release --quiet --bin disque-server
 new="$PWD/target/release/disque-server"
 
-# The previous commit's server, built in a temporary worktree.
-wt=$(mktemp -d "${TMPDIR:-/tmp}/disque-upgrade-base.XXXXXX")
-cleanup() {
-    git worktree remove --force "$wt" >/dev/null 2>&1 || rm -rf "$wt"
-    git worktree prune >/dev/null 2>&1 || true
-}
-trap cleanup EXIT
-git worktree add -q --detach "$wt" "$base"
+# The previous commit's server, built in a temporary worktree (kept per
+# commit in target/upgrade-base, so a rerun does not build it again).
 base_target="$PWD/target/upgrade-base"
-if [ ! -d "$base_target/release" ] && [ -d target/release/deps ]; then
-    # Dependencies built once are reused (same lock file: nothing to do).
-    mkdir -p "$base_target"
-    cp -a target/release "$base_target/release"
-    rm -f "$base_target/release/disque-server"
+old="$base_target/disque-server-$base"
+if [ ! -x "$old" ]; then
+    wt=$(mktemp -d "${TMPDIR:-/tmp}/disque-upgrade-base.XXXXXX")
+    cleanup() {
+        git worktree remove --force "$wt" >/dev/null 2>&1 || rm -rf "$wt"
+        git worktree prune >/dev/null 2>&1 || true
+    }
+    trap cleanup EXIT
+    git worktree add -q --detach "$wt" "$base"
+    if [ ! -d "$base_target/release" ] && [ -d target/release/deps ]; then
+        # Dependencies built once are reused (same lock file: nothing to do).
+        mkdir -p "$base_target"
+        cp -a target/release "$base_target/release"
+        rm -f "$base_target/release/disque-server"
+    fi
+    (cd "$wt" && CARGO_TARGET_DIR="$base_target" cargo build --release --quiet --bin disque-server)
+    cp "$base_target/release/disque-server" "$old.tmp"
+    mv "$old.tmp" "$old"
 fi
-(cd "$wt" && CARGO_TARGET_DIR="$base_target" cargo build --release --quiet --bin disque-server)
-old="$PWD/target/upgrade-base/old-disque-server"
-cp "$base_target/release/disque-server" "$old"
 [ "$base" != "$head" ] || echo "upgrade-test: note: the previous commit is this commit"
 
 python3 scripts/upgrade_test.py --old "$old" --new "$new" ${keep[@]+"${keep[@]}"}
