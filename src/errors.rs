@@ -134,6 +134,11 @@ pub enum WireError {
     WaitNeedsMaxlen,
     ExtNeedsRetry,
     NackDelayRange,
+    PriorityRange,
+    Cancelled,
+    ProgressRange,
+    ProgressDescTooLong,
+    ProgressDataTooLarge,
 
     /// Any other error; the text follows `ERR `.
     Other(String),
@@ -262,6 +267,11 @@ impl WireError {
             WaitNeedsMaxlen => "ERR WAIT requires MAXLEN (the queue length to wait below)",
             ExtNeedsRetry => "ERR BACKOFF and MAXDELIVERIES need RETRY > 0 (at-least-once delivery)",
             NackDelayRange => "ERR NACK DELAY must be a non negative number of seconds",
+            PriorityRange => "ERR PRIORITY must be between 1 (lowest) and 9 (highest)",
+            Cancelled => "CANCELLED The job was cancelled: stop working on it.",
+            ProgressRange => "ERR PROGRESS must be between 0 and 100",
+            ProgressDescTooLong => "ERR DESC must be at most 256 bytes",
+            ProgressDataTooLarge => "ERR DATA must be at most 4096 bytes",
             Other(m) => return format!("ERR {m}").into(),
             Verbatim(m) => return m.clone().into(),
         };

@@ -26,6 +26,7 @@ pub fn addjob(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
             "deadletter",
             "dedup",
             "wait",
+            "priority",
         ]
         .iter()
         .any(|o| eq_ic(opt, o));
@@ -138,6 +139,14 @@ fn ext_option(
                 Ok(())
             }
             _ => Err(WireError::WaitRange),
+        }
+    } else if eq_ic(opt, "priority") {
+        match super::priority::parse_level(n) {
+            Ok(level) => {
+                ext_fields(req).priority = level;
+                Ok(())
+            }
+            Err(e) => Err(e),
         }
     } else if eq_ic(opt, "dedup") {
         if value.is_empty() {

@@ -20,6 +20,7 @@ pub fn getjob(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
     };
     let mut i = 1;
     let mut from = false;
+    let mut pattern: Option<&Bytes> = None;
     while i < args.len() {
         let a = &args[i];
         if eq_ic(a, "nohang") {
@@ -49,12 +50,27 @@ pub fn getjob(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
             from = true;
             req.queues = args[i + 1..].to_vec();
             break;
+        } else if eq_ic(a, "match") && pattern.is_none() {
+            let Some(v) = args.get(i + 1) else {
+                return syntax_error();
+            };
+            pattern = Some(v);
+            i += 1;
         } else {
             return syntax_error();
         }
         i += 1;
     }
-    if !from || req.queues.is_empty() {
+    if let Some(p) = pattern {
+        // MATCH <glob> instead of FROM (our extension).
+        if from {
+            return syntax_error();
+        }
+        req.queues = ctx.node.queue_patterns.queues_for(&ctx.node.engine, p);
+        if req.queues.is_empty() {
+            return Outcome::Reply(Reply::NullArray);
+        }
+    } else if !from || req.queues.is_empty() {
         return syntax_error();
     }
     match ctx.node.engine.getjob(ctx.client.id, req, ctx.now) {

@@ -56,6 +56,9 @@ pub fn working(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
     let Some(id) = JobId::parse(&args[1]) else {
         return err(WireError::BadId);
     };
+    if args.len() > 2 {
+        return super::progress::working_with_progress(ctx, id, &args[2..]);
+    }
     match ctx.node.engine.working(&id, ctx.now) {
         Ok(retry) => Reply::Integer(i64::from(retry)).into(),
         Err(e) => err(e),

@@ -11,6 +11,7 @@ pub mod addjob;
 pub mod admin;
 pub mod args;
 pub mod auth;
+pub mod cancel;
 pub mod client;
 pub mod cluster_cmd;
 pub mod config_cmd;
@@ -21,6 +22,8 @@ pub mod info;
 pub mod jobs;
 pub mod nack;
 pub mod pause;
+pub mod priority;
+pub mod progress;
 pub mod queues;
 pub mod redrive;
 pub mod scan;
@@ -260,7 +263,8 @@ pub static COMMANDS: &[CommandSpec] = &[
     },
     CommandSpec {
         name: "working",
-        arity: 2,
+        // 2 in Disque; -2 admits our `WORKING <id> PROGRESS ...`.
+        arity: -2,
         flags: W | F_FAST,
         handler: jobs::working,
     },
@@ -288,6 +292,18 @@ pub static COMMANDS: &[CommandSpec] = &[
         arity: -2,
         flags: R | F_ADMIN | F_LOADING,
         handler: acl::acl,
+    },
+    CommandSpec {
+        name: "jobpriority",
+        arity: -3,
+        flags: W | F_FAST,
+        handler: priority::jobpriority,
+    },
+    CommandSpec {
+        name: "cancel",
+        arity: -1,
+        flags: W | F_FAST,
+        handler: cancel::cancel,
     },
 ];
 
@@ -474,7 +490,7 @@ mod tests {
 
     #[test]
     fn table_has_32_commands() {
-        // Disque's 32 plus WAITJOB, REDRIVE and ACL.
-        assert_eq!(COMMANDS.len(), 35);
+        // Disque's 32 plus WAITJOB, REDRIVE, ACL, JOBPRIORITY and CANCEL.
+        assert_eq!(COMMANDS.len(), 37);
     }
 }

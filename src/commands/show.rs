@@ -114,4 +114,18 @@ fn extension_pairs(j: &Job, x: &JobExt, pairs: &mut Vec<(&str, Reply)>) {
     pairs.push(("dead", Reply::Integer(i64::from(x.is_dead()))));
     pairs.push(("origin-queue", opt(&x.origin)));
     pairs.push(("deliveries", Reply::Integer(delivered as i64)));
+    pairs.push(("priority", Reply::Integer(i64::from(x.priority_level()))));
+    let p = x.progress.as_ref();
+    pairs.push((
+        "progress",
+        p.map_or(Reply::NullBulk, |p| Reply::Integer(i64::from(p.percent))),
+    ));
+    pairs.push((
+        "progress-desc",
+        p.map_or(Reply::NullBulk, |p| Reply::Bulk(p.desc.clone())),
+    ));
+    pairs.push((
+        "progress-data",
+        p.map_or(Reply::NullBulk, |p| Reply::Bulk(p.data.clone())),
+    ));
 }

@@ -12,7 +12,7 @@ pub mod deploy;
 mod directives;
 mod error;
 pub mod extensions;
-mod glob;
+pub mod glob;
 mod observe;
 mod parse;
 pub(crate) mod rewrite;

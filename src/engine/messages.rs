@@ -90,6 +90,11 @@ impl Engine {
                 BusOut::Working { job, delay } => (0, job_msg(JobMsg::Working, &job, delay)),
                 BusOut::NeedJobs { queue, count } => (0, Body::NeedJobs { count, queue }),
                 BusOut::DeadLetter { job, epoch } => (0, job_msg(JobMsg::DeadLetter, &job, epoch)),
+                BusOut::Cancel { job } => (0, job_msg(JobMsg::Cancel, &job, 0)),
+                BusOut::Progress { data } => (0, Body::Progress { data }),
+                BusOut::Priority { job, level } => {
+                    (0, job_msg(JobMsg::Priority, &job, u32::from(level)))
+                }
                 BusOut::Dedup { entry, window } => (0, Body::Dedup { window, entry }),
                 BusOut::QLenReq { queue, req } => (0, Body::QLenReq { req, queue }),
                 BusOut::QLenRep { req, len } => (0, Body::QLenRep { req, len }),
@@ -164,6 +169,17 @@ impl Engine {
                 job_id,
                 aux,
             } => self.on_deadletter(from, &job_id, aux, now),
+            Body::Job {
+                kind: JobMsg::Priority,
+                job_id,
+                aux,
+            } => self.on_priority(from, &job_id, aux),
+            Body::Job {
+                kind: JobMsg::Cancel,
+                job_id,
+                ..
+            } => self.on_cancel(&job_id, now),
+            Body::Progress { data } => self.on_progress(&data),
             Body::Dedup { window, entry } => self.on_dedup(&entry, window, now),
             Body::QLenReq { req, .. } if mflags & MFLAG_TOTALS != 0 => {
                 self.on_totals_req(from, req)

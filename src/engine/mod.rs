@@ -7,6 +7,7 @@
 
 pub mod ack;
 pub mod addjob;
+pub mod cancel;
 pub mod cluster;
 pub mod codec;
 pub mod counters;
@@ -20,7 +21,9 @@ pub mod id_index;
 pub mod membership;
 pub mod memory;
 pub mod messages;
+pub mod priority;
 pub mod producers;
+pub mod progress;
 pub mod qlen_cluster;
 pub mod scheduler;
 #[cfg(test)]
@@ -94,6 +97,20 @@ pub enum BusOut {
     DeadLetter {
         job: JobId,
         epoch: u32,
+    },
+    /// Our extension: the job's PRIORITY changed (engine::priority).
+    Priority {
+        job: JobId,
+        level: u8,
+    },
+    /// Our extension: a progress report (engine::progress): job ID then
+    /// `job_ext::Progress` encoding.
+    Progress {
+        data: Bytes,
+    },
+    /// Our extension: the job was cancelled (engine::cancel).
+    Cancel {
+        job: JobId,
     },
     /// Our extension: a DEDUP key registration (engine::dedup).
     Dedup {
@@ -221,11 +238,16 @@ pub struct Engine {
     aof: bool,
     last_need_jobs_cron: u64,
     last_queue_evict: u64,
+    /// Bumped when a queue is created or destroyed (GETJOB MATCH caches
+    /// the queues a pattern matches until it changes).
+    queue_generation: u64,
     /// Job-lifecycle totals for INFO jobstats and /metrics.
     counters: counters::JobCounters,
     /// Recently acknowledged jobs no longer stored (late messages about
     /// them are answered with SETACK instead of reviving them).
     forgotten: forgotten::Forgotten,
+    /// Recently cancelled jobs (`cancel`), stored or not.
+    cancelled: forgotten::Forgotten,
     /// Test builds: the path that last queued each job here, so the
     /// simulation can attribute every duplicate delivery to a cause.
     #[cfg(test)]
@@ -275,8 +297,10 @@ impl Engine {
             aof: false,
             last_need_jobs_cron: 0,
             last_queue_evict: 0,
+            queue_generation: 0,
             counters: counters::JobCounters::default(),
             forgotten: forgotten::Forgotten::default(),
+            cancelled: forgotten::Forgotten::default(),
             #[cfg(test)]
             queued_why: Map::with_hasher(keyed),
             #[cfg(test)]
@@ -421,6 +445,9 @@ impl Engine {
     /// WORKING: postpone the next delivery by a retry period and tell the
     /// other holders. Returns the retry period in seconds.
     pub fn working(&mut self, id: &JobId, now: u64) -> Result<u32, WireError> {
+        if self.is_cancelled(id) {
+            return Err(WireError::Cancelled);
+        }
         let Some(h) = self.lookup(id) else {
             return Err(WireError::NoJob);
         };
@@ -503,7 +530,13 @@ impl Engine {
         }
         let h = self.queues.insert(q);
         self.queue_index.insert(name, h);
+        self.queue_generation += 1;
         h
+    }
+
+    /// Changes whenever the set of queues changes.
+    pub fn queue_generation(&self) -> u64 {
+        self.queue_generation
     }
 
     pub fn queue_len(&self, name: &[u8]) -> usize {
@@ -513,6 +546,7 @@ impl Engine {
     pub fn queue_destroy(&mut self, h: u32) {
         if let Some(q) = self.queues.remove(h) {
             self.queue_index.remove(&q.name);
+            self.queue_generation += 1;
         }
     }
 
@@ -628,9 +662,11 @@ impl Engine {
         j.state = JobState::Active;
         let ctime = j.ctime;
         let qname = j.queue.clone();
+        let has_ext = j.has(crate::domain::job::F_EXT);
+        let level = self.level_of(has_ext, h);
         if let Some(n) = qname {
             if let Some(q) = self.queue_mut(&n) {
-                q.remove(ctime, h);
+                q.remove_prio(level, ctime, h);
             }
             if !self.producers.is_empty() {
                 self.producers.note_room(&n);
@@ -677,6 +713,7 @@ impl Engine {
         }
         let id = j.id;
         let key = j.ctime;
+        let has_ext = j.has(crate::domain::job::F_EXT);
         #[cfg(test)]
         self.queued_why.insert(id, self.why);
         if broadcast {
@@ -707,8 +744,9 @@ impl Engine {
                 self.queue_create(&name, now)
             }
         };
+        let level = self.level_of(has_ext, h);
         if let Some(q) = self.queues.get_mut(qh) {
-            q.insert(key, h);
+            q.insert_prio(level, key, h);
             q.atime = now / 1000;
             q.jobs_in += 1;
             if !q.blocked.is_empty() && q.paused & PAUSE_OUT == 0 {
@@ -809,6 +847,7 @@ impl Engine {
         self.ext.clear();
         self.dedup = dedup::DedupTable::default();
         self.forgotten.clear();
+        self.cancelled.clear();
         let ids: Vec<ClientId> = self.waiters.keys().copied().collect();
         for id in ids {
             if self.remove_waiter(id).is_some() {
@@ -817,6 +856,7 @@ impl Engine {
         }
         self.queues.clear();
         self.queue_index.clear();
+        self.queue_generation += 1;
         self.ready.clear();
         self.fed_ready.clear();
         self.early_demand.clear();

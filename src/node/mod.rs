@@ -10,6 +10,7 @@
 
 pub mod metrics;
 pub mod persistence;
+pub mod queue_patterns;
 mod readiness;
 
 use std::collections::{HashMap, VecDeque};
@@ -96,6 +97,8 @@ pub struct Node {
     pub stats: Stats,
     pub slowlog: VecDeque<SlowlogEntry>,
     pub slowlog_next_id: u64,
+    /// GETJOB MATCH: the queues each pattern matched.
+    pub queue_patterns: queue_patterns::PatternCache,
     pub monitors: Vec<mpsc::Sender<Bytes>>,
     pub run_id: String,
     pub start_time: u64,
@@ -152,6 +155,7 @@ impl Node {
             },
             slowlog: VecDeque::new(),
             slowlog_next_id: 0,
+            queue_patterns: Default::default(),
             monitors: Vec::new(),
             run_id,
             start_time: now,

@@ -15,6 +15,7 @@ mod client_lib;
 mod cluster;
 mod compat;
 mod config;
+mod controls;
 mod deploy;
 mod disk_faults;
 mod extensions;
