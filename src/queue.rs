@@ -247,6 +247,24 @@ impl OrderIndex {
             .iter()
             .flat_map(|c| c.live().iter().map(|e| e.h))
     }
+
+    /// Handles oldest first, skipping the first `skip` (whole chunks at once).
+    fn handles_from(&self, mut skip: usize) -> impl Iterator<Item = u32> + '_ {
+        let mut first = 0;
+        for c in &self.chunks {
+            let n = c.live().len();
+            if skip < n {
+                break;
+            }
+            skip -= n;
+            first += 1;
+        }
+        self.chunks
+            .iter()
+            .skip(first)
+            .flat_map(|c| c.live().iter().map(|e| e.h))
+            .skip(skip)
+    }
 }
 
 pub struct Queue {
@@ -303,6 +321,20 @@ impl Queue {
     /// Oldest job.
     pub fn pop(&mut self) -> Option<u32> {
         self.jobs.pop()
+    }
+
+    /// The oldest job, not popped.
+    pub fn first(&self) -> Option<u32> {
+        self.jobs
+            .chunks
+            .front()
+            .and_then(|c| c.live().first())
+            .map(|e| e.h)
+    }
+
+    /// Job handles oldest first after the first `skip`.
+    pub fn handles_from(&self, skip: usize) -> impl Iterator<Item = u32> + '_ {
+        self.jobs.handles_from(skip)
     }
 
     /// Job handles oldest first (`.rev()` for newest first).
@@ -391,6 +423,10 @@ mod tests {
             let got: Vec<u32> = idx.handles().collect();
             let want: Vec<u32> = model.iter().map(|&(_, h)| h).collect();
             assert_eq!(got, want, "round {round}");
+            for skip in [0, 1, 255, 256, 257, want.len() / 2, want.len()] {
+                let from: Vec<u32> = idx.handles_from(skip).collect();
+                assert_eq!(from, want.iter().skip(skip).copied().collect::<Vec<_>>());
+            }
             let back: Vec<u32> = idx.handles().rev().collect();
             assert_eq!(back, want.iter().rev().copied().collect::<Vec<_>>());
             assert!(idx

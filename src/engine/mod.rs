@@ -25,6 +25,7 @@ pub mod qlen_cluster;
 pub mod scheduler;
 #[cfg(test)]
 mod sim;
+pub mod spill;
 pub mod store;
 pub mod waitjob;
 pub mod wake;
@@ -224,6 +225,8 @@ pub struct Engine {
     /// Recently acknowledged jobs no longer stored (late messages about
     /// them are answered with SETACK instead of reviving them).
     forgotten: forgotten::Forgotten,
+    /// Job bodies on disk and the decisions about them (`spill`).
+    spill: spill::SpillState,
     /// Test builds: the path that last queued each job here, so the
     /// simulation can attribute every duplicate delivery to a cause.
     #[cfg(test)]
@@ -275,6 +278,7 @@ impl Engine {
             last_queue_evict: 0,
             counters: counters::JobCounters::default(),
             forgotten: forgotten::Forgotten::default(),
+            spill: spill::SpillState::default(),
             #[cfg(test)]
             queued_why: Map::with_hasher(keyed),
             #[cfg(test)]
@@ -715,6 +719,7 @@ impl Engine {
                 self.fed_ready.push(q.name.clone());
             }
         }
+        self.spill_on_enqueue(qh, h);
         // Share the queue's name allocation instead of one copy per job.
         if let (Some(q), Some(j)) = (self.queues.get(qh), self.store.get_mut(h)) {
             let shared = j
@@ -731,6 +736,10 @@ impl Engine {
 
     /// Pop the oldest job of a queue for delivery.
     pub fn pop(&mut self, qh: u32, now: u64) -> Option<JobHandle> {
+        // A job whose body is on disk waits for its page-in.
+        if !self.spill_head_ready(qh) {
+            return None;
+        }
         let q = self.queues.get_mut(qh)?;
         let h = q.pop()?;
         q.atime = now / 1000;
@@ -743,6 +752,7 @@ impl Engine {
             j.state = JobState::Active;
             j.flags |= crate::job::F_DELIVERED;
         }
+        self.spill_after_pop(qh);
         Some(h)
     }
 
@@ -756,6 +766,7 @@ impl Engine {
         if self.store.get(h).is_some_and(|j| j.has(crate::job::F_EXT)) {
             self.ext.remove(&h);
         }
+        self.spill_forget(h);
         self.store.remove(h)
     }
 

@@ -46,6 +46,7 @@ impl Engine {
         if now.saturating_sub(self.last_queue_evict) >= 100 {
             self.last_queue_evict = now;
             self.evict_idle_queues(now);
+            self.spill_cron(now);
         }
         self.serve_ready(now);
     }
