@@ -63,6 +63,9 @@ pub enum WireError {
     Leaving,
     CountRange,
     TooLate,
+    /// A reply needed the body of a job spilled to disk and its record
+    /// failed its checks or could not be read (our extension: spill).
+    SpillUnreadable,
 
     // ----- JSCAN / QSCAN -----
     InvalidCursor,
@@ -200,6 +203,7 @@ impl WireError {
             Leaving => "LEAVING This node is leaving the cluster, please connect to a different one",
             CountRange => "ERR COUNT must be a number greater than zero",
             TooLate => "TOOLATE Half of job TTL already elapsed, you are no longer allowed to postpone the next delivery.",
+            SpillUnreadable => "ERR The job body is spilled to disk and could not be read back, try later or on another node",
 
             InvalidCursor => "ERR invalid cursor or option name",
             InvalidJobState => "ERR Invalid job state name",

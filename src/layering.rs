@@ -119,10 +119,11 @@ fn lower_layers_never_reach_up() {
         (
             "engine",
             &[
-                "node", "commands", "server", "aof", "config", "resp", "clock",
+                "node", "commands", "server", "aof", "config", "resp", "clock", "spill",
             ],
         ),
         ("aof", &["node", "commands", "server"]),
+        ("spill", &["node", "commands", "server", "aof", "config"]),
         ("node", &["commands", "server"]),
         ("acl", &["node", "commands", "server", "aof"]),
         ("commands", &["server"]),

@@ -22,6 +22,8 @@
 //! - `cluster`: bus message framing; `job_codec`: serialized jobs.
 //! - `aof`: the AOF file side (reader, writer thread, rewrite, loader,
 //!   check); it knows records, never nodes.
+//! - `spill`: the spill tier's segment files and the thread that reads
+//!   and writes them for the engine's spill decisions (`engine::spill`).
 //! - `errors`: every client-visible error with its exact text.
 //! - `strings`: Redis-style splitting, quoting and integer parsing.
 //! - `clock`: the one wall-clock read. `memory`: counting allocator.
@@ -56,6 +58,7 @@ pub mod queue;
 pub mod resp;
 pub mod server;
 pub mod slab;
+pub mod spill;
 pub mod strings;
 pub mod sys;
 pub mod tls;

@@ -79,6 +79,13 @@ pub enum Msg {
     },
     /// Encoded LOADJOB records of a snapshot chunk.
     RewriteChunk(Vec<u8>),
+    /// Jobs of a snapshot chunk whose body is spilled to disk: the record
+    /// without its body and where the body is, in the spill segments of
+    /// `dir` (the engine keeps those files until the rewrite ends).
+    RewriteSpilled {
+        dir: std::path::PathBuf,
+        jobs: Vec<(crate::job_codec::JobRecord, crate::engine::spill::Loc)>,
+    },
     /// Append the captured records, fsync, rename over the AOF.
     RewriteFinish {
         done: Option<Done>,
@@ -717,6 +724,19 @@ impl FileState {
                     rw.chunk(&bytes);
                 }
             }
+            Msg::RewriteSpilled { dir, jobs } => {
+                if let Some(rw) = &mut self.rewrite {
+                    match spilled_loadjobs(&dir, jobs) {
+                        Ok(bytes) => rw.chunk(&bytes),
+                        Err(e) => {
+                            // A job missing from the new file would be lost
+                            // at the next restart: keep the old file.
+                            tracing::warn!(error = %e, "Background AOF rewrite aborted: a spilled job could not be read.");
+                            self.abort_rewrite();
+                        }
+                    }
+                }
+            }
             Msg::RewriteFinish { done } => {
                 // Records before this point must be in the diff first.
                 let report = self.finish_rewrite();
@@ -942,6 +962,33 @@ impl FileState {
             rw.abort();
         }
     }
+}
+
+/// LOADJOB records for spilled jobs, their bodies read back from the
+/// spill segments (checked: a bad record fails the whole chunk).
+fn spilled_loadjobs(
+    dir: &std::path::Path,
+    jobs: Vec<(crate::job_codec::JobRecord, crate::engine::spill::Loc)>,
+) -> Result<Vec<u8>, crate::spill::SegmentError> {
+    let mut files: std::collections::HashMap<u32, File> = std::collections::HashMap::new();
+    let mut out = Vec::new();
+    for (mut rec, loc) in jobs {
+        let path = crate::spill::segment::path(dir, loc.seg);
+        let f = match files.entry(loc.seg) {
+            std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+            std::collections::hash_map::Entry::Vacant(v) => {
+                let f = File::open(&path).map_err(|source| crate::spill::SegmentError::Open {
+                    path: path.clone(),
+                    source,
+                })?;
+                v.insert(f)
+            }
+        };
+        let id = crate::job::JobId(rec.id);
+        rec.body = crate::spill::segment::read(f, &path, &id, loc)?;
+        crate::aof::reader::encode_loadjob(&rec.to_bytes(), &mut out);
+    }
+    Ok(out)
 }
 
 #[cfg(test)]

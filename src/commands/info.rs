@@ -8,9 +8,9 @@ use super::{syntax_error, Ctx, Outcome, COMMANDS};
 use crate::node::Node;
 use crate::resp::Reply;
 
-/// `jobstats` and `readiness` (our extensions) are last so the default
+/// `jobstats`, `readiness` and `spill` (our extensions) are last so the default
 /// set stays Disque's.
-const SECTIONS: [&str; 11] = [
+const SECTIONS: [&str; 12] = [
     "server",
     "clients",
     "memory",
@@ -22,6 +22,7 @@ const SECTIONS: [&str; 11] = [
     "commandstats",
     "jobstats",
     "readiness",
+    "spill",
 ];
 
 pub fn info(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
@@ -64,6 +65,11 @@ pub fn human_bytes(n: u64) -> String {
 fn section(node: &Node, name: &str, now: u64, out: &mut String) {
     if name == "jobstats" {
         info_jobstats(node, out);
+        return;
+    }
+    if name == "spill" {
+        out.push_str("# Spill\r\n");
+        crate::node::spill::info(node, out);
         return;
     }
     if name == "readiness" {

@@ -96,7 +96,20 @@ pub fn qpeek(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
     } else {
         q.handles().rev().take(n).collect()
     };
-    Reply::Array(
+    // Bodies on disk are read by the spill thread (`spill`).
+    let holes: Vec<super::spill::Hole> = handles
+        .iter()
+        .enumerate()
+        .filter_map(|(i, &h)| {
+            let (id, loc) = engine.spilled_body(h)?;
+            Some(super::spill::Hole {
+                path: vec![i, 2],
+                id,
+                loc,
+            })
+        })
+        .collect();
+    let reply = Reply::Array(
         handles
             .into_iter()
             .map(|h| {
@@ -105,8 +118,8 @@ pub fn qpeek(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
                     .map_or(Reply::NullBulk, super::getjob::encode_job)
             })
             .collect(),
-    )
-    .into()
+    );
+    super::spill::reply_with_bodies(ctx, reply, holes)
 }
 
 pub fn qstat(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {

@@ -164,6 +164,8 @@ pub fn jscan(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
     };
     let engine = &ctx.node.engine;
     let now = ctx.now;
+    let mut holes = Vec::new();
+    let mut found = 0usize;
     let (next, items) = walk(&opts, engine.store().slots(), |slot| {
         let j = engine.store().get(slot as u32)?;
         if j.nodes_delivered.is_empty() {
@@ -177,11 +179,26 @@ pub fn jscan(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
                 return None;
             }
         }
-        Some(if reply_all {
+        let item = if reply_all {
+            // Bodies on disk are read by the spill thread (`spill`).
+            holes.extend(super::show::spilled_hole(
+                engine,
+                slot as u32,
+                vec![1, found],
+            ));
             super::show::describe(engine, slot as u32, now)
         } else {
             Reply::Id(j.id.0)
-        })
+        };
+        found += 1;
+        Some(item)
     });
-    scan_reply(next, items)
+    if holes.is_empty() {
+        return scan_reply(next, items);
+    }
+    let reply = Reply::Array(vec![
+        Reply::Bulk(Bytes::from(next.to_string())),
+        Reply::Array(items),
+    ]);
+    super::spill::reply_with_bodies(ctx, reply, holes)
 }

@@ -13,9 +13,30 @@ pub fn show(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
         return super::err(crate::errors::WireError::BadId);
     };
     match ctx.node.engine.lookup(&id) {
-        Some(h) => describe(&ctx.node.engine, h, ctx.now).into(),
+        Some(h) => {
+            let reply = describe(&ctx.node.engine, h, ctx.now);
+            let holes = spilled_hole(&ctx.node.engine, h, Vec::new())
+                .into_iter()
+                .collect();
+            super::spill::reply_with_bodies(ctx, reply, holes)
+        }
         None => Reply::NullBulk.into(),
     }
+}
+
+/// Index of the `body` pair in `describe`'s map.
+const BODY_PAIR: usize = 14;
+
+/// The hole for the body of job `h` in its `describe` reply found at
+/// `path`, when that body is on disk.
+pub fn spilled_hole(
+    engine: &Engine,
+    h: JobHandle,
+    mut path: Vec<usize>,
+) -> Option<super::spill::Hole> {
+    let (id, loc) = engine.spilled_body(h)?;
+    path.push(BODY_PAIR);
+    Some(super::spill::Hole { path, id, loc })
 }
 
 fn node_ids(engine: &Engine, nodes: impl Iterator<Item = u32>) -> Reply {

@@ -1,6 +1,8 @@
 //! Directives of our job-semantics extensions (docs/COMPATIBILITY.md):
 //! `dedup-window`, the seconds an ADDJOB DEDUP key is remembered (default
-//! 300). Parsing, CONFIG GET / SET and CONFIG REWRITE live here so the rest
+//! 300), and the spill tier (docs/PERSISTENCE.md#spill-tiers): `spill`,
+//! `spill-dir`, `spill-max-disk`, `spill-watermark` (read at startup, so
+//! CONFIG GET shows them and CONFIG SET does not take them). Parsing, CONFIG GET / SET and CONFIG REWRITE live here so the rest
 //! of the config module needs one hook each, as for `security`.
 
 use super::values::parse_u64;
@@ -12,7 +14,55 @@ pub const DEFAULT_DEDUP_WINDOW: u64 = 300;
 pub const MAX_DEDUP_WINDOW: u64 = 30 * 86400;
 
 /// CONFIG GET order, after Disque's parameters and the security ones.
-pub(crate) const GET_NAMES: [&str; 1] = ["dedup-window"];
+pub(crate) const GET_NAMES: [&str; 5] = [
+    "dedup-window",
+    "spill",
+    "spill-dir",
+    "spill-max-disk",
+    "spill-watermark",
+];
+
+/// Default `spill-max-disk`: this share of the spill directory's file system.
+pub const DEFAULT_SPILL_MAX_DISK: SpillDisk = SpillDisk::Percent(90);
+/// Default `spill-watermark`: percent of maxmemory where spilling starts.
+pub const DEFAULT_SPILL_WATERMARK: u64 = 60;
+
+/// `spill-max-disk`: bytes, or a percentage of the file system.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SpillDisk {
+    Bytes(u64),
+    Percent(u8),
+}
+
+impl SpillDisk {
+    fn parse(v: &str) -> Option<SpillDisk> {
+        if let Some(p) = v.strip_suffix('%') {
+            return p
+                .parse::<u8>()
+                .ok()
+                .filter(|p| (1..=100).contains(p))
+                .map(SpillDisk::Percent);
+        }
+        super::values::parse_memory(v).map(SpillDisk::Bytes)
+    }
+
+    /// The byte budget for a file system of `fs_bytes` (0 = no limit).
+    pub fn bytes(self, fs_bytes: Option<u64>) -> u64 {
+        match self {
+            SpillDisk::Bytes(b) => b,
+            SpillDisk::Percent(p) => fs_bytes.map_or(0, |fs| fs / 100 * u64::from(p)),
+        }
+    }
+}
+
+impl std::fmt::Display for SpillDisk {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SpillDisk::Bytes(b) => write!(f, "{b}"),
+            SpillDisk::Percent(p) => write!(f, "{p}%"),
+        }
+    }
+}
 /// CONFIG SET accepts all of them.
 pub(crate) const SET_NAMES: [&str; 1] = ["dedup-window"];
 
@@ -39,6 +89,25 @@ pub(crate) fn set_value(cfg: &mut Config, name: &str, v: &str) -> Result<(), Str
                 .filter(|&n| (1..=MAX_DEDUP_WINDOW).contains(&n))
                 .ok_or("dedup-window must be between 1 and 2592000 seconds")?;
         }
+        "spill" => {
+            cfg.spill = super::values::parse_bool(v).ok_or("argument must be 'yes' or 'no'")?
+        }
+        "spill-dir" => {
+            if v.is_empty() {
+                return Err("spill-dir must not be empty".into());
+            }
+            cfg.spill_dir = Some(v.to_string());
+        }
+        "spill-max-disk" => {
+            cfg.spill_max_disk = SpillDisk::parse(v).ok_or(
+                "spill-max-disk must be a size in bytes (with an optional unit) or a percentage from 1% to 100%",
+            )?;
+        }
+        "spill-watermark" => {
+            cfg.spill_watermark = parse_u64(v)
+                .filter(|&n| n <= 100)
+                .ok_or("spill-watermark must be a percentage from 0 to 100")?;
+        }
         _ => return Err("Bad directive or wrong number of arguments".into()),
     }
     Ok(())
@@ -48,15 +117,44 @@ pub(crate) fn set_value(cfg: &mut Config, name: &str, v: &str) -> Result<(), Str
 pub(crate) fn get_value(c: &Config, name: &str) -> String {
     match name {
         "dedup-window" => c.dedup_window.to_string(),
+        "spill" => super::values::yes_no(c.spill).to_string(),
+        "spill-dir" => c.spill_dir().to_string_lossy().into_owned(),
+        "spill-max-disk" => c.spill_max_disk.to_string(),
+        "spill-watermark" => c.spill_watermark.to_string(),
         _ => String::new(),
     }
 }
 
 /// (option, line, differs from default) for CONFIG REWRITE.
 pub(crate) fn rewrite_lines(c: &Config) -> Vec<(&'static str, String, bool)> {
-    vec![(
-        "dedup-window",
-        format!("dedup-window {}", c.dedup_window),
-        c.dedup_window != DEFAULT_DEDUP_WINDOW,
-    )]
+    vec![
+        (
+            "dedup-window",
+            format!("dedup-window {}", c.dedup_window),
+            c.dedup_window != DEFAULT_DEDUP_WINDOW,
+        ),
+        (
+            "spill",
+            format!("spill {}", super::values::yes_no(c.spill)),
+            c.spill,
+        ),
+        (
+            "spill-dir",
+            format!(
+                "spill-dir {}",
+                crate::strings::repr(c.spill_dir.as_deref().unwrap_or_default().as_bytes())
+            ),
+            c.spill_dir.is_some(),
+        ),
+        (
+            "spill-max-disk",
+            format!("spill-max-disk {}", c.spill_max_disk),
+            c.spill_max_disk != DEFAULT_SPILL_MAX_DISK,
+        ),
+        (
+            "spill-watermark",
+            format!("spill-watermark {}", c.spill_watermark),
+            c.spill_watermark != DEFAULT_SPILL_WATERMARK,
+        ),
+    ]
 }

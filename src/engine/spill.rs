@@ -4,7 +4,7 @@
 //!
 //! The engine only decides. Every read, write and unlink is a `SpillOp`
 //! the shell takes (`Engine::take_spill_ops`) and performs on its own
-//! thread (`crate::spill`); the results come back as `SpillDone` through
+//! thread (the top-level `spill` module); the results come back as `SpillDone` through
 //! `Engine::spill_done`. No disk access ever happens while the engine is
 //! held, so a slow disk delays page-ins, never other clients.
 //!
@@ -315,6 +315,11 @@ impl Engine {
         s.max_disk = max_disk;
         s.watermark = watermark.min(100);
         s.stats.enabled = enabled;
+    }
+
+    /// The disk budget in bytes (0 = no limit).
+    pub fn spill_max_disk(&self) -> u64 {
+        self.spill.max_disk
     }
 
     /// Smaller segments (tests exercise rolling and compaction with them).

@@ -11,6 +11,7 @@
 pub mod metrics;
 pub mod persistence;
 mod readiness;
+pub mod spill;
 
 use std::collections::{HashMap, VecDeque};
 
@@ -123,6 +124,8 @@ pub struct Node {
     totals_waiters: HashMap<u32, oneshot::Sender<PeerTotals>, foldhash::fast::FixedState>,
     /// ACL users, permissions and ACL LOG (`crate::acl`).
     pub acl: crate::acl::Acl,
+    /// The spill thread and its status (`spill`).
+    pub spill: spill::SpillTier,
 }
 
 impl Node {
@@ -169,6 +172,7 @@ impl Node {
             wake_buf: Vec::new(),
             totals_waiters: HashMap::default(),
             acl: crate::acl::Acl::default(),
+            spill: spill::SpillTier::default(),
         }
     }
 
@@ -291,6 +295,7 @@ impl Node {
         // AOF first: a record is queued for the disk before any bus
         // message of the same call can leave.
         persistence::dispatch(self, std::mem::take(&mut effects.aof), now);
+        spill::dispatch(self);
         if let Some(tx) = &self.effect_sink {
             tx(effects);
         }

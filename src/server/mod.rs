@@ -19,6 +19,7 @@ pub mod nodes_conf;
 pub mod owner;
 pub mod persistence;
 pub mod signals;
+mod spill;
 pub mod ticker;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -373,6 +374,7 @@ pub async fn run(config: crate::config::Config) -> Result<Exit, ServerError> {
         "disque-server loading {ports} pid={}{http_field}",
         std::process::id()
     );
+    spill::start(&shared).await;
     loading::load(&shared).await?;
     for l in bound.bus {
         tokio::spawn(bus::accept_loop(shared.clone(), l));
