@@ -224,6 +224,8 @@ pub struct SpillState {
     pops: Map<u32, u32>,
     /// Backfill position (jobs past the head window) per queue.
     backfill: Map<u32, usize>,
+    /// Jobs whose AOF record must be rewritten once their body is back.
+    relog: Map<JobHandle, ()>,
     ops: Vec<SpillOp>,
     /// Slots whose body is not in RAM (not `Pending`).
     cold: u64,
@@ -249,6 +251,7 @@ impl Default for SpillState {
             pinned: false,
             pops: Map::default(),
             backfill: Map::default(),
+            relog: Map::default(),
             ops: Vec::new(),
             cold: 0,
             stats: SpillStats::default(),
@@ -295,6 +298,7 @@ impl SpillState {
     /// Drop a job's spill slot; its records become dead.
     fn forget(&mut self, h: JobHandle) -> Option<Slot> {
         let slot = self.slots.remove(&h)?;
+        self.relog.remove(&h);
         if slot.st != SlotState::Pending {
             self.cold = self.cold.saturating_sub(1);
         }
@@ -498,6 +502,36 @@ impl Engine {
         }
     }
 
+    /// A change to job `h` must replace its AOF record (DELJOB then
+    /// LOADJOB), which needs the body. When the body is on disk, it is
+    /// read back first and the records are written when it lands (true);
+    /// a crash meanwhile restores the job as it was before the change.
+    pub(crate) fn spill_relog_later(&mut self, h: JobHandle) -> bool {
+        if self.spilled_body(h).is_none() {
+            return false;
+        }
+        self.spill.relog.insert(h, ());
+        self.spill_page_in(h);
+        true
+    }
+
+    /// Read the body of `h` back if it is only on disk (a copy in flight
+    /// is read when it completes).
+    fn spill_page_in(&mut self, h: JobHandle) {
+        let Some(slot) = self.spill.slots.get_mut(&h) else {
+            return;
+        };
+        if slot.st != SlotState::OnDisk {
+            return;
+        }
+        let Some(j) = self.store.get(h) else {
+            return;
+        };
+        slot.st = SlotState::Loading;
+        let loc = slot.loc;
+        self.spill.ops.push(SpillOp::Read { h, id: j.id, loc });
+    }
+
     /// Request page-ins for the on-disk jobs of the queue's head window.
     fn spill_prefetch_scan(&mut self, qh: u32) {
         let Some(q) = self.queues.get(qh) else {
@@ -632,9 +666,14 @@ impl Engine {
             Ok(body) => {
                 self.spill.stats.reads += 1;
                 self.spill.stats.read_bytes += body.len() as u64;
+                let relog = self.spill.relog.contains_key(&h);
                 self.spill.forget(h);
                 if let Some(j) = self.store.get_mut(h) {
                     j.body = Some(crate::job::Body::from(&body[..]));
+                }
+                if relog && self.aof {
+                    self.out.aof.push(super::AofRecord::DelJob(id));
+                    self.aof_loadjob(h);
                 }
                 self.spill_mark_ready(h);
             }
@@ -724,6 +763,9 @@ impl Engine {
                     slot.st = SlotState::OnDisk;
                 }
             }
+        }
+        if self.spill.relog.contains_key(&h) {
+            self.spill_page_in(h);
         }
     }
 
@@ -1209,5 +1251,46 @@ mod tests {
         assert_eq!(e.spill_stats().jobs, 500 - HEAD_WINDOW as u64);
         let got = drain(&mut e, &mut disk, b"q", 1002);
         assert_eq!(got.len(), 500);
+    }
+
+    #[test]
+    fn a_dead_letter_move_of_a_spilled_job_logs_its_real_body() {
+        use crate::engine::AofRecord;
+        let mut e = engine();
+        e.set_aof_records(true);
+        let mut disk = Disk::default();
+        let mut ids = Vec::new();
+        for i in 0..200 {
+            let mut req = AddJobRequest::new(
+                Bytes::from_static(b"q"),
+                Bytes::from(format!("body-{i:04}")),
+            );
+            req.ext = Some(crate::job_ext::JobExt {
+                max_deliveries: 1,
+                ..Default::default()
+            });
+            let AddJobOutcome::Added(id) = e.addjob(99, req, 1000) else {
+                panic!("ADDJOB did not add");
+            };
+            ids.push(id);
+        }
+        disk.run(&mut e, 1000);
+        e.take_aof_records();
+        let id = ids[199];
+        let h = e.lookup(&id).expect("job");
+        assert!(e.spilled_body(h).is_some());
+        assert!(e.dead_letter(h, 1001));
+        // Nothing written yet: an empty body must never reach the AOF.
+        assert!(e.take_aof_records().is_empty());
+        disk.run(&mut e, 1002);
+        let recs = e.take_aof_records();
+        assert_eq!(recs.len(), 2, "{recs:?}");
+        assert_eq!(recs[0], AofRecord::DelJob(id));
+        let AofRecord::LoadJob(blob) = &recs[1] else {
+            panic!("{recs:?}");
+        };
+        let needle = b"body-0199";
+        assert!(blob.windows(needle.len()).any(|w| w == needle));
+        assert!(blob.windows(5).any(|w| w == b":dead"));
     }
 }
