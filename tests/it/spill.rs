@@ -76,10 +76,15 @@ fn drain(c: &mut Client, q: &str, n: usize) -> Vec<(String, Vec<u8>)> {
 
 #[test]
 fn spilled_jobs_answer_every_command_and_free_their_segments() {
-    let s = Server::start(ServerOpts::with_args(SPILL_ALWAYS));
+    let s = crate::observe::http_node(SPILL_ALWAYS);
     let mut c = s.client();
     let n = 1000;
     let ids = fill(&mut c, "q", n);
+    let m = crate::observe::scrape(s.http_port());
+    let metric = |name: &str| crate::observe::value(&m, name, &[]);
+    assert_eq!(metric("disque_spill_jobs"), Some((n - HEAD) as f64));
+    assert!(metric("disque_spill_disk_bytes").is_some_and(|b| b > 0.0));
+    assert!(metric("disque_spill_jobs_written_total").is_some_and(|b| b >= (n - HEAD) as f64));
     assert!(!segments(&s).is_empty(), "no segment file written");
     assert_eq!(c.cmd(&["QLEN", "q"]).int(), n as i64);
     // SHOW reads the body from disk without paging the job in.
@@ -209,9 +214,11 @@ fn aof_rewrite_and_kill9_keep_spilled_jobs() {
 
 #[test]
 fn a_failing_disk_pauses_spilling_and_loses_nothing() {
+    let mut args = vec!["--http-port", "auto", "--http-bind", "127.0.0.1"];
+    args.extend_from_slice(SPILL_ALWAYS);
     let s = Server::start(ServerOpts {
         file_size_limit: Some(32 * 1024),
-        ..ServerOpts::with_args(SPILL_ALWAYS)
+        ..ServerOpts::with_args(&args)
     });
     let mut c = s.client();
     let n = 800;
