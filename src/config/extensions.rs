@@ -1,6 +1,6 @@
 //! Directives of our job-semantics extensions (docs/COMPATIBILITY.md):
 //! `dedup-window`, the seconds an ADDJOB DEDUP key is remembered (default
-//! 300), and the spill tier (docs/PERSISTENCE.md#spill-tiers): `spill`,
+//! 300), and the spill tier (docs/PERSISTENCE.md#9-spill-tiers): `spill`,
 //! `spill-dir`, `spill-max-disk`, `spill-watermark` (read at startup, so
 //! CONFIG GET shows them and CONFIG SET does not take them). Parsing, CONFIG GET / SET and CONFIG REWRITE live here so the rest
 //! of the config module needs one hook each, as for `security`.

@@ -1,4 +1,4 @@
-//! Spill policy (docs/PERSISTENCE.md#spill-tiers): which job bodies leave
+//! Spill policy (docs/PERSISTENCE.md#9-spill-tiers): which job bodies leave
 //! RAM for the node's append-only segment files, which come back ahead of
 //! consumers, and when a segment is freed or compacted.
 //!

@@ -1,4 +1,4 @@
-//! The node's side of the spill tier (docs/PERSISTENCE.md#spill-tiers):
+//! The node's side of the spill tier (docs/PERSISTENCE.md#9-spill-tiers):
 //! the handle to the spill thread, handing it the engine's spill ops after
 //! every task, and the INFO `spill` section. The policy is the engine's
 //! (`engine::spill`), the file I/O the spill thread's (`crate::spill`).

@@ -1,4 +1,4 @@
-//! The spill tier against real processes (docs/PERSISTENCE.md#spill-tiers):
+//! The spill tier against real processes (docs/PERSISTENCE.md#9-spill-tiers):
 //! queue tails move to segment files and every command still sees them
 //! (GETJOB, SHOW, QPEEK, JSCAN, ACKJOB), segments are reclaimed, a restart
 //! without the AOF starts clean, an AOF rewrite and a kill -9 keep spilled
