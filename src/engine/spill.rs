@@ -202,6 +202,8 @@ pub struct SpillStats {
 /// The spill state the engine keeps (empty and inert unless enabled).
 pub struct SpillState {
     enabled: bool,
+    /// Jobs at the front of each queue that stay in RAM.
+    pub(crate) head: usize,
     /// Bytes of segment files allowed; 0 = no limit.
     max_disk: u64,
     /// Percent of maxmemory where spilling starts.
@@ -236,6 +238,7 @@ impl Default for SpillState {
     fn default() -> Self {
         SpillState {
             enabled: false,
+            head: HEAD_WINDOW,
             max_disk: 0,
             watermark: 60,
             seg_size: SEGMENT_BYTES,
@@ -450,7 +453,10 @@ impl Engine {
         if !self.spill.enabled {
             return;
         }
-        let long = self.queues.get(qh).is_some_and(|q| q.len() > HEAD_WINDOW);
+        let long = self
+            .queues
+            .get(qh)
+            .is_some_and(|q| q.len() > self.spill.head);
         if long && self.spill_wanted() {
             self.spill_job(h);
         }
@@ -496,7 +502,7 @@ impl Engine {
         }
         let n = self.spill.pops.entry(qh).or_insert(0);
         *n += 1;
-        if *n as usize >= HEAD_WINDOW / 4 {
+        if *n as usize >= self.spill.head / 4 {
             *n = 0;
             self.spill_prefetch_scan(qh);
         }
@@ -538,7 +544,7 @@ impl Engine {
             return;
         };
         let s = &mut self.spill;
-        for h in q.handles().take(HEAD_WINDOW) {
+        for h in q.handles().take(s.head) {
             let Some(slot) = s.slots.get_mut(&h) else {
                 continue;
             };
@@ -792,7 +798,7 @@ impl Engine {
         let queues: Vec<u32> = self
             .queues
             .iter()
-            .filter(|(_, q)| q.len() > HEAD_WINDOW)
+            .filter(|(_, q)| q.len() > self.spill.head)
             .map(|(qh, _)| qh)
             .collect();
         for qh in queues {
@@ -803,7 +809,10 @@ impl Engine {
             let Some(q) = self.queues.get(qh) else {
                 continue;
             };
-            let todo: Vec<JobHandle> = q.handles_from(HEAD_WINDOW + from).take(budget).collect();
+            let todo: Vec<JobHandle> = q
+                .handles_from(self.spill.head + from)
+                .take(budget)
+                .collect();
             budget -= todo.len();
             let visited = todo.len();
             let mut stopped = false;
