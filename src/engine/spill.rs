@@ -231,6 +231,8 @@ pub struct SpillState {
     ops: Vec<SpillOp>,
     /// Slots whose body is not in RAM (not `Pending`).
     cold: u64,
+    /// Bytes of all segments (the sum of their `bytes`).
+    disk_total: u64,
     stats: SpillStats,
 }
 
@@ -257,6 +259,7 @@ impl Default for SpillState {
             relog: Map::default(),
             ops: Vec::new(),
             cold: 0,
+            disk_total: 0,
             stats: SpillStats::default(),
         }
     }
@@ -264,7 +267,7 @@ impl Default for SpillState {
 
 impl SpillState {
     fn disk_bytes(&self) -> u64 {
-        self.segs.values().map(|s| s.bytes).sum()
+        self.disk_total
     }
 
     /// Place a record of `len` body bytes at the end of the current
@@ -285,6 +288,7 @@ impl SpillState {
             .saturating_add(u32::try_from(rec).unwrap_or(u32::MAX));
         let seg = self.segs.entry(loc.seg).or_default();
         seg.bytes += rec;
+        self.disk_total += rec;
         seg.live += 1;
         seg.live_bytes += rec;
         loc
@@ -912,7 +916,9 @@ impl Engine {
             .map(|(&n, _)| n)
             .collect();
         for seg in dead {
-            self.spill.segs.remove(&seg);
+            if let Some(s) = self.spill.segs.remove(&seg) {
+                self.spill.disk_total = self.spill.disk_total.saturating_sub(s.bytes);
+            }
             self.spill.stats.unlinked += 1;
             self.spill.ops.push(SpillOp::Unlink { seg });
         }
