@@ -50,7 +50,7 @@ pub const SEGMENT_BYTES: u32 = 64 << 20;
 const MAX_PENDING_BYTES: u64 = 32 << 20;
 
 /// Backfill and compaction budget per cron run (records).
-const CRON_BUDGET: usize = 4096;
+const CRON_BUDGET: usize = 16_384;
 
 /// How long spilling stays off after a write failure (ms).
 const FAULT_BACKOFF_MS: u64 = 10_000;
@@ -377,12 +377,28 @@ impl Engine {
         st
     }
 
+    /// The tier can take bodies now: enabled, no write fault, budget left
+    /// (Disque's 75% memory level is skipped meanwhile, `memory_level`).
+    pub(crate) fn spill_absorbs(&self) -> bool {
+        let s = &self.spill;
+        s.enabled && s.fault.is_none() && !s.stats.disk_budget_full
+    }
+
+    /// Bytes of writes in flight allowed: `MAX_PENDING_BYTES`, or less
+    /// under a small maxmemory (those bodies are held twice meanwhile).
+    fn max_pending(&self) -> u64 {
+        match self.memory.maxmemory {
+            0 => MAX_PENDING_BYTES,
+            m => MAX_PENDING_BYTES.min(m / 16),
+        }
+    }
+
     /// Spill new bodies now? Memory above the watermark (with ten points
     /// of hysteresis), no recent write failure, room on disk and in the
     /// write pipeline.
     fn spill_wanted(&mut self) -> bool {
         let s = &self.spill;
-        if !s.enabled || s.fault.is_some() || s.pending_bytes >= MAX_PENDING_BYTES {
+        if !s.enabled || s.fault.is_some() || s.pending_bytes >= self.max_pending() {
             return false;
         }
         let max = self.memory.maxmemory;
