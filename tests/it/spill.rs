@@ -308,3 +308,39 @@ fn spill_directives_show_in_config_get() {
         String::from_utf8_lossy(&bad)
     );
 }
+
+#[test]
+fn dequeue_enqueue_working_deljob_and_expiry_work_on_spilled_jobs() {
+    let s = Server::start(ServerOpts::with_args(SPILL_ALWAYS));
+    let mut c = s.client();
+    let n = 300;
+    let ids = fill(&mut c, "q", n);
+    let x = &ids[n - 1];
+    assert_eq!(c.cmd(&["DEQUEUE", x]).int(), 1);
+    let shown = c.cmd(&["SHOW", x]);
+    assert_eq!(shown.field("state").text(), "active");
+    assert_eq!(shown.field("body").text(), body(n - 1));
+    assert_eq!(c.cmd(&["ENQUEUE", x]).int(), 1);
+    assert_eq!(c.cmd(&["SHOW", x]).field("state").text(), "queued");
+    assert!(c.cmd(&["WORKING", x]).int() > 0);
+    assert_eq!(c.cmd(&["ENQUEUE", x]).int(), 1);
+    let gone = &ids[n - 2];
+    assert_eq!(c.cmd(&["DELJOB", gone]).int(), 1);
+    assert!(c.cmd(&["SHOW", gone]).is_nil());
+    let got = drain(&mut c, "q", n - 1);
+    let want: Vec<usize> = (0..n).filter(|&i| i != n - 2).collect();
+    for ((id, b), i) in got.iter().zip(want) {
+        assert_eq!(id, &ids[i]);
+        assert_eq!(b, body(i).as_bytes());
+    }
+    // Spilled jobs that expire free their records like any other.
+    for i in 0..200 {
+        addjob(&mut c, "short", &body(i), &["TTL", "2"]);
+    }
+    assert!(wait_until(WAIT, POLL, || info(&mut c, "spilled_jobs")
+        == (200 - HEAD) as i64));
+    assert!(wait_until(WAIT, POLL, || c.cmd(&["QLEN", "short"]).int()
+        == 0
+        && info(&mut c, "spilled_jobs") == 0
+        && info(&mut c, "spill_live_bytes") == 0));
+}
