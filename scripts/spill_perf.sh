@@ -9,7 +9,9 @@
 #          75% alone, -OOM at 95%) or TARGET jobs; report jobs accepted,
 #          jobs spilled, peak RSS / maxmemory.
 #
-# usage: scripts/spill_perf.sh ram|fill
+#  tput  - throughput with and without spill (see `tput` below).
+#
+# usage: scripts/spill_perf.sh ram|fill|tput
 # environment: BIN_DIR [target/release], JOBS [300000], SIZE [1024],
 #              MAXMEM [64mb], TARGET [1300000], SPILL [yes]
 set -euo pipefail
@@ -109,8 +111,29 @@ fill() {
     stop
 }
 
+# Throughput, `spill no` vs `spill yes` (watermark 0: every tail on disk),
+# interleaved REPS times on fresh servers:
+#  addjob: JOBS jobs of SIZE bytes, 20 clients, pipeline 16;
+#  cycle:  a backlog of JOBS jobs first, then 10 s of the job cycle (20
+#          clients, half consuming with GETJOB COUNT 16 and ACKJOB), so
+#          consumers drain a backlog that is on disk.
+tput() {
+    for rep in $(seq 1 "${REPS:-3}"); do
+        for mode in no yes; do
+            start --maxmemory 8gb --spill "$mode" --spill-watermark 0
+            a=$("$BIN_DIR/disque-benchmark" -p "$port" -w addjob -s "$SIZE" -n "$JOBS" -c 20 -P 16 --csv)
+            [[ $mode == yes ]] && settle
+            b=$("$BIN_DIR/disque-benchmark" -p "$port" -w cycle -s "$SIZE" -d 10 -c 20 -P 16 --csv)
+            echo "rep=$rep spill=$mode addjob,$a"
+            echo "rep=$rep spill=$mode cycle,$b spilled_left=$(field spill spilled_jobs) reads=$(field spill spill_disk_reads)"
+            stop
+        done
+    done
+}
+
 case ${1:-} in
     ram) ram ;;
     fill) fill ;;
-    *) echo "usage: $0 ram|fill" >&2; exit 2 ;;
+    tput) tput ;;
+    *) echo "usage: $0 ram|fill|tput" >&2; exit 2 ;;
 esac

@@ -807,6 +807,18 @@ impl Engine {
         if self.spill.enabled && self.spill_wanted() {
             self.spill_backfill();
         }
+        // A page-in that failed is asked again for queues with waiters.
+        if !self.spill.slots.is_empty() {
+            let waited: Vec<u32> = self
+                .queues
+                .iter()
+                .filter(|(_, q)| !q.blocked.is_empty() && !q.is_empty())
+                .map(|(qh, _)| qh)
+                .collect();
+            for qh in waited {
+                self.spill_head_ready(qh);
+            }
+        }
         self.spill_compact();
         self.spill_reclaim();
     }
@@ -957,6 +969,8 @@ mod tests {
         unlinked: Vec<u32>,
         fail_writes: bool,
         corrupt_reads: bool,
+        /// Fail this many reads with an I/O error.
+        io_fail_reads: u32,
     }
 
     impl Disk {
@@ -982,6 +996,15 @@ mod tests {
                             done.push(SpillDone::Written {
                                 seg: loc.seg,
                                 end: loc.off + loc.record_len() as u32,
+                            });
+                        }
+                        SpillOp::Read { h, id, loc } if self.io_fail_reads > 0 => {
+                            self.io_fail_reads -= 1;
+                            done.push(SpillDone::Read {
+                                h,
+                                id,
+                                loc,
+                                result: Err(ReadFailure::Io),
                             });
                         }
                         SpillOp::Read { h, id, loc } => {
@@ -1323,5 +1346,34 @@ mod tests {
         let needle = b"body-0199";
         assert!(blob.windows(needle.len()).any(|w| w == needle));
         assert!(blob.windows(5).any(|w| w == b":dead"));
+    }
+
+    #[test]
+    fn a_failed_page_in_is_retried_for_a_waiting_client() {
+        let mut e = engine();
+        let mut disk = Disk::default();
+        for i in 0..300 {
+            add(&mut e, b"q", format!("b{i}"), 1000);
+        }
+        disk.run(&mut e, 1000);
+        while let GetJobOutcome::Jobs(_) = e.getjob(1, nohang(b"q", 1), 1001) {}
+        disk.io_fail_reads = 1_000;
+        let req = GetJobRequest {
+            nohang: false,
+            ..nohang(b"q", 1)
+        };
+        assert!(matches!(e.getjob(7, req, 1002), GetJobOutcome::Blocked));
+        disk.run(&mut e, 1003);
+        assert!(e.take_wakes().is_empty());
+        assert!(e.spill_stats().read_errors > 0);
+        // The disk recovers; the cron asks again and the client is served.
+        disk.io_fail_reads = 0;
+        e.spill_cron(1100);
+        disk.run(&mut e, 1100);
+        let wakes = e.take_wakes();
+        assert!(
+            matches!(&wakes[..], [(7, Wake::Jobs(j))] if j.len() == 1 && j[0].body.is_some()),
+            "{wakes:?}"
+        );
     }
 }
