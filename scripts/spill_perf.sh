@@ -11,9 +11,12 @@
 #
 #  tput  - throughput with and without spill (see `tput` below).
 #
-# usage: scripts/spill_perf.sh ram|fill|tput
+#  drain - GETJOB while draining a backlog on disk (see `drain` below).
+#
+# usage: scripts/spill_perf.sh ram|fill|tput|drain
 # environment: BIN_DIR [target/release], JOBS [300000], SIZE [1024],
-#              MAXMEM [64mb], TARGET [1300000], SPILL [yes]
+#              MAXMEM [64mb], TARGET [1300000], SPILL [yes],
+#              RATE [none: as fast as the clients go; else ADDJOBs/s]
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 BIN_DIR=${BIN_DIR:-$here/target/release}
@@ -96,7 +99,7 @@ fill() {
     local max peak=0 n=0 r
     max=$(redis-cli -p "$port" CONFIG GET maxmemory | tail -1)
     while (( n < TARGET )); do
-        out=$("$BIN_DIR/disque-benchmark" -p "$port" -w addjob -s "$SIZE" -n 50000 -c 20 -P 16 --csv 2>&1 || true)
+        out=$("$BIN_DIR/disque-benchmark" -p "$port" -w addjob -s "$SIZE" -n 50000 -c 20 -P 16 ${RATE:+--rate "$RATE"} --csv 2>&1 || true)
         n=$(redis-cli -p "$port" QLEN dqbench:0)
         r=$(rss); (( r > peak )) && peak=$r
         refused=$(( $(field jobstats refused_oom) + $(field jobstats refused_norepl) ))
@@ -131,9 +134,27 @@ tput() {
     done
 }
 
+# Draining a backlog on disk: 200,000 jobs, then 10 consumers doing
+# GETJOB NOHANG + ACKJOB for 190,000 operations (`-w getjob`); prints the
+# benchmark line plus what is left queued (jobs/s consumed = (200000 -
+# qlen_left) / elapsed, an empty NOHANG reply counts as an operation).
+drain() {
+    for rep in $(seq 1 "${REPS:-2}"); do
+        for mode in no yes; do
+            start --maxmemory 8gb --spill "$mode" --spill-watermark 0
+            "$BIN_DIR/disque-benchmark" -p "$port" -w addjob -s "$SIZE" -n 200000 -c 20 -P 16 -q >/dev/null
+            [[ $mode == yes ]] && settle
+            r=$("$BIN_DIR/disque-benchmark" -p "$port" -w getjob --prefill 0 -n 190000 -c 10 -P 1 --ack --csv 2>&1 | tail -1)
+            echo "rep=$rep spill=$mode getjob+ack,$r qlen_left=$(redis-cli -p "$port" QLEN dqbench:0) reads=$(field spill spill_disk_reads)"
+            stop
+        done
+    done
+}
+
 case ${1:-} in
     ram) ram ;;
+    drain) drain ;;
     fill) fill ;;
     tput) tput ;;
-    *) echo "usage: $0 ram|fill|tput" >&2; exit 2 ;;
+    *) echo "usage: $0 ram|fill|tput|drain" >&2; exit 2 ;;
 esac

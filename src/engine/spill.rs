@@ -42,6 +42,9 @@ pub const RECORD_HEADER: u64 = 4 + 4 + 40;
 /// Jobs at the front of each queue that are never spilled.
 pub const HEAD_WINDOW: usize = 128;
 
+/// How far ahead of consumers page-ins go, in head windows.
+const PREFETCH_WINDOWS: usize = 4;
+
 /// Default segment size.
 pub const SEGMENT_BYTES: u32 = 64 << 20;
 
@@ -558,13 +561,16 @@ impl Engine {
         self.spill.ops.push(SpillOp::Read { h, id: j.id, loc });
     }
 
-    /// Request page-ins for the on-disk jobs of the queue's head window.
+    /// Request page-ins for the on-disk jobs among the first
+    /// `PREFETCH_WINDOWS` head windows of the queue: reads run ahead of
+    /// consumers by several windows, so a page-in's round trip through
+    /// the spill thread is hidden while the resident ones are served.
     fn spill_prefetch_scan(&mut self, qh: u32) {
         let Some(q) = self.queues.get(qh) else {
             return;
         };
         let s = &mut self.spill;
-        for h in q.handles().take(s.head) {
+        for h in q.handles().take(s.head * PREFETCH_WINDOWS) {
             let Some(slot) = s.slots.get_mut(&h) else {
                 continue;
             };
