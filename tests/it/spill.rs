@@ -344,3 +344,31 @@ fn dequeue_enqueue_working_deljob_and_expiry_work_on_spilled_jobs() {
         && info(&mut c, "spilled_jobs") == 0
         && info(&mut c, "spill_live_bytes") == 0));
 }
+
+#[test]
+fn kill9_while_spilling_loses_nothing_with_the_aof() {
+    let mut args = SPILL_ALWAYS.to_vec();
+    args.extend([
+        "--appendonly",
+        "yes",
+        "--appendfsync",
+        "always",
+        "--aof-enqueue-jobs-once",
+        "yes",
+    ]);
+    let mut s = Server::start(ServerOpts::with_args(&args));
+    let mut c = s.client();
+    let n = 2000;
+    let ids: Vec<String> = (0..n).map(|i| addjob(&mut c, "q", &body(i), &[])).collect();
+    // No waiting for the spill writes: some are still in flight.
+    s.kill9();
+    s.restart();
+    let mut c = s.client();
+    let ok = wait_until(WAIT, POLL, || c.cmd(&["QLEN", "q"]).int() == n as i64);
+    assert!(ok, "QLEN {}", c.cmd(&["QLEN", "q"]).int());
+    let got = drain(&mut c, "q", n);
+    for (i, (id, b)) in got.iter().enumerate() {
+        assert_eq!(id, &ids[i]);
+        assert_eq!(b, body(i).as_bytes());
+    }
+}
