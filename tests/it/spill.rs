@@ -372,3 +372,57 @@ fn kill9_while_spilling_loses_nothing_with_the_aof() {
         assert_eq!(b, body(i).as_bytes());
     }
 }
+
+/// Pipelined ADDJOBs: `n` jobs of about 1 KiB; their IDs in order.
+fn fill_pipelined(c: &mut Client, q: &str, n: usize) -> Vec<String> {
+    let big = |i: usize| format!("{i:06}-{}", "y".repeat(1010));
+    let mut ids = Vec::with_capacity(n);
+    for chunk in (0..n).collect::<Vec<_>>().chunks(500) {
+        for &i in chunk {
+            c.send(&["ADDJOB", q, &big(i), "0"]);
+        }
+        for _ in chunk {
+            ids.push(c.read_reply().text());
+        }
+    }
+    ids
+}
+
+#[test]
+fn a_mostly_dead_segment_is_compacted_and_its_stragglers_survive() {
+    let s = Server::start(ServerOpts::with_args(SPILL_ALWAYS));
+    let mut c = s.client();
+    // A little over two 64 MiB segments of bodies.
+    let n = 140_000;
+    let ids = fill_pipelined(&mut c, "q", n);
+    assert!(wait_until(WAIT * 3, POLL, || info(&mut c, "spilled_jobs")
+        == (n - HEAD) as i64));
+    assert!(segments(&s).len() >= 3, "{:?}", segments(&s));
+    // Acknowledge all but every 50th job: the sealed segments are mostly dead.
+    let keep: Vec<usize> = (0..n).filter(|i| i % 50 == 0).collect();
+    let gone: Vec<&str> = (0..n)
+        .filter(|i| i % 50 != 0)
+        .map(|i| ids[i].as_str())
+        .collect();
+    for chunk in gone.chunks(1000) {
+        let mut cmd = vec!["ACKJOB"];
+        cmd.extend_from_slice(chunk);
+        assert_eq!(c.cmd(&cmd).int(), chunk.len() as i64);
+    }
+    assert!(
+        wait_until(WAIT * 3, POLL, || info(&mut c, "spill_compactions") > 0
+            && info(&mut c, "spill_segments_deleted") > 0
+            && info(&mut c, "spill_disk_bytes")
+                <= 2 * info(&mut c, "spill_live_bytes") + (64 << 20)),
+        "{}",
+        c.cmd(&["INFO", "spill"]).text()
+    );
+    assert!(info(&mut c, "spill_records_moved") > 0);
+    // The stragglers come back with their own bodies.
+    let got = drain(&mut c, "q", keep.len());
+    for ((id, b), i) in got.iter().zip(keep) {
+        assert_eq!(id, &ids[i]);
+        assert!(b.starts_with(format!("{i:06}-").as_bytes()), "job {i}");
+        assert_eq!(b.len(), 1017);
+    }
+}
