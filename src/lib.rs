@@ -66,7 +66,7 @@ pub(crate) mod tls;
 pub use aof::check_aof_main as check_aof;
 pub use observe::healthcheck::main as healthcheck;
 pub use observe::logging::init as init_logging;
-pub use os::memory::Counting;
+pub use os::allocator::Counting;
 pub use server::run;
 
 /// The version reported by INFO and HELLO.

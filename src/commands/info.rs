@@ -115,8 +115,8 @@ fn section(node: &Node, name: &str, now: u64, out: &mut String) {
             line("blocked_clients", &node.engine.blocked_clients());
         }
         "memory" => {
-            let used = crate::os::memory::allocated() as u64;
-            let peak = crate::os::memory::peak() as u64;
+            let used = crate::os::allocator::allocated() as u64;
+            let peak = crate::os::allocator::peak() as u64;
             let rss = crate::os::sys::rss_bytes();
             line("# Memory\r\nused_memory", &used);
             line("used_memory_human", &human_bytes(used));
