@@ -3,11 +3,12 @@
 
 use bytes::Bytes;
 
+use super::args::Args;
 use super::{err, parse_ids, Ctx, Outcome};
+use crate::domain::job::{JobId, JobState};
 use crate::engine::{Engine, JobHandle};
 use crate::errors::WireError;
-use crate::job::{JobId, JobState};
-use crate::resp::Reply;
+use crate::protocol::resp::Reply;
 
 /// Validate every ID first (one bad ID fails the whole command), then
 /// apply `f` to each known job; reply with how many `f` accepted.
@@ -16,7 +17,7 @@ pub(super) fn count_known(
     args: &[Bytes],
     mut f: impl FnMut(&mut Engine, JobHandle, u64) -> bool,
 ) -> Outcome {
-    let ids = match parse_ids(&args[1..]) {
+    let ids = match parse_ids(&mut Args::new(args)) {
         Ok(ids) => ids,
         Err(e) => return e,
     };

@@ -10,10 +10,10 @@
 use tokio::sync::oneshot;
 
 use super::{Ctx, Outcome};
+use crate::domain::job::JobId;
 use crate::engine::spill::Loc;
 use crate::errors::WireError;
-use crate::job::JobId;
-use crate::resp::Reply;
+use crate::protocol::resp::Reply;
 
 /// Where a spilled body goes in a reply: indexes into nested arrays, or
 /// into a map's pairs (the value of that pair).

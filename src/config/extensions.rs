@@ -7,6 +7,7 @@
 
 use super::values::parse_u64;
 use super::Config;
+use super::DirectiveError;
 
 /// Default `dedup-window` in seconds.
 pub const DEFAULT_DEDUP_WINDOW: u64 = 300;
@@ -63,7 +64,7 @@ impl std::fmt::Display for SpillDisk {
         }
     }
 }
-/// CONFIG SET accepts all of them.
+/// CONFIG SET takes only these (the spill directives are read at startup).
 pub(crate) const SET_NAMES: [&str; 1] = ["dedup-window"];
 
 /// Config-file directive; None when `name` is not one of ours.
@@ -71,7 +72,7 @@ pub(crate) fn apply_directive(
     cfg: &mut Config,
     name: &str,
     args: &[String],
-) -> Option<Result<(), String>> {
+) -> Option<Result<(), DirectiveError>> {
     if !GET_NAMES.contains(&name) {
         return None;
     }
@@ -82,7 +83,7 @@ pub(crate) fn apply_directive(
 }
 
 /// Validate and store one value (file, command line or CONFIG SET).
-pub(crate) fn set_value(cfg: &mut Config, name: &str, v: &str) -> Result<(), String> {
+pub(crate) fn set_value(cfg: &mut Config, name: &str, v: &str) -> Result<(), DirectiveError> {
     match name {
         "dedup-window" => {
             cfg.dedup_window = parse_u64(v)
@@ -142,7 +143,9 @@ pub(crate) fn rewrite_lines(c: &Config) -> Vec<(&'static str, String, bool)> {
             "spill-dir",
             format!(
                 "spill-dir {}",
-                crate::strings::repr(c.spill_dir.as_deref().unwrap_or_default().as_bytes())
+                crate::support::strings::repr(
+                    c.spill_dir.as_deref().unwrap_or_default().as_bytes()
+                )
             ),
             c.spill_dir.is_some(),
         ),

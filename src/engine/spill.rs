@@ -33,7 +33,7 @@ use std::collections::{BTreeMap, VecDeque};
 use bytes::Bytes;
 
 use super::{Engine, JobHandle, Map};
-use crate::job::{JobId, JobState};
+use crate::domain::job::{JobId, JobState};
 
 /// Bytes in front of each body in a segment record: body length (u32),
 /// CRC32 of ID and body (u32), the 40-byte job ID.
@@ -701,7 +701,7 @@ impl Engine {
                 let relog = self.spill.relog.contains_key(&h);
                 self.spill.forget(h);
                 if let Some(j) = self.store.get_mut(h) {
-                    j.body = Some(crate::job::Body::from(&body[..]));
+                    j.body = Some(crate::domain::job::Body::from(&body[..]));
                 }
                 if relog && self.aof {
                     self.out.aof.push(super::AofRecord::DelJob(id));
@@ -1325,7 +1325,7 @@ mod tests {
                 Bytes::from_static(b"q"),
                 Bytes::from(format!("body-{i:04}")),
             );
-            req.ext = Some(crate::job_ext::JobExt {
+            req.ext = Some(crate::domain::job_ext::JobExt {
                 max_deliveries: 1,
                 ..Default::default()
             });

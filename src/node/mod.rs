@@ -21,7 +21,7 @@ use tokio::sync::{mpsc, oneshot};
 use crate::config::Config;
 use crate::engine::qlen_cluster::PeerTotals;
 use crate::engine::{ClientId, Engine, Wake};
-use crate::resp::Reply;
+use crate::protocol::resp::Reply;
 
 /// Per-connection state owned by the connection task.
 pub struct ClientState {
@@ -103,7 +103,7 @@ pub struct Node {
     pub executable: String,
     pub tcp_port: u16,
     pub aof: persistence::AofStatus,
-    /// The AOF writer and rewrite driver; None until `persistence::startup`.
+    /// The AOF writer and rewrite driver; None until the AOF is loaded.
     pub aof_writer: Option<persistence::Aof>,
     /// Commands wait until this unix-ms time (CLIENT PAUSE).
     pub clients_paused_until: u64,
@@ -201,7 +201,7 @@ impl Node {
         );
         for a in args {
             line.push(' ');
-            line.push_str(&crate::strings::repr(a));
+            line.push_str(&crate::support::strings::repr(a));
         }
         line.push_str("\r\n");
         let msg = Bytes::from(line);
@@ -268,7 +268,7 @@ impl Node {
             }
             "appendonly" => persistence::set_appendonly(self, now)?,
             "appendfsync" => persistence::set_fsync_policy(self),
-            "loglevel" => crate::logging::set_level(self.config.loglevel),
+            "loglevel" => crate::observe::logging::set_level(self.config.loglevel),
             "cluster-node-timeout" => {
                 self.engine
                     .set_node_timeout(self.config.cluster_node_timeout);

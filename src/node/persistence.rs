@@ -17,10 +17,10 @@ use super::Node;
 use crate::aof::writer::{self, Msg, Writer};
 use crate::aof::{loader, reader, AofError, SyncWait};
 use crate::config::AppendFsync;
+use crate::domain::job::JobState;
 use crate::engine::codec::storage_bytes;
 use crate::engine::AofRecord;
 use crate::errors::WireError;
-use crate::job::JobState;
 
 /// Slots of the job table snapshotted per owner task during a
 /// background rewrite, and the byte budget of one chunk: small enough that
@@ -128,23 +128,6 @@ fn aof_path(node: &Node) -> PathBuf {
 fn sync_engine_flag(node: &mut Node) {
     node.engine
         .set_aof_records(node.aof.state != AofState::Off || node.aof.rewrite_in_progress);
-}
-
-/// Startup: load the AOF when `appendonly yes` or `aof-enqueue-jobs-once
-/// yes`, then start the writer (appending only when `appendonly yes`).
-/// An error means "refuse to start". The server does the same in steps
-/// (`begin_load`, `FileLoad::step`, `finish_load`) to answer `-LOADING`
-/// while it loads.
-pub fn startup(node: &mut Node, now: u64) -> Result<(), AofError> {
-    let started = std::time::Instant::now();
-    let loaded = match begin_load(node)? {
-        Some(mut load) => {
-            while !load.step(&mut node.engine, now, usize::MAX)? {}
-            Some(load.finish(&node.engine))
-        }
-        None => None,
-    };
-    finish_load(node, loaded, started)
 }
 
 /// Open the AOF to load, if this configuration loads one (None: nothing
@@ -385,7 +368,10 @@ fn encode_dedup_keys(engine: &crate::engine::Engine) -> Vec<u8> {
 }
 
 /// A spilled job's record without its body, and where the body is.
-type SpilledRecord = (crate::job_codec::JobRecord, crate::engine::spill::Loc);
+type SpilledRecord = (
+    crate::protocol::job_codec::JobRecord,
+    crate::engine::spill::Loc,
+);
 
 /// Encode the live jobs of slots `from..` up to the chunk budget; returns
 /// the bytes, the next slot to visit, and the jobs whose body is spilled.

@@ -22,8 +22,8 @@ use std::sync::{mpsc, Arc, Mutex};
 
 use bytes::{Bytes, BytesMut};
 
+use crate::domain::job::JobId;
 use crate::engine::spill::{Loc, ReadFailure, SpillDone, SpillFault, SpillOp};
-use crate::job::JobId;
 pub use segment::SegmentError;
 
 /// Where the spill thread's results go (the server submits them to the

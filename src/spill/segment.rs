@@ -15,8 +15,8 @@ use std::path::{Path, PathBuf};
 
 use bytes::{BufMut, Bytes, BytesMut};
 
+use crate::domain::job::JobId;
 use crate::engine::spill::{Loc, RECORD_HEADER};
-use crate::job::JobId;
 
 /// Failures reading or writing segment files.
 #[derive(Debug, thiserror::Error)]

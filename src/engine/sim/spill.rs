@@ -8,8 +8,8 @@ use std::collections::HashMap;
 use bytes::Bytes;
 
 use super::net::Sim;
+use crate::domain::job::JobId;
 use crate::engine::spill::{ReadFailure, SpillDone, SpillOp};
-use crate::job::JobId;
 
 /// Jobs at the head of each queue kept in RAM in the simulation: small,
 /// so that its short queues spill.
