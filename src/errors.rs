@@ -119,6 +119,8 @@ pub enum WireError {
     ConfigRewrite(String),
     AofCantTurnOn,
     InvalidRestartDelay,
+    /// ACL GENPASS with a bit count that is not 1 to 4096 (Redis's text).
+    AclGenpassBits,
     /// CONFIG SET of a tls-* parameter whose files do not load (Redis 6's text).
     TlsReload,
     /// The subcommand as sent.
@@ -245,6 +247,7 @@ impl WireError {
             ConfigRewrite(e) => return format!("ERR Rewriting config file: {e}").into(),
             AofCantTurnOn => "ERR Unable to turn on AOF. Check server logs.",
             InvalidRestartDelay => "ERR Invalid restart delay",
+            AclGenpassBits => "ERR ACL GENPASS argument must be the number of bits for the output password, a positive number up to 4096",
             TlsReload => "ERR Unable to update TLS configuration. Check server logs.",
             DebugUsage(sub) => {
                 return format!(

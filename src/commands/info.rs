@@ -4,6 +4,7 @@ use std::fmt::Write;
 
 use bytes::Bytes;
 
+use super::args::Args;
 use super::{syntax_error, Ctx, Outcome, COMMANDS};
 use crate::node::Node;
 use crate::protocol::resp::Reply;
@@ -25,12 +26,13 @@ const SECTIONS: [&str; 11] = [
 ];
 
 pub fn info(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
-    if args.len() > 2 {
+    let mut a = Args::new(args);
+    if a.remaining() > 1 {
         return syntax_error();
     }
-    let which = args
-        .get(1)
-        .map(|a| String::from_utf8_lossy(a).to_ascii_lowercase());
+    let which = a
+        .next()
+        .map(|s| String::from_utf8_lossy(s).to_ascii_lowercase());
     let wanted: Vec<&str> = match which.as_deref() {
         None | Some("default") => SECTIONS[..8].to_vec(),
         Some("all") | Some("everything") => SECTIONS.to_vec(),
@@ -115,8 +117,8 @@ fn section(node: &Node, name: &str, now: u64, out: &mut String) {
             line("blocked_clients", &node.engine.blocked_clients());
         }
         "memory" => {
-            let used = crate::os::memory::allocated() as u64;
-            let peak = crate::os::memory::peak() as u64;
+            let used = crate::os::allocator::allocated() as u64;
+            let peak = crate::os::allocator::peak() as u64;
             let rss = crate::os::sys::rss_bytes();
             line("# Memory\r\nused_memory", &used);
             line("used_memory_human", &human_bytes(used));

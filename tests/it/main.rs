@@ -25,6 +25,7 @@ mod memory;
 mod memory_growth;
 mod observe;
 mod owner;
+mod parse_errors;
 mod pki;
 mod producers;
 mod protocol;

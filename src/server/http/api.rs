@@ -159,7 +159,7 @@ pub(super) async fn overview(State(st): State<AppState>) -> Json<Value> {
                     "jobs": node.engine.store().len(), "clients": node.clients.len(),
                 },
                 "memory": {
-                    "used": crate::os::memory::allocated(),
+                    "used": crate::os::allocator::allocated(),
                     "max": node.engine.maxmemory(),
                     "level": node.engine.memory_level(),
                 },

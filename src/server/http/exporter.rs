@@ -89,7 +89,7 @@ impl Snapshot {
             aof_rewrite_in_progress: node.aof.rewrite_in_progress,
             aof_last_write_ok: node.aof.last_write_error.is_none(),
             aof_last_rewrite_ok: node.aof.last_rewrite_ok,
-            memory_used: crate::os::memory::allocated() as u64,
+            memory_used: crate::os::allocator::allocated() as u64,
             memory_max: node.engine.maxmemory(),
             memory_level: node.engine.memory_level(),
             connected_clients: node.clients.len() as u64,
