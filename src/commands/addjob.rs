@@ -10,6 +10,10 @@ use crate::job_ext::JobExt;
 use crate::resp::Reply;
 
 pub fn addjob(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
+    let max_body = ctx.node.config.job_max_body_size;
+    if max_body != 0 && args[2].len() as u64 > max_body {
+        return err(WireError::BodyTooLarge(args[2].len() as u64, max_body));
+    }
     let mut req = AddJobRequest::new(args[1].clone(), args[2].clone());
     let mut i = 4;
     while i < args.len() {

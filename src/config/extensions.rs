@@ -1,6 +1,7 @@
 //! Directives of our job-semantics extensions (docs/COMPATIBILITY.md):
 //! `dedup-window`, the seconds an ADDJOB DEDUP key is remembered (default
-//! 300). Parsing, CONFIG GET / SET and CONFIG REWRITE live here so the rest
+//! 300), and `job-max-body-size`, the largest ADDJOB body accepted (default
+//! 0: only the protocol's 512 MB bulk limit). Parsing, CONFIG GET / SET and CONFIG REWRITE live here so the rest
 //! of the config module needs one hook each, as for `security`.
 
 use super::values::parse_u64;
@@ -12,9 +13,9 @@ pub const DEFAULT_DEDUP_WINDOW: u64 = 300;
 pub const MAX_DEDUP_WINDOW: u64 = 30 * 86400;
 
 /// CONFIG GET order, after Disque's parameters and the security ones.
-pub(crate) const GET_NAMES: [&str; 1] = ["dedup-window"];
+pub(crate) const GET_NAMES: [&str; 2] = ["dedup-window", "job-max-body-size"];
 /// CONFIG SET accepts all of them.
-pub(crate) const SET_NAMES: [&str; 1] = ["dedup-window"];
+pub(crate) const SET_NAMES: [&str; 2] = ["dedup-window", "job-max-body-size"];
 
 /// Config-file directive; None when `name` is not one of ours.
 pub(crate) fn apply_directive(
@@ -39,6 +40,10 @@ pub(crate) fn set_value(cfg: &mut Config, name: &str, v: &str) -> Result<(), Str
                 .filter(|&n| (1..=MAX_DEDUP_WINDOW).contains(&n))
                 .ok_or("dedup-window must be between 1 and 2592000 seconds")?;
         }
+        "job-max-body-size" => {
+            cfg.job_max_body_size = super::values::parse_memory(v)
+                .ok_or("job-max-body-size must be a size in bytes (units k, kb, m, mb, g, gb)")?;
+        }
         _ => return Err("Bad directive or wrong number of arguments".into()),
     }
     Ok(())
@@ -48,15 +53,26 @@ pub(crate) fn set_value(cfg: &mut Config, name: &str, v: &str) -> Result<(), Str
 pub(crate) fn get_value(c: &Config, name: &str) -> String {
     match name {
         "dedup-window" => c.dedup_window.to_string(),
+        "job-max-body-size" => c.job_max_body_size.to_string(),
         _ => String::new(),
     }
 }
 
 /// (option, line, differs from default) for CONFIG REWRITE.
 pub(crate) fn rewrite_lines(c: &Config) -> Vec<(&'static str, String, bool)> {
-    vec![(
-        "dedup-window",
-        format!("dedup-window {}", c.dedup_window),
-        c.dedup_window != DEFAULT_DEDUP_WINDOW,
-    )]
+    vec![
+        (
+            "dedup-window",
+            format!("dedup-window {}", c.dedup_window),
+            c.dedup_window != DEFAULT_DEDUP_WINDOW,
+        ),
+        (
+            "job-max-body-size",
+            format!(
+                "job-max-body-size {}",
+                super::values::format_memory(c.job_max_body_size)
+            ),
+            c.job_max_body_size != 0,
+        ),
+    ]
 }

@@ -273,6 +273,8 @@ pub struct Config {
     pub deploy: deploy::DeployConfig,
     /// `dedup-window` seconds (our extension, `extensions`).
     pub dedup_window: u64,
+    /// `job-max-body-size` bytes, 0 = no limit (our extension, `extensions`).
+    pub job_max_body_size: u64,
     /// Our extension: port of the HTTP endpoint (metrics, health,
     /// dashboard). None = off (`http-port 0`, the default); Some(0) =
     /// any free port (`http-port auto`).
@@ -386,6 +388,7 @@ impl Default for Config {
             tls: security::TlsConfig::default(),
             deploy: deploy::DeployConfig::default(),
             dedup_window: extensions::DEFAULT_DEDUP_WINDOW,
+            job_max_body_size: 0,
             http_port: None,
             http_bind: Vec::new(),
             metrics_max_queues: observe::defaults::METRICS_MAX_QUEUES,

@@ -98,6 +98,7 @@ pub async fn handle<S: ClientStream>(shared: Arc<Shared>, mut stream: S, addr: S
 /// per batch, and the signals that end the client.
 struct Connection<'a, S> {
     stream: &'a mut S,
+    shared: &'a Shared,
     rbuf: BytesMut,
     parser: RequestParser,
     /// A malformed request: answered, then the connection closes.
@@ -146,9 +147,31 @@ impl<S: ClientStream> Connection<'_, S> {
         Ok((n > 0).then_some(n))
     }
 
-    /// Write the buffered replies with one syscall.
+    /// Write the buffered replies with one syscall. With a soft
+    /// client-output-buffer-limit, replies above it that the client does
+    /// not take within its seconds close the connection (Redis's rule;
+    /// our buffer stops growing while a write waits, so the time the
+    /// client leaves them there is what counts).
     async fn write_out(&mut self, wbuf: &mut BytesMut) -> std::io::Result<()> {
-        flush(self.stream, wbuf).await
+        let soft = self.shared.obuf_soft.load(Ordering::Relaxed);
+        // As for the hard limit, Redis's static 16 KB reply buffer is free.
+        if soft == 0 || (wbuf.len() as u64).saturating_sub(16 * 1024) <= soft {
+            return flush(self.stream, wbuf).await;
+        }
+        let secs = self.shared.obuf_soft_secs.load(Ordering::Relaxed);
+        let bytes = wbuf.len();
+        match tokio::time::timeout(Duration::from_secs(secs), flush(self.stream, wbuf)).await {
+            Ok(r) => r,
+            Err(_) => {
+                tracing::warn!(
+                    bytes,
+                    soft,
+                    secs,
+                    "Client closed for overcoming of output buffer limits."
+                );
+                Err(std::io::Error::other("client-output-buffer-limit soft"))
+            }
+        }
     }
 }
 
@@ -173,6 +196,7 @@ async fn serve<S: ClientStream>(
     // connections must not cost 32 KB each.
     let mut conn = Connection {
         stream,
+        shared,
         rbuf: BytesMut::with_capacity(1024),
         parser: RequestParser::new(),
         protocol_error: None,
