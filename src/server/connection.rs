@@ -230,6 +230,7 @@ async fn serve<S: ClientStream>(
             }
         }
         if let Some(msg) = conn.protocol_error.take() {
+            tracing::warn!(error = %msg, "Closing a client after a protocol error.");
             let reply = WireError::Protocol(msg).reply();
             encode(&reply, batch.client.proto, &mut batch.wbuf);
             return conn.write_out(&mut batch.wbuf).await;
@@ -384,6 +385,7 @@ async fn wait_blocked<S: ClientStream>(
                     return Ok(None);
                 }
                 if rbuf.len() > crate::resp::parse::MAX_QUERY_BUF {
+                    tracing::warn!(bytes = rbuf.len(), "Closing client that reached max query buffer length.");
                     return Ok(None);
                 }
             }

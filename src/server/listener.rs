@@ -296,7 +296,26 @@ pub(crate) async fn admit(shared: &Shared, peer: Option<&SocketAddr>) -> Result<
 /// Tell a refused client why, then close.
 pub(crate) async fn reject<S: AsyncWrite + Unpin>(mut stream: S, why: Refusal, peer: String) {
     let text: Vec<u8> = match why {
-        Refusal::Full => WireError::MaxClients.line(),
+        Refusal::Full => {
+            // One line a second at most: a connection storm must not
+            // flood the log.
+            static LAST: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+            let now = crate::clock::unix_ms();
+            let last = LAST.load(std::sync::atomic::Ordering::Relaxed);
+            if now.saturating_sub(last) >= 1000
+                && LAST
+                    .compare_exchange(
+                        last,
+                        now,
+                        std::sync::atomic::Ordering::Relaxed,
+                        std::sync::atomic::Ordering::Relaxed,
+                    )
+                    .is_ok()
+            {
+                tracing::warn!(peer = %peer, "Refused a client: max number of clients reached (maxclients).");
+            }
+            WireError::MaxClients.line()
+        }
         Refusal::Protected => {
             tracing::warn!(peer = %peer, "Refused a non-loopback client: protected mode.");
             WireError::ProtectedMode.line()

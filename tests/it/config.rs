@@ -74,16 +74,17 @@ fn config_get_star_lists_35_parameters_in_order() {
     assert_eq!(names[..35], CONFIG_ORDER);
     assert_eq!(names[35], "protected-mode");
     assert_eq!(
-        names[names.len() - 4..],
+        names[names.len() - 5..],
         [
             "dedup-window",
+            "job-max-body-size",
             "aclfile",
             "enable-debug-command",
             "enable-protected-configs"
         ]
     );
     assert!(
-        names[36..names.len() - 4]
+        names[36..names.len() - 5]
             .iter()
             .all(|n| n.starts_with("tls-")),
         "{names:?}"

@@ -238,6 +238,7 @@ fn thousands_of_idle_connections_and_maxclients() {
         String::from_utf8_lossy(&refused),
         "-ERR max number of clients reached\r\n"
     );
+    assert!(s.wait_output("max number of clients reached (maxclients)", WAIT));
     drop(idle);
     assert!(wait_until(WAIT, POLL, || c.info_int("connected_clients") == 1));
 }

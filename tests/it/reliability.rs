@@ -92,3 +92,100 @@ fn addjob_waits_for_a_killed_peer_that_restarts_before_the_node_timeout() {
 fn addjob_waits_for_a_killed_peer_that_restarts_after_being_marked_failing() {
     kill_addjob_restart("1000", 4);
 }
+
+/// ASYNC with a peer down: the copy it missed is made once it is back
+/// (Disque sends ASYNC copies once and forgets them).
+#[test]
+fn an_async_copy_missed_by_a_killed_peer_is_made_when_it_restarts() {
+    let mut nodes = cluster3("10000");
+    nodes[2].kill9();
+    let mut c0 = nodes[0].client();
+    let r = c0.cmd(&["ADDJOB", "aq", "body", "0", "REPLICATE", "3", "ASYNC"]);
+    let id = r.text();
+    assert!(is_job_id(&id), "{r:?}");
+    let mut c1 = nodes[1].client();
+    assert!(wait_until(WAIT, POLL, || !c1.cmd(&["SHOW", &id]).is_nil()));
+    nodes[2].restart();
+    let mut c2 = nodes[2].client();
+    assert!(
+        wait_until(WAIT, POLL, || !c2.cmd(&["SHOW", &id]).is_nil()),
+        "the restarted node never got its copy of {id}"
+    );
+    // Still queued once, on the origin.
+    assert_eq!(c0.cmd(&["QLEN", "aq"]).int(), 1);
+    assert_eq!(c2.cmd(&["QLEN", "aq"]).int(), 0);
+}
+
+/// A bulk reply's bytes (empty for anything else).
+fn bulk(r: &Reply) -> &[u8] {
+    match r {
+        Reply::Bulk(b) => b,
+        _ => &[],
+    }
+}
+
+/// A body made of every byte value, so a copy that mangles it shows.
+fn pattern(len: usize) -> Vec<u8> {
+    (0..len).map(|i| (i % 251) as u8).collect()
+}
+
+/// Jobs of 1 MB and 16 MB replicated to three nodes, consumed and
+/// acknowledged (the acknowledgement removes every copy); a body above
+/// `job-max-body-size` is refused with a clear error.
+#[test]
+fn big_bodies_replicate_to_three_nodes_and_the_body_limit_holds() {
+    let nodes = cluster3("3000");
+    for s in &nodes {
+        let r = s
+            .client()
+            .cmd(&["CONFIG", "SET", "job-max-body-size", "16mb"]);
+        assert_eq!(r, Reply::Status("OK".into()));
+    }
+    let mut c0 = nodes[0].client();
+    for size in [1 << 20, 16 << 20] {
+        let body = pattern(size);
+        let r = c0.cmd(&[
+            b"ADDJOB".as_slice(),
+            b"bq",
+            &body,
+            b"30000",
+            b"REPLICATE",
+            b"3",
+        ]);
+        let id = r.text();
+        assert!(is_job_id(&id), "{size}: {r:?}");
+        for s in &nodes[1..] {
+            let mut c = s.client();
+            let shown = c.cmd(&["SHOW", &id]);
+            assert!(
+                bulk(shown.field("body")) == &body[..],
+                "{size}: body differs"
+            );
+        }
+        let got = c0.cmd(&["GETJOB", "TIMEOUT", "5000", "FROM", "bq"]);
+        let job = got.array()[0].array();
+        assert_eq!(job[1].text(), id);
+        assert!(bulk(&job[2]) == &body[..], "{size}: body differs");
+        assert_eq!(c0.cmd(&["ACKJOB", &id]).int(), 1);
+        for s in &nodes {
+            let mut c = s.client();
+            assert!(
+                wait_until(WAIT, POLL, || c.cmd(&["SHOW", &id]).is_nil()),
+                "{size}: {id} still on {}",
+                s.port()
+            );
+        }
+    }
+    let over = vec![b'x'; (16 << 20) + 1];
+    let r = c0.cmd(&[b"ADDJOB".as_slice(), b"bq", &over, b"0"]);
+    assert_eq!(
+        r,
+        Reply::Error(
+            "ERR job body too large (16777217 bytes, job-max-body-size is 16777216)".into()
+        )
+    );
+    assert_eq!(
+        c0.cmd(&["CONFIG", "GET", "job-max-body-size"]).array()[1].text(),
+        "16777216"
+    );
+}
