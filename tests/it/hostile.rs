@@ -75,10 +75,20 @@ fn a_client_that_never_reads_is_closed_by_the_soft_output_limit() {
         let r = c.cmd(&["ADDJOB", "big", &body, "0"]);
         assert!(matches!(r, Reply::Status(_)), "{r:?}");
     }
+    for _ in 0..10 {
+        let r = c.cmd(&["ADDJOB", "work", "task", "0", "RETRY", "1"]);
+        assert!(matches!(r, Reply::Status(_)), "{r:?}");
+    }
     let mut hog = TcpStream::connect(("127.0.0.1", s.port())).unwrap();
     hog.set_write_timeout(Some(Duration::from_secs(10)))
         .unwrap();
-    // 100 x 2 MB of replies: far more than the socket buffers hold.
+    // It takes jobs it will never see...
+    hog.write_all(&encode_cmd(&[
+        "GETJOB", "NOHANG", "COUNT", "10", "FROM", "work",
+    ]))
+    .unwrap();
+    // ...then asks for 100 x 2 MB of replies: far more than the socket
+    // buffers hold.
     let req = encode_cmd(&["QPEEK", "big", "20"]);
     let mut sent = 0;
     for _ in 0..100 {
@@ -103,6 +113,8 @@ fn a_client_that_never_reads_is_closed_by_the_soft_output_limit() {
     let t = ping_time(&mut c);
     assert!(t < LATENCY, "PING took {t:?}");
     assert_eq!(c.cmd(&["QLEN", "big"]).int(), 20);
+    // The jobs the hog took come back with their retry: nothing lost.
+    assert!(wait_until(WAIT, POLL, || c.cmd(&["QLEN", "work"]).int() == 10));
 }
 
 /// A client pipelining a million commands without reading its replies
