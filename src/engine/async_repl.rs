@@ -21,6 +21,10 @@ const SILENT_TRIES: u32 = 3;
 /// so a peer whose link comes back gets its copy within the cap.
 const FIRST_RETRY_MS: u64 = 100;
 const MAX_RETRY_MS: u64 = 1000;
+/// Jobs handled per cron call (every ~100 ms): a peer out of memory for a
+/// long time, with many ASYNC jobs waiting for it, costs a bounded number
+/// of resends per second.
+const MAX_PER_ROUND: usize = 1000;
 
 /// One ASYNC job still short of its replication level.
 struct Pending {
@@ -57,6 +61,12 @@ impl AsyncRepl {
 }
 
 impl Engine {
+    /// ASYNC jobs whose replication level is not confirmed yet (INFO
+    /// jobstats `async_copies_pending`).
+    pub fn async_copies_pending(&self) -> usize {
+        self.async_repl.len()
+    }
+
     /// An ASYNC job was just created and its first REPLJOBs queued: keep
     /// sending until `want` peers confirmed.
     pub(super) fn async_track(&mut self, h: JobHandle, want: usize, handoff: bool, now: u64) {
@@ -114,6 +124,7 @@ impl Engine {
             .iter()
             .filter(|(_, p)| p.next <= now)
             .map(|(id, _)| *id)
+            .take(MAX_PER_ROUND)
             .collect();
         let now_s = now / 1000;
         for id in due {

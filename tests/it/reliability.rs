@@ -105,12 +105,17 @@ fn an_async_copy_missed_by_a_killed_peer_is_made_when_it_restarts() {
     assert!(is_job_id(&id), "{r:?}");
     let mut c1 = nodes[1].client();
     assert!(wait_until(WAIT, POLL, || !c1.cmd(&["SHOW", &id]).is_nil()));
+    // The missing copy is counted while its node is down.
+    assert_eq!(c0.info_int("async_copies_pending"), 1);
     nodes[2].restart();
     let mut c2 = nodes[2].client();
     assert!(
         wait_until(WAIT, POLL, || !c2.cmd(&["SHOW", &id]).is_nil()),
         "the restarted node never got its copy of {id}"
     );
+    assert!(wait_until(WAIT, POLL, || c0
+        .info_int("async_copies_pending")
+        == 0));
     // Still queued once, on the origin.
     assert_eq!(c0.cmd(&["QLEN", "aq"]).int(), 1);
     assert_eq!(c2.cmd(&["QLEN", "aq"]).int(), 0);
