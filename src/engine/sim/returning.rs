@@ -82,7 +82,11 @@ fn round(sim: &mut Sim, victim: usize, down_ms: u64, n: usize) -> Option<Wake> {
 }
 
 fn run(seed: u64, down_ms: u64, rounds: usize) {
-    let mut sim = Sim::new(3, seed, Faults::calm());
+    run_with(seed, down_ms, rounds, Faults::calm());
+}
+
+fn run_with(seed: u64, down_ms: u64, rounds: usize, faults: Faults) {
+    let mut sim = Sim::new(3, seed, faults);
     sim.join_all();
     for n in 0..rounds {
         let victim = 1 + n % 2;
@@ -118,6 +122,21 @@ fn seeds() -> std::ops::Range<u64> {
 fn sim_addjob_waits_for_a_peer_back_before_the_node_timeout() {
     for seed in seeds() {
         run(seed, 2000, 6);
+    }
+}
+
+/// The same on a network that loses (breaking links), duplicates and
+/// reorders messages.
+#[test]
+fn sim_addjob_waits_for_a_peer_back_on_a_lossy_network() {
+    for seed in seeds() {
+        let faults = Faults {
+            drop: 0.01,
+            dup: 0.01,
+            max_delay: 10,
+            retrans: 0.02,
+        };
+        run_with(seed, 2000, 6, faults);
     }
 }
 
