@@ -55,9 +55,10 @@ pub struct Shared {
     pub idle_timeout: AtomicU64,
     /// `tcp-keepalive` seconds for new client sockets, 0 = off.
     pub tcp_keepalive: AtomicU64,
-    /// client-output-buffer-limit soft bytes (0 = none) and seconds: a
-    /// client whose pending replies stay above it that long is closed.
+    /// client-output-buffer-limit soft bytes (0 = none): a client whose
+    /// pending replies stay above it for `obuf_soft_secs` is closed.
     pub obuf_soft: AtomicU64,
+    /// client-output-buffer-limit soft seconds.
     pub obuf_soft_secs: AtomicU64,
     pub bus: Arc<bus::Bus>,
     connect_tx: tokio::sync::mpsc::UnboundedSender<bus::ConnectRequest>,
