@@ -130,6 +130,9 @@ impl<S: ClientStream> Connection<'_, S> {
     /// Read more bytes. None when the client is gone: EOF, killed, idle
     /// for `idle_secs` (0 = never).
     async fn read_more(&mut self, idle_secs: u64) -> std::io::Result<Option<usize>> {
+        // CONFIG SET applies to connections already open, as in Redis.
+        self.parser
+            .set_max_bulk(self.shared.proto_max_bulk_len.load(Ordering::Relaxed));
         if let Some(extra) = self.parser.pending_bulk_remaining() {
             self.rbuf.reserve(extra.min(MAX_RESERVE));
         } else if self.rbuf.capacity() - self.rbuf.len() < 512 {

@@ -209,6 +209,37 @@ fn huge_bulk_lengths_trickled_do_not_reserve_what_they_announce() {
     assert_eq!(c.cmd(&["QLEN", "q"]).int(), 20);
 }
 
+/// With `proto-max-bulk-len`, a client announcing a larger bulk is
+/// answered Redis's protocol error and closed at once, before any of it is
+/// buffered; the others go on.
+#[test]
+fn proto_max_bulk_len_refuses_a_huge_bulk_at_its_header() {
+    let s = Server::start_default();
+    let mut c = s.client();
+    assert_eq!(
+        c.cmd(&["CONFIG", "SET", "proto-max-bulk-len", "1mb"]),
+        Reply::Status("OK".into())
+    );
+    assert_eq!(
+        c.cmd(&["CONFIG", "GET", "proto-max-bulk-len"]).array()[1].text(),
+        "1048576"
+    );
+    assert!(c
+        .cmd(&["CONFIG", "SET", "proto-max-bulk-len", "1000"])
+        .is_error());
+    let mut t = Client::connect(s.port());
+    t.send_raw(b"*4\r\n$6\r\nADDJOB\r\n$1\r\nq\r\n$400000000\r\n");
+    assert_eq!(
+        String::from_utf8_lossy(&t.expect_closed()),
+        "-ERR Protocol error: invalid bulk length\r\n"
+    );
+    assert!(s.wait_output("Closing a client after a protocol error", WAIT));
+    // A bulk of exactly the limit is fine.
+    let body = vec![b'x'; 1 << 20];
+    let r = c.cmd(&[b"ADDJOB".as_slice(), b"q", &body, b"0"]);
+    assert!(matches!(r, Reply::Status(_)), "{r:?}");
+}
+
 /// Many idle connections cost little memory each; maxclients refuses the
 /// one over the limit with Redis's error; PING stays quick throughout.
 #[test]
