@@ -34,31 +34,59 @@
 //!   with the engine's job counters as Prometheus metrics, beside
 //!   /healthz, /readyz and the dashboard.
 
-pub mod acl;
+//!
+//! # Public surface
+//!
+//! What the `disque-server` binary needs is public and documented: [`run`],
+//! [`check_aof`], [`healthcheck`], [`init_logging`], [`Counting`] and
+//! [`VERSION`]. The modules hidden from the documentation are public only
+//! so that the workspace's fuzz targets, benchmarks and integration tests
+//! can drive the decoders and the engine directly; they promise no
+//! stability. Everything else is private to the crate.
+
+#![warn(missing_docs)]
+
+pub(crate) mod acl;
+#[doc(hidden)]
 pub mod aof;
-pub mod cgroup;
-pub mod clock;
+pub(crate) mod cgroup;
+pub(crate) mod clock;
+#[doc(hidden)]
 pub mod cluster;
-pub mod commands;
+pub(crate) mod commands;
+#[doc(hidden)]
 pub mod config;
+#[doc(hidden)]
 pub mod engine;
-pub mod errors;
-pub mod healthcheck;
-pub mod histogram;
+pub(crate) mod errors;
+pub(crate) mod healthcheck;
+pub(crate) mod histogram;
+#[doc(hidden)]
 pub mod job;
+#[doc(hidden)]
 pub mod job_codec;
+#[doc(hidden)]
 pub mod job_ext;
-pub mod logging;
+pub(crate) mod logging;
+#[doc(hidden)]
 pub mod memory;
-pub mod metrics;
-pub mod node;
+pub(crate) mod metrics;
+pub(crate) mod node;
+#[doc(hidden)]
 pub mod queue;
+#[doc(hidden)]
 pub mod resp;
-pub mod server;
-pub mod slab;
-pub mod strings;
-pub mod sys;
-pub mod tls;
+pub(crate) mod server;
+pub(crate) mod slab;
+pub(crate) mod strings;
+pub(crate) mod sys;
+pub(crate) mod tls;
+
+pub use aof::check_aof_main as check_aof;
+pub use healthcheck::main as healthcheck;
+pub use logging::init as init_logging;
+pub use memory::Counting;
+pub use server::run;
 
 /// The version reported by INFO and HELLO.
 pub const VERSION: &str = "1.0-rc1";

@@ -115,21 +115,6 @@ pub fn members(name: &str) -> Option<Vec<&'static str>> {
     }
 }
 
-/// Categories a command (or one of its subcommands) belongs to, for ACL
-/// CAT-style introspection.
-pub fn of_command(cmd: &str) -> Vec<&'static str> {
-    NAMES
-        .iter()
-        .copied()
-        .filter(|c| {
-            members(c).is_some_and(|m| {
-                m.iter()
-                    .any(|e| *e == cmd || e.split('|').next() == Some(cmd))
-            })
-        })
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -150,7 +135,5 @@ mod tests {
             }
         }
         assert!(members("nope").is_none());
-        assert!(of_command("addjob").contains(&"produce"));
-        assert!(of_command("config").contains(&"introspection"));
     }
 }

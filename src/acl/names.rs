@@ -46,8 +46,3 @@ pub const COMMANDS: [(&str, bool); 35] = [
 pub fn index(name: &str) -> Option<usize> {
     COMMANDS.iter().position(|(n, _)| *n == name)
 }
-
-/// Name of a table index.
-pub fn name(idx: usize) -> Option<&'static str> {
-    COMMANDS.get(idx).map(|(n, _)| *n)
-}

@@ -3,6 +3,7 @@
 
 use bytes::Bytes;
 
+use super::args::Args;
 use super::{err, parse_ids, Ctx, Outcome};
 use crate::engine::{Engine, JobHandle};
 use crate::errors::WireError;
@@ -16,7 +17,7 @@ pub(super) fn count_known(
     args: &[Bytes],
     mut f: impl FnMut(&mut Engine, JobHandle, u64) -> bool,
 ) -> Outcome {
-    let ids = match parse_ids(&args[1..]) {
+    let ids = match parse_ids(&mut Args::new(args)) {
         Ok(ids) => ids,
         Err(e) => return e,
     };

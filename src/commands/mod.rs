@@ -9,6 +9,7 @@ pub mod ackjob;
 pub mod acl;
 pub mod addjob;
 pub mod admin;
+pub mod args;
 pub mod auth;
 pub mod client;
 pub mod cluster_cmd;
@@ -349,9 +350,11 @@ pub fn syntax_error() -> Outcome {
 /// Strict decimal integer (Redis `string2ll`).
 pub use crate::strings::string2ll;
 
-/// Parse all IDs first; any bad one fails the whole command (docs/COMMANDS.md#job-ids).
-pub fn parse_ids(args: &[Bytes]) -> Result<Vec<JobId>, Outcome> {
-    args.iter()
+/// Parse all remaining arguments as IDs first; any bad one fails the
+/// whole command (docs/COMMANDS.md#job-ids).
+pub fn parse_ids(args: &mut args::Args) -> Result<Vec<JobId>, Outcome> {
+    args.rest()
+        .iter()
         .map(|a| JobId::parse(a).ok_or_else(|| err(WireError::BadId)))
         .collect()
 }

@@ -10,22 +10,24 @@
 
 use bytes::Bytes;
 
+use super::args::Args;
 use super::jobs::count_known;
-use super::{eq_ic, err, string2ll, syntax_error, Ctx, Outcome};
+use super::{err, syntax_error, Ctx, Outcome};
 use crate::errors::WireError;
 use crate::resp::Reply;
 
 pub fn redrive(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
-    if !eq_ic(&args[1], "from") {
+    let mut a = Args::new(args);
+    if !a.eat("from") {
         return count_known(ctx, args, |e, h, now| e.redrive(h, now));
     }
-    let Some(queue) = args.get(2) else {
+    let Some(queue) = a.next() else {
         return syntax_error();
     };
-    let count = match args.len() {
-        3 => usize::MAX,
-        5 if eq_ic(&args[3], "count") => match string2ll(&args[4]) {
-            Some(n) if n > 0 => usize::try_from(n).unwrap_or(usize::MAX),
+    let count = match a.remaining() {
+        0 => usize::MAX,
+        2 if a.eat("count") => match a.int(WireError::CountRange) {
+            Ok(n) if n > 0 => usize::try_from(n).unwrap_or(usize::MAX),
             _ => return err(WireError::CountRange),
         },
         _ => return syntax_error(),

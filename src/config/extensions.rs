@@ -7,6 +7,7 @@
 
 use super::values::parse_u64;
 use super::Config;
+use super::DirectiveError;
 
 /// Default `dedup-window` in seconds.
 pub const DEFAULT_DEDUP_WINDOW: u64 = 300;
@@ -27,7 +28,7 @@ pub(crate) fn apply_directive(
     cfg: &mut Config,
     name: &str,
     args: &[String],
-) -> Option<Result<(), String>> {
+) -> Option<Result<(), DirectiveError>> {
     if !GET_NAMES.contains(&name) {
         return None;
     }
@@ -38,7 +39,7 @@ pub(crate) fn apply_directive(
 }
 
 /// Validate and store one value (file, command line or CONFIG SET).
-pub(crate) fn set_value(cfg: &mut Config, name: &str, v: &str) -> Result<(), String> {
+pub(crate) fn set_value(cfg: &mut Config, name: &str, v: &str) -> Result<(), DirectiveError> {
     match name {
         "dedup-window" => {
             cfg.dedup_window = parse_u64(v)

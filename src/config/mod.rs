@@ -20,7 +20,7 @@ mod runtime;
 pub mod security;
 mod values;
 
-pub use error::{ConfigIoError, UnsupportedTlsProtocol};
+pub use error::{ConfigIoError, DirectiveError, UnsupportedTlsProtocol};
 
 #[cfg(test)]
 mod tests;

@@ -102,7 +102,7 @@ pub struct Node {
     pub executable: String,
     pub tcp_port: u16,
     pub aof: persistence::AofStatus,
-    /// The AOF writer and rewrite driver; None until `persistence::startup`.
+    /// The AOF writer and rewrite driver; None until the AOF is loaded.
     pub aof_writer: Option<persistence::Aof>,
     /// Commands wait until this unix-ms time (CLIENT PAUSE).
     pub clients_paused_until: u64,

@@ -130,23 +130,6 @@ fn sync_engine_flag(node: &mut Node) {
         .set_aof_records(node.aof.state != AofState::Off || node.aof.rewrite_in_progress);
 }
 
-/// Startup: load the AOF when `appendonly yes` or `aof-enqueue-jobs-once
-/// yes`, then start the writer (appending only when `appendonly yes`).
-/// An error means "refuse to start". The server does the same in steps
-/// (`begin_load`, `FileLoad::step`, `finish_load`) to answer `-LOADING`
-/// while it loads.
-pub fn startup(node: &mut Node, now: u64) -> Result<(), AofError> {
-    let started = std::time::Instant::now();
-    let loaded = match begin_load(node)? {
-        Some(mut load) => {
-            while !load.step(&mut node.engine, now, usize::MAX)? {}
-            Some(load.finish(&node.engine))
-        }
-        None => None,
-    };
-    finish_load(node, loaded, started)
-}
-
 /// Open the AOF to load, if this configuration loads one (None: nothing
 /// to load). Replaying must not append, so the engine's AOF flag is off.
 pub fn begin_load(node: &mut Node) -> Result<Option<loader::FileLoad>, AofError> {
