@@ -10,7 +10,7 @@
 use std::borrow::Cow;
 use std::fmt;
 
-use crate::resp::Reply;
+use crate::protocol::resp::Reply;
 
 /// A client-visible error. `text()` is the reply line without the leading
 /// `-` and the trailing CRLF.

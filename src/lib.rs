@@ -49,43 +49,28 @@
 pub(crate) mod acl;
 #[doc(hidden)]
 pub mod aof;
-pub(crate) mod cgroup;
-pub(crate) mod clock;
-#[doc(hidden)]
-pub mod cluster;
 pub(crate) mod commands;
 #[doc(hidden)]
 pub mod config;
 #[doc(hidden)]
+pub mod domain;
+#[doc(hidden)]
 pub mod engine;
 pub(crate) mod errors;
-pub(crate) mod healthcheck;
-pub(crate) mod histogram;
-#[doc(hidden)]
-pub mod job;
-#[doc(hidden)]
-pub mod job_codec;
-#[doc(hidden)]
-pub mod job_ext;
-pub(crate) mod logging;
-#[doc(hidden)]
-pub mod memory;
-pub(crate) mod metrics;
 pub(crate) mod node;
+pub(crate) mod observe;
 #[doc(hidden)]
-pub mod queue;
+pub mod os;
 #[doc(hidden)]
-pub mod resp;
+pub mod protocol;
 pub(crate) mod server;
-pub(crate) mod slab;
-pub(crate) mod strings;
-pub(crate) mod sys;
+pub(crate) mod support;
 pub(crate) mod tls;
 
 pub use aof::check_aof_main as check_aof;
-pub use healthcheck::main as healthcheck;
-pub use logging::init as init_logging;
-pub use memory::Counting;
+pub use observe::healthcheck::main as healthcheck;
+pub use observe::logging::init as init_logging;
+pub use os::allocator::Counting;
 pub use server::run;
 
 /// The version reported by INFO and HELLO.

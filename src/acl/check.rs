@@ -12,8 +12,8 @@ use bytes::Bytes;
 
 use super::names::COMMANDS;
 use super::DEFAULT_USER;
-use crate::job::JobId;
-use crate::resp::Reply;
+use crate::domain::job::JobId;
+use crate::protocol::resp::Reply;
 
 fn eq_ic(a: &[u8], b: &str) -> bool {
     a.eq_ignore_ascii_case(b.as_bytes())

@@ -5,7 +5,7 @@
 
 use std::collections::VecDeque;
 
-use crate::resp::Reply;
+use crate::protocol::resp::Reply;
 
 /// Redis's `acllog-max-len` default.
 pub const MAX_LEN: usize = 128;

@@ -30,7 +30,7 @@ pub(super) fn record_len(r: &AofRecord) -> usize {
 pub(super) fn timed_sync(file: &File) -> std::io::Result<()> {
     let started = Instant::now();
     let r = super::faults::sync_data(file);
-    crate::metrics::shell()
+    crate::observe::metrics::shell()
         .fsync
         .observe(started.elapsed().as_micros() as u64);
     r

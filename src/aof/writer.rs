@@ -397,7 +397,7 @@ impl Drop for Writer {
 mod tests {
     use super::*;
     use crate::aof::reader::{AofReader, Record};
-    use crate::job::JobId;
+    use crate::domain::job::JobId;
 
     fn id(n: u8) -> JobId {
         let mut b = *b"D-ad249f8c-OF1sLDglZX7WluoLS7rcXAGl-003d";

@@ -4,7 +4,7 @@ use bytes::Bytes;
 
 use super::args::Args;
 use super::{parse_ids, Ctx, Outcome};
-use crate::resp::Reply;
+use crate::protocol::resp::Reply;
 
 pub fn ackjob(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
     let ids = match parse_ids(&mut Args::new(args)) {

@@ -11,7 +11,7 @@ use crate::acl::log::Reason;
 use crate::acl::{categories, protect, store, sync, RuleError, DEFAULT_USER};
 use crate::errors::WireError;
 use crate::node::{ClientState, Node};
-use crate::resp::Reply;
+use crate::protocol::resp::Reply;
 
 /// The permission check run before every command: None to go on, or the
 /// refusal (logged in ACL LOG). One comparison while the connection's

@@ -3,11 +3,11 @@
 use bytes::Bytes;
 
 use super::{blocked, eq_ic, err, string2ll, syntax_error, Ctx, Outcome};
+use crate::domain::job::JobId;
+use crate::domain::job_ext::JobExt;
 use crate::engine::addjob::{AddJobOutcome, AddJobRequest};
 use crate::errors::WireError;
-use crate::job::JobId;
-use crate::job_ext::JobExt;
-use crate::resp::Reply;
+use crate::protocol::resp::Reply;
 
 pub fn addjob(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
     let max_body = ctx.node.config.job_max_body_size;
@@ -131,7 +131,7 @@ fn ext_option(
             Err(WireError::DeadLetterEmpty)
         } else {
             // Kept with the job: its own allocation, not a slice of the
-            // read buffer (src/resp/parse.rs).
+            // read buffer (src/protocol/resp/parse.rs).
             ext_fields(req).dead_queue = Some(Bytes::copy_from_slice(value));
             Ok(())
         }

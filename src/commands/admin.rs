@@ -5,7 +5,7 @@ use bytes::Bytes;
 
 use super::{eq_ic, err, string2ll, syntax_error, Ctx, Outcome, COMMANDS, FLAG_NAMES};
 use crate::errors::WireError;
-use crate::resp::Reply;
+use crate::protocol::resp::Reply;
 
 pub fn ping(_ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
     match args.len() {
@@ -16,7 +16,7 @@ pub fn ping(_ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
 }
 
 pub fn time(_ctx: &mut Ctx, _args: &[Bytes]) -> Outcome {
-    let us = crate::clock::unix_us();
+    let us = crate::support::clock::unix_us();
     Reply::Array(vec![
         Reply::bulk_str(&(us / 1_000_000).to_string()),
         Reply::bulk_str(&(us % 1_000_000).to_string()),

@@ -8,7 +8,7 @@ use bytes::Bytes;
 
 use super::eq_ic;
 use crate::errors::WireError;
-use crate::strings::string2ll;
+use crate::support::strings::string2ll;
 
 /// A request's arguments after the command name.
 #[derive(Clone, Copy)]

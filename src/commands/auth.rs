@@ -10,7 +10,7 @@ use bytes::Bytes;
 use super::{err, syntax_error, Ctx, Outcome};
 use crate::acl::DEFAULT_USER;
 use crate::errors::WireError;
-use crate::resp::Reply;
+use crate::protocol::resp::Reply;
 
 /// Log a failed attempt with where it came from.
 pub fn log_failure(ctx: &Ctx, form: &str) {

@@ -5,7 +5,7 @@ use bytes::Bytes;
 use super::{eq_ic, err, string2ll, syntax_error, Ctx, Outcome};
 use crate::errors::WireError;
 use crate::node::ReplyMode;
-use crate::resp::Reply;
+use crate::protocol::resp::Reply;
 
 pub fn set_name(ctx: &mut Ctx, name: Bytes) -> Result<(), Outcome> {
     if name.iter().any(|&c| !(b'!'..=b'~').contains(&c)) {

@@ -5,7 +5,7 @@ use bytes::Bytes;
 
 use super::{eq_ic, Ctx, Outcome};
 use crate::errors::WireError;
-use crate::resp::Reply;
+use crate::protocol::resp::Reply;
 
 pub fn config(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
     let sub = &args[1];

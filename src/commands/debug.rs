@@ -4,7 +4,7 @@ use bytes::Bytes;
 
 use super::{eq_ic, Ctx, Outcome};
 use crate::errors::WireError;
-use crate::resp::Reply;
+use crate::protocol::resp::Reply;
 
 pub fn debug(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
     // enable-debug-command (default local), whatever the user's rights.
@@ -67,9 +67,9 @@ pub fn debug(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
         let text = format!(
             "bits:{} job:{} queue:{} nodeset:{}\r\n",
             usize::BITS,
-            std::mem::size_of::<crate::job::Job>(),
-            std::mem::size_of::<crate::queue::Queue>(),
-            std::mem::size_of::<crate::job::NodeSet>()
+            std::mem::size_of::<crate::domain::job::Job>(),
+            std::mem::size_of::<crate::domain::queue::Queue>(),
+            std::mem::size_of::<crate::domain::job::NodeSet>()
         );
         return Reply::Bulk(Bytes::from(text)).into();
     }

@@ -4,11 +4,11 @@
 use bytes::Bytes;
 
 use super::{blocked, eq_ic, err, string2ll, syntax_error, Ctx, Outcome};
+use crate::domain::job::JobId;
 use crate::engine::getjob::{GetJobOutcome, GetJobRequest};
 use crate::engine::DeliveredJob;
 use crate::errors::WireError;
-use crate::job::JobId;
-use crate::resp::Reply;
+use crate::protocol::resp::Reply;
 
 pub fn getjob(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
     let mut req = GetJobRequest {
@@ -115,7 +115,7 @@ mod tests {
         id[39] = b'0' + n;
         DeliveredJob {
             id: JobId(id),
-            queue: Some(crate::job::QueueName::from(&b"q"[..])),
+            queue: Some(crate::domain::job::QueueName::from(&b"q"[..])),
             body: Some(Bytes::from_static(b"body")),
             counters,
         }

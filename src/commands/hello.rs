@@ -7,7 +7,7 @@ use bytes::Bytes;
 use super::{eq_ic, err, string2ll, Ctx, Outcome};
 use crate::engine::cluster::{FLAG_FAIL, FLAG_LEAVING, FLAG_PFAIL};
 use crate::errors::WireError;
-use crate::resp::Reply;
+use crate::protocol::resp::Reply;
 
 pub fn hello(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
     if args.len() == 1 {

@@ -6,7 +6,7 @@ use bytes::Bytes;
 
 use super::{syntax_error, Ctx, Outcome, COMMANDS};
 use crate::node::Node;
-use crate::resp::Reply;
+use crate::protocol::resp::Reply;
 
 /// `jobstats` and `readiness` (our extensions) are last so the default
 /// set stays Disque's.
@@ -89,7 +89,7 @@ fn section(node: &Node, name: &str, now: u64, out: &mut String) {
             line("disque_git_sha1", &"00000000");
             line("disque_git_dirty", &0);
             line("disque_build_id", &"0000000000000000");
-            line("os", &crate::sys::os_string());
+            line("os", &crate::os::sys::os_string());
             line("arch_bits", &(usize::BITS));
             line("multiplexing_api", &"epoll");
             line("gcc_version", &"0.0.0");
@@ -115,9 +115,9 @@ fn section(node: &Node, name: &str, now: u64, out: &mut String) {
             line("blocked_clients", &node.engine.blocked_clients());
         }
         "memory" => {
-            let used = crate::memory::allocated() as u64;
-            let peak = crate::memory::peak() as u64;
-            let rss = crate::sys::rss_bytes();
+            let used = crate::os::allocator::allocated() as u64;
+            let peak = crate::os::allocator::peak() as u64;
+            let rss = crate::os::sys::rss_bytes();
             line("# Memory\r\nused_memory", &used);
             line("used_memory_human", &human_bytes(used));
             line("used_memory_rss", &rss);
@@ -206,7 +206,7 @@ fn section(node: &Node, name: &str, now: u64, out: &mut String) {
             line("latest_fork_usec", &0);
         }
         "cpu" => {
-            let (sys, user) = crate::sys::cpu_times();
+            let (sys, user) = crate::os::sys::cpu_times();
             line("# CPU\r\nused_cpu_sys", &format!("{sys:.2}"));
             line("used_cpu_user", &format!("{user:.2}"));
             line("used_cpu_sys_children", &"0.00");

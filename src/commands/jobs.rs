@@ -5,10 +5,10 @@ use bytes::Bytes;
 
 use super::args::Args;
 use super::{err, parse_ids, Ctx, Outcome};
+use crate::domain::job::{JobId, JobState};
 use crate::engine::{Engine, JobHandle};
 use crate::errors::WireError;
-use crate::job::{JobId, JobState};
-use crate::resp::Reply;
+use crate::protocol::resp::Reply;
 
 /// Validate every ID first (one bad ID fails the whole command), then
 /// apply `f` to each known job; reply with how many `f` accepted.

@@ -35,10 +35,10 @@ use std::time::Instant;
 use bytes::Bytes;
 use tokio::sync::oneshot;
 
+use crate::domain::job::JobId;
 use crate::errors::WireError;
-use crate::job::JobId;
 use crate::node::{ClientState, Node};
-use crate::resp::Reply;
+use crate::protocol::resp::Reply;
 
 pub type Handler = fn(&mut Ctx, &[Bytes]) -> Outcome;
 
@@ -348,7 +348,7 @@ pub fn syntax_error() -> Outcome {
 }
 
 /// Strict decimal integer (Redis `string2ll`).
-pub use crate::strings::string2ll;
+pub use crate::support::strings::string2ll;
 
 /// Parse all remaining arguments as IDs first; any bad one fails the
 /// whole command (docs/COMMANDS.md#job-ids).

@@ -7,8 +7,8 @@ use bytes::Bytes;
 
 use super::jobs::count_known;
 use super::{eq_ic, err, string2ll, Ctx, Outcome};
+use crate::domain::job::JobState;
 use crate::errors::WireError;
-use crate::job::JobState;
 
 /// Largest accepted DELAY: ten years, far beyond any TTL.
 const MAX_DELAY_S: i64 = 10 * 365 * 86400;

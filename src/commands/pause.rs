@@ -4,9 +4,9 @@ use bytes::Bytes;
 
 use super::args::Args;
 use super::{syntax_error, Ctx, Outcome};
+use crate::domain::queue::{Queue, PAUSE_IN, PAUSE_OUT};
 use crate::engine::BusOut;
-use crate::queue::{Queue, PAUSE_IN, PAUSE_OUT};
-use crate::resp::Reply;
+use crate::protocol::resp::Reply;
 
 pub fn pause(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
     let mut a = Args::new(args);

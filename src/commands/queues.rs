@@ -4,10 +4,10 @@
 use bytes::Bytes;
 
 use super::{blocked, eq_ic, err, string2ll, Ctx, Outcome};
+use crate::domain::queue::Queue;
 use crate::engine::qlen_cluster::{CountOutcome, QStat};
 use crate::errors::WireError;
-use crate::queue::Queue;
-use crate::resp::Reply;
+use crate::protocol::resp::Reply;
 
 /// Disque's arity (2) unless the third argument is our `CLUSTER`: any
 /// other shape gets Disque's wrong-arity error, byte for byte.

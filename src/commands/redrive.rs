@@ -14,7 +14,7 @@ use super::args::Args;
 use super::jobs::count_known;
 use super::{err, syntax_error, Ctx, Outcome};
 use crate::errors::WireError;
-use crate::resp::Reply;
+use crate::protocol::resp::Reply;
 
 pub fn redrive(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
     let mut a = Args::new(args);

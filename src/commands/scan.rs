@@ -5,9 +5,9 @@
 use bytes::Bytes;
 
 use super::{eq_ic, err, string2ll, syntax_error, Ctx, Outcome};
+use crate::domain::job::JobState;
 use crate::errors::WireError;
-use crate::job::JobState;
-use crate::resp::Reply;
+use crate::protocol::resp::Reply;
 
 struct ScanOpts {
     cursor: usize,

@@ -3,10 +3,10 @@
 use bytes::Bytes;
 
 use super::{Ctx, Outcome};
+use crate::domain::job::{Job, JobId, F_DELIVERED};
+use crate::domain::job_ext::JobExt;
 use crate::engine::{Engine, JobHandle};
-use crate::job::{Job, JobId, F_DELIVERED};
-use crate::job_ext::JobExt;
-use crate::resp::Reply;
+use crate::protocol::resp::Reply;
 
 pub fn show(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
     let Some(id) = JobId::parse(&args[1]) else {

@@ -5,11 +5,11 @@
 use bytes::Bytes;
 
 use super::{blocked, eq_ic, err, string2ll, syntax_error, Ctx, Outcome};
+use crate::domain::job::JobId;
 use crate::engine::waitjob::WaitJobOutcome;
 use crate::engine::JobEnd;
 use crate::errors::WireError;
-use crate::job::JobId;
-use crate::resp::Reply;
+use crate::protocol::resp::Reply;
 
 pub fn waitjob(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
     let Some(id) = JobId::parse(&args[1]) else {

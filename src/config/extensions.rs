@@ -12,7 +12,7 @@ use super::DirectiveError;
 /// Default `dedup-window` in seconds.
 pub const DEFAULT_DEDUP_WINDOW: u64 = 300;
 /// Default and largest `proto-max-bulk-len`: the protocol's own limit.
-pub const DEFAULT_PROTO_MAX_BULK_LEN: u64 = crate::resp::parse::MAX_BULK as u64;
+pub const DEFAULT_PROTO_MAX_BULK_LEN: u64 = crate::protocol::resp::parse::MAX_BULK as u64;
 /// Smallest `proto-max-bulk-len` (Redis's minimum).
 const MIN_PROTO_MAX_BULK_LEN: u64 = 1024 * 1024;
 /// Largest `dedup-window`: 30 days (keys are kept in memory and the AOF).

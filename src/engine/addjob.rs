@@ -7,9 +7,9 @@ use bytes::Bytes;
 use rand::seq::SliceRandom;
 
 use super::{AddWaiter, BusOut, ClientId, Engine, JobHandle, Wake};
+use crate::domain::job::{JobId, JobState, NodeSet};
+use crate::domain::queue::PAUSE_IN;
 use crate::errors::WireError;
-use crate::job::{JobId, JobState, NodeSet};
-use crate::queue::PAUSE_IN;
 
 pub struct AddJobRequest {
     pub queue: Bytes,
@@ -26,7 +26,7 @@ pub struct AddJobRequest {
     /// MAXLEN, 0 = forever; None = fail at once (Disque).
     pub wait: Option<u64>,
     /// Our extension options (BACKOFF, MAXDELIVERIES, DEADLETTER, DEDUP).
-    pub ext: Option<crate::job_ext::JobExt>,
+    pub ext: Option<crate::domain::job_ext::JobExt>,
 }
 
 impl AddJobRequest {
@@ -132,10 +132,10 @@ impl Engine {
         };
         job.queue = Some(match qh.and_then(|h| self.queues.get(h)) {
             Some(q) => q.shared_name.clone(),
-            None => crate::job::QueueName::from(&req.queue[..]),
+            None => crate::domain::job::QueueName::from(&req.queue[..]),
         });
         // Own allocation: the argument may be a slice of a large read buffer.
-        job.body = Some(crate::job::Body::from(&req.body[..]));
+        job.body = Some(crate::domain::job::Body::from(&req.body[..]));
         if !extrepl {
             job.nodes_delivered.insert(0);
         }

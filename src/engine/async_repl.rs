@@ -12,7 +12,7 @@
 //! confirmed, so the table is empty in steady state.
 
 use super::{BusOut, Engine, JobHandle, Map};
-use crate::job::{JobId, JobState, NodeSet};
+use crate::domain::job::{JobId, JobState, NodeSet};
 
 /// Tries after which a linked holder that never confirmed is assumed not
 /// to hold the job (out of memory, paused queue) and replaced.

@@ -16,7 +16,7 @@
 //! same epoch and the usual QUEUED tie-break keeps one queued copy).
 
 use super::{add_ms, rand250, AofRecord, BusOut, Engine, JobHandle};
-use crate::job::{JobId, JobState, NodeIdx, QueueName, F_BCAST_QUEUED, F_BCAST_WILLQUEUE};
+use crate::domain::job::{JobId, JobState, NodeIdx, QueueName, F_BCAST_QUEUED, F_BCAST_WILLQUEUE};
 
 impl Engine {
     /// Must this queueing dead-letter the job instead? Only for re-queues

@@ -7,9 +7,9 @@
 use bytes::Bytes;
 
 use super::{BusOut, ClientId, DeliveredJob, Engine, Wake};
+use crate::domain::job::{JobId, JobState, F_DELIVERED};
+use crate::domain::queue::PAUSE_OUT;
 use crate::errors::WireError;
-use crate::job::{JobId, JobState, F_DELIVERED};
-use crate::queue::PAUSE_OUT;
 
 /// A client blocked in GETJOB.
 pub struct GetWaiter {

@@ -5,7 +5,7 @@
 use rand::Rng;
 
 use super::Engine;
-use crate::job::{JobState, F_DELIVERED};
+use crate::domain::job::{JobState, F_DELIVERED};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Policy {

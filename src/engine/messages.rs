@@ -15,11 +15,11 @@ use bytes::Bytes;
 use super::codec::Flavor;
 use super::gossip::LinkKind;
 use super::{BusOut, Engine, JobHandle};
-use crate::cluster::message::{
+use crate::domain::job::{JobId, NodeIdx};
+use crate::domain::queue::{PAUSE_IN, PAUSE_OUT};
+use crate::protocol::bus::message::{
     Body, JobMsg, Message, MFLAG_INCR_DELIV, MFLAG_INCR_NACKS, MFLAG_NOREPLY, MFLAG_TOTALS,
 };
-use crate::job::{JobId, NodeIdx};
-use crate::queue::{PAUSE_IN, PAUSE_OUT};
 
 /// Cap one YOURJOBS frame well below the bus frame limit.
 pub(super) const MAX_YOURJOBS_BYTES: usize = 8 * 1024 * 1024;

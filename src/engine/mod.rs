@@ -36,10 +36,12 @@ use bytes::Bytes;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
+use crate::domain::job::{
+    Job, JobId, JobState, NodeIdx, NodeSet, F_BCAST_QUEUED, F_BCAST_WILLQUEUE,
+};
+use crate::domain::queue::{Queue, PAUSE_OUT};
 use crate::errors::WireError;
-use crate::job::{Job, JobId, JobState, NodeIdx, NodeSet, F_BCAST_QUEUED, F_BCAST_WILLQUEUE};
-use crate::queue::{Queue, PAUSE_OUT};
-use crate::slab::Slab;
+use crate::support::slab::Slab;
 
 pub use cluster::Cluster;
 pub use getjob::GetWaiter;
@@ -49,7 +51,7 @@ pub use wake::{DeliveredJob, JobEnd, Wake};
 
 /// A client connection, as the shell numbers them: blocked clients are
 /// these IDs, never a channel.
-pub use crate::queue::ClientId;
+pub use crate::domain::queue::ClientId;
 
 /// A message for a peer, produced by the engine and sent by the bus layer.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -114,7 +116,7 @@ pub enum BusOut {
     },
     TotalsRep {
         req: u32,
-        totals: crate::cluster::message::NodeTotals,
+        totals: crate::protocol::bus::message::NodeTotals,
     },
     NeedJobs {
         queue: Bytes,
@@ -146,7 +148,7 @@ pub struct Effects {
     /// Job-level messages; turned into frames by `Engine::take_messages`.
     pub bus: Vec<(NodeIdx, BusOut)>,
     /// Ready-made membership frames (PING/PONG/MEET/FAIL).
-    pub frames: Vec<(NodeIdx, crate::cluster::message::Message)>,
+    pub frames: Vec<(NodeIdx, crate::protocol::bus::message::Message)>,
     /// Open an outbound link to (node, ip, bus port).
     pub connect: Vec<(NodeIdx, String, u16)>,
     /// Close the outbound link of these nodes.
@@ -189,8 +191,8 @@ pub struct Engine {
     wakes: Vec<(ClientId, Wake)>,
     /// nodes_confirmed (SHOW's `nodes-confirmed`) of wait-repl and acked jobs; absent = none.
     confirmed: Map<JobHandle, NodeSet>,
-    /// Extension fields of the jobs flagged `F_EXT` (`crate::job_ext`).
-    ext: Map<JobHandle, crate::job_ext::JobExt>,
+    /// Extension fields of the jobs flagged `F_EXT` (`crate::domain::job_ext`).
+    ext: Map<JobHandle, crate::domain::job_ext::JobExt>,
     /// Clients blocked in WAITJOB.
     waitjobs: waitjob::JobWaiters,
     /// Producers blocked in ADDJOB ... MAXLEN WAIT until their queue has room.
@@ -213,7 +215,7 @@ pub struct Engine {
     /// jobs wanted, until when)); moved into the queue when it is created,
     /// so the first jobs produced here after a consumer elsewhere started
     /// waiting go to it at once. Short-lived and capped.
-    early_demand: Vec<(Bytes, (crate::job::NodeIdx, u32, u64))>,
+    early_demand: Vec<(Bytes, (crate::domain::job::NodeIdx, u32, u64))>,
     rng: SmallRng,
     last_ctime: u64,
     out: Effects,
@@ -614,8 +616,8 @@ impl Engine {
 
     /// Queue a frame for one peer whose body the node built (the ACL
     /// table's replication, `acl::sync`); it leaves with this call's frames.
-    pub fn send_body(&mut self, to: NodeIdx, body: crate::cluster::message::Body) {
-        let msg = crate::cluster::message::Message::new(self.header(0), body);
+    pub fn send_body(&mut self, to: NodeIdx, body: crate::protocol::bus::message::Body) {
+        let msg = crate::protocol::bus::message::Message::new(self.header(0), body);
         self.out.frames.push((to, msg));
     }
 
@@ -652,7 +654,7 @@ impl Engine {
         };
         if matches!(j.state, JobState::Queued | JobState::Acked)
             || j.qtime == 0
-            || (j.retry == 0 && j.has(crate::job::F_DELIVERED))
+            || (j.retry == 0 && j.has(crate::domain::job::F_DELIVERED))
         {
             return false;
         }
@@ -724,7 +726,7 @@ impl Engine {
             let shared = j
                 .queue
                 .as_ref()
-                .is_some_and(|n| crate::job::QueueName::ptr_eq(n, &q.shared_name));
+                .is_some_and(|n| crate::domain::job::QueueName::ptr_eq(n, &q.shared_name));
             if !shared {
                 j.queue = Some(q.shared_name.clone());
             }
@@ -745,7 +747,7 @@ impl Engine {
         }
         if let Some(j) = self.store.get_mut(h) {
             j.state = JobState::Active;
-            j.flags |= crate::job::F_DELIVERED;
+            j.flags |= crate::domain::job::F_DELIVERED;
         }
         Some(h)
     }
@@ -757,7 +759,11 @@ impl Engine {
         if !self.confirmed.is_empty() {
             self.confirmed.remove(&h);
         }
-        if self.store.get(h).is_some_and(|j| j.has(crate::job::F_EXT)) {
+        if self
+            .store
+            .get(h)
+            .is_some_and(|j| j.has(crate::domain::job::F_EXT))
+        {
             self.ext.remove(&h);
         }
         self.store.remove(h)

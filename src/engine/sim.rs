@@ -20,7 +20,7 @@ use rand::Rng;
 use super::addjob::{AddJobOutcome, AddJobRequest};
 use super::getjob::{GetJobOutcome, GetJobRequest};
 use super::{ClientId, Wake};
-use crate::job::{JobId, JobState};
+use crate::domain::job::{JobId, JobState};
 use net::{Faults, Sim, START};
 
 struct Workload {

@@ -7,8 +7,8 @@
 use std::collections::BTreeSet;
 
 use super::{ClientId, Engine, JobEnd, Wake};
+use crate::domain::job::{JobId, JobState};
 use crate::errors::WireError;
-use crate::job::{JobId, JobState};
 
 struct Waiter {
     id: JobId,

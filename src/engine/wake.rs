@@ -15,8 +15,8 @@ use bytes::Bytes;
 
 use super::qlen_cluster::{PeerTotals, QStat};
 use super::{ClientId, Engine, JobHandle};
+use crate::domain::job::{JobId, QueueName};
 use crate::errors::WireError;
-use crate::job::{JobId, QueueName};
 
 /// A job as GETJOB hands it out.
 #[derive(Debug, Clone, PartialEq, Eq)]

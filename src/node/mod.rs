@@ -20,7 +20,7 @@ use tokio::sync::{mpsc, oneshot};
 use crate::config::Config;
 use crate::engine::qlen_cluster::PeerTotals;
 use crate::engine::{ClientId, Engine, Wake};
-use crate::resp::Reply;
+use crate::protocol::resp::Reply;
 
 /// Per-connection state owned by the connection task.
 pub struct ClientState {
@@ -197,7 +197,7 @@ impl Node {
         );
         for a in args {
             line.push(' ');
-            line.push_str(&crate::strings::repr(a));
+            line.push_str(&crate::support::strings::repr(a));
         }
         line.push_str("\r\n");
         let msg = Bytes::from(line);
@@ -268,7 +268,7 @@ impl Node {
             }
             "appendonly" => persistence::set_appendonly(self, now)?,
             "appendfsync" => persistence::set_fsync_policy(self),
-            "loglevel" => crate::logging::set_level(self.config.loglevel),
+            "loglevel" => crate::observe::logging::set_level(self.config.loglevel),
             "cluster-node-timeout" => {
                 self.engine
                     .set_node_timeout(self.config.cluster_node_timeout);

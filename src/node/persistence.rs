@@ -17,10 +17,10 @@ use super::Node;
 use crate::aof::writer::{self, Msg, Writer};
 use crate::aof::{loader, reader, AofError, SyncWait};
 use crate::config::AppendFsync;
+use crate::domain::job::JobState;
 use crate::engine::codec::storage_bytes;
 use crate::engine::AofRecord;
 use crate::errors::WireError;
-use crate::job::JobState;
 
 /// Slots of the job table snapshotted per owner task during a
 /// background rewrite, and the byte budget of one chunk: small enough that

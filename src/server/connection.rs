@@ -23,9 +23,9 @@ use super::Shared;
 use crate::aof::writer::NotDurable;
 use crate::errors::WireError;
 use crate::node::{ClientInfo, ClientState, ReplyMode};
-use crate::resp::encode::encode;
-use crate::resp::parse::RequestParser;
-use crate::resp::Reply;
+use crate::protocol::resp::encode::encode;
+use crate::protocol::resp::parse::RequestParser;
+use crate::protocol::resp::Reply;
 
 /// Reserve at most this much ahead for a large incoming bulk argument.
 const MAX_RESERVE: usize = 8 * 1024 * 1024;
@@ -297,7 +297,7 @@ async fn follow<S: ClientStream>(
         Step::Continue => return Ok(Flow::Next),
         Step::Paused(until) => {
             conn.write_out(&mut batch.wbuf).await?;
-            let wait = until.saturating_sub(crate::clock::unix_ms());
+            let wait = until.saturating_sub(crate::support::clock::unix_ms());
             tokio::time::sleep(Duration::from_millis(wait.min(3_600_000))).await;
             return Ok(Flow::Again);
         }
@@ -387,7 +387,7 @@ async fn wait_blocked<S: ClientStream>(
                 if r? == 0 {
                     return Ok(None);
                 }
-                if rbuf.len() > crate::resp::parse::MAX_QUERY_BUF {
+                if rbuf.len() > crate::protocol::resp::parse::MAX_QUERY_BUF {
                     tracing::warn!(bytes = rbuf.len(), "Closing client that reached max query buffer length.");
                     return Ok(None);
                 }

@@ -297,7 +297,7 @@ pub(crate) async fn admit(shared: &Shared, peer: Option<&SocketAddr>) -> Result<
 /// storm must not flood the log.
 fn log_maxclients(peer: &str) {
     static LAST: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let now = crate::clock::unix_ms();
+    let now = crate::support::clock::unix_ms();
     let last = LAST.load(Ordering::Relaxed);
     if now.saturating_sub(last) >= 1000
         && LAST

@@ -26,8 +26,8 @@ use std::sync::{Arc, Mutex};
 
 use tokio::sync::{watch, Notify};
 
-use crate::clock::unix_ms;
 use crate::node::Node;
+use crate::support::clock::unix_ms;
 pub use error::ServerError;
 
 /// How `run` ended.
@@ -178,7 +178,10 @@ impl Shared {
         &self,
         node: &mut Node,
         now: u64,
-        frames: &mut Vec<(crate::job::NodeIdx, crate::cluster::message::Message)>,
+        frames: &mut Vec<(
+            crate::domain::job::NodeIdx,
+            crate::protocol::bus::message::Message,
+        )>,
     ) {
         let taken = node.engine.take_messages(now);
         if frames.is_empty() {
@@ -221,15 +224,18 @@ impl Shared {
     pub(crate) fn send_frames(
         &self,
         node: &mut Node,
-        frames: Vec<(crate::job::NodeIdx, crate::cluster::message::Message)>,
+        frames: Vec<(
+            crate::domain::job::NodeIdx,
+            crate::protocol::bus::message::Message,
+        )>,
     ) {
         // With appendfsync always a replica's GOTJOB must not leave before
         // its LOADJOB record is on disk (the origin then tells its client).
-        let is_gotjob = |m: &crate::cluster::message::Message| {
+        let is_gotjob = |m: &crate::protocol::bus::message::Message| {
             matches!(
                 m.body,
-                crate::cluster::message::Body::Job {
-                    kind: crate::cluster::message::JobMsg::GotJob,
+                crate::protocol::bus::message::Body::Job {
+                    kind: crate::protocol::bus::message::JobMsg::GotJob,
                     ..
                 }
             )
@@ -240,10 +246,10 @@ impl Shared {
             .then(|| crate::node::persistence::produced_sync(node))
             .flatten();
         for (_, msg) in &frames {
-            crate::metrics::shell().bus_sent(msg.body.msg_type());
+            crate::observe::metrics::shell().bus_sent(msg.body.msg_type());
         }
         if let Some(wait) = durable {
-            let deferred: Vec<(crate::job::NodeIdx, bytes::Bytes)> = frames
+            let deferred: Vec<(crate::domain::job::NodeIdx, bytes::Bytes)> = frames
                 .iter()
                 .filter(|(_, m)| is_gotjob(m))
                 .map(|(to, m)| (*to, m.to_bytes()))
@@ -295,7 +301,7 @@ pub async fn run(config: crate::config::Config) -> Result<Exit, ServerError> {
     let mut stop_signals = StopSignals::register();
     warn_unsupported(&config);
     let mut config = config;
-    crate::cgroup::size_maxmemory(&mut config);
+    crate::os::cgroup::size_maxmemory(&mut config);
     let now = unix_ms();
     let (nodes_conf, loaded) = nodes_conf::NodesConf::open(&config.cluster_config_file, now)?;
     let tls = Arc::new(crate::tls::Tls::default());
@@ -330,7 +336,7 @@ pub async fn run(config: crate::config::Config) -> Result<Exit, ServerError> {
         bus_port: config.deploy.announce_bus_port,
     });
     engine.set_port(port);
-    engine.set_memory_counter(crate::memory::allocated);
+    engine.set_memory_counter(crate::os::allocator::allocated);
     engine.set_memory_limit(config.maxmemory, crate::node::memory_policy(&config));
     engine.set_dedup_window(config.dedup_window);
     // With `port 0` the node picked a port: report and rewrite the real one.

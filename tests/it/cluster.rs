@@ -611,7 +611,7 @@ fn garbage_on_the_cluster_bus_is_dropped_without_harm() {
 /// serving clients and replicating.
 #[test]
 fn bus_frames_batched_split_or_cut_off_are_handled() {
-    use disque::cluster::message::{decode, Body, Header, Message};
+    use disque::protocol::bus::message::{decode, Body, Header, Message};
     use std::io::{Read, Write};
     let nodes = cluster(2);
     let bus = nodes[0].bus_port();

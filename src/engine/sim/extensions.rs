@@ -11,11 +11,11 @@ use std::collections::{HashMap, HashSet};
 use bytes::Bytes;
 
 use super::{Faults, Sim};
+use crate::domain::job::{JobId, JobState};
+use crate::domain::job_ext::JobExt;
 use crate::engine::addjob::{AddJobOutcome, AddJobRequest};
 use crate::engine::getjob::{GetJobOutcome, GetJobRequest};
 use crate::engine::{ClientId, Wake};
-use crate::job::{JobId, JobState};
-use crate::job_ext::JobExt;
 
 fn ext(f: impl FnOnce(&mut JobExt)) -> Option<JobExt> {
     let mut x = JobExt::default();

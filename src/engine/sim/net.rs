@@ -9,12 +9,12 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
-use crate::cluster::message::Message;
+use crate::domain::job::NodeIdx;
 use crate::engine::cluster::NodeInfo;
 use crate::engine::gossip::LinkKind;
 use crate::engine::qlen_cluster::PeerTotals;
 use crate::engine::{ClientId, Engine, Wake};
-use crate::job::NodeIdx;
+use crate::protocol::bus::message::Message;
 
 pub(super) const START: u64 = 1_700_000_000_000;
 pub(super) const STEP: u64 = 10;

@@ -8,10 +8,10 @@
 use bytes::Bytes;
 
 use super::{Faults, Sim};
+use crate::domain::job::JobId;
 use crate::engine::addjob::{AddJobOutcome, AddJobRequest};
 use crate::engine::cluster::NodeInfo;
 use crate::engine::Wake;
-use crate::job::JobId;
 
 impl Sim {
     /// kill -9 of node `i`: its peers see their links to it close (the
@@ -22,7 +22,7 @@ impl Sim {
             .as_ref()
             .map(|e| e.cluster.nodes.clone())
             .unwrap_or_default();
-        let dropped: Vec<(usize, crate::job::NodeIdx)> = self
+        let dropped: Vec<(usize, crate::domain::job::NodeIdx)> = self
             .links
             .iter()
             .filter(|&(&(a, _), &b)| b == i && a != i)

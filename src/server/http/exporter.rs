@@ -13,11 +13,11 @@ use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
 
-use crate::cluster::message::type_name;
 use crate::commands::COMMANDS;
 use crate::engine::counters::{JobCounters, PeerStat, QueueStat};
-use crate::histogram;
 use crate::node::Node;
+use crate::protocol::bus::message::type_name;
+use crate::support::histogram;
 
 /// Everything one scrape reports.
 #[derive(Clone, Debug)]
@@ -83,13 +83,13 @@ impl Snapshot {
             producers_waiting: node.engine.producers_waiting() as u64,
             registered_jobs: node.engine.store().len() as u64,
             peers: node.engine.peer_stats(),
-            link_connects: crate::metrics::shell().link_connects(),
+            link_connects: crate::observe::metrics::shell().link_connects(),
             aof_enabled: node.aof.state != crate::node::persistence::AofState::Off,
             aof_size: node.aof.current_size,
             aof_rewrite_in_progress: node.aof.rewrite_in_progress,
             aof_last_write_ok: node.aof.last_write_error.is_none(),
             aof_last_rewrite_ok: node.aof.last_rewrite_ok,
-            memory_used: crate::memory::allocated() as u64,
+            memory_used: crate::os::allocator::allocated() as u64,
             memory_max: node.engine.maxmemory(),
             memory_level: node.engine.memory_level(),
             connected_clients: node.clients.len() as u64,
@@ -409,7 +409,7 @@ impl Collector for NodeCollector {
             &rows(&|x| x.jobs_out),
         )?;
 
-        let bus = crate::metrics::shell().bus_counts();
+        let bus = crate::observe::metrics::shell().bus_counts();
         let by_type = |sent: bool| -> Vec<(Labels, u64)> {
             bus.iter()
                 .map(|&(t, sn, rc)| {
@@ -500,7 +500,7 @@ impl Collector for NodeCollector {
             e,
             "disque_aof_fsync_duration_seconds",
             "Time spent in fsync of the AOF.",
-            &[(vec![], &crate::metrics::shell().fsync.snapshot())],
+            &[(vec![], &crate::observe::metrics::shell().fsync.snapshot())],
             1e6,
         )?;
         gauge(

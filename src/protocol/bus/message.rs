@@ -82,7 +82,7 @@
 //! `mac = HMAC-SHA256(secret, nonce)`. A wrong or missing answer drops the
 //! link. Only the codec exists today.
 
-use crate::job_codec::{CodecError, JobRecord};
+use crate::protocol::job_codec::{CodecError, JobRecord};
 use bytes::{BufMut, Bytes, BytesMut};
 use std::fmt;
 

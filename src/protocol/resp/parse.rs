@@ -12,7 +12,7 @@ use std::fmt;
 
 use bytes::{Buf, Bytes, BytesMut};
 
-use crate::strings::{split_args, string2ll};
+use crate::support::strings::{split_args, string2ll};
 
 /// Most arguments one multibulk request may declare.
 pub const MAX_MULTIBULK: i64 = 1024 * 1024;

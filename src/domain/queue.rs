@@ -6,7 +6,7 @@ use std::collections::VecDeque;
 
 use bytes::Bytes;
 
-use crate::job::NodeIdx;
+use crate::domain::job::NodeIdx;
 
 pub const PAUSE_IN: u8 = 1;
 pub const PAUSE_OUT: u8 = 2;
@@ -252,7 +252,7 @@ impl OrderIndex {
 pub struct Queue {
     pub name: Bytes,
     /// The same name, shared by every job of the queue (one allocation).
-    pub shared_name: crate::job::QueueName,
+    pub shared_name: crate::domain::job::QueueName,
     /// Job handles ordered by creation time.
     jobs: OrderIndex,
     /// Creation time, unix seconds.
@@ -269,7 +269,7 @@ pub struct Queue {
 impl Queue {
     pub fn new(name: Bytes, now_s: u64) -> Queue {
         Queue {
-            shared_name: crate::job::QueueName::from(&name[..]),
+            shared_name: crate::domain::job::QueueName::from(&name[..]),
             name,
             jobs: OrderIndex::default(),
             ctime: now_s,
