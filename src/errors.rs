@@ -134,6 +134,8 @@ pub enum WireError {
     DedupEmpty,
     WaitRange,
     WaitNeedsMaxlen,
+    /// ADDJOB body above `job-max-body-size`: (body bytes, limit).
+    BodyTooLarge(u64, u64),
     ExtNeedsRetry,
     NackDelayRange,
 
@@ -149,6 +151,12 @@ impl WireError {
         use WireError::*;
         let s: &'static str = match self {
             UnknownCommand(name) => return format!("ERR unknown command '{name}'").into(),
+            BodyTooLarge(len, max) => {
+                return format!(
+                    "ERR job body too large ({len} bytes, job-max-body-size is {max})"
+                )
+                .into()
+            }
             WrongArity(cmd) => {
                 return format!("ERR wrong number of arguments for '{cmd}' command").into()
             }

@@ -11,6 +11,15 @@ use crate::errors::WireError;
 use crate::protocol::resp::Reply;
 
 pub fn addjob(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
+    // Checked first: a body over the limit is refused whatever else is
+    // wrong with the request.
+    let max_body = ctx.node.config.job_max_body_size;
+    let mut a = Args::new(args);
+    a.next();
+    let body_len = a.arg().len() as u64;
+    if max_body != 0 && body_len > max_body {
+        return err(WireError::BodyTooLarge(body_len, max_body));
+    }
     let req = match parse(args) {
         Ok(req) => req,
         Err(e) => return err(e),

@@ -253,7 +253,8 @@ fn info_jobstats(node: &Node, out: &mut String) {
          producers_waiting:{}\r\n\
          producer_waits:{}\r\n\
          producer_timeouts:{}\r\n\
-         producer_wait_ms:{}\r\n",
+         producer_wait_ms:{}\r\n\
+         async_copies_pending:{}\r\n",
         c.added,
         c.delivered,
         c.acked,
@@ -269,6 +270,7 @@ fn info_jobstats(node: &Node, out: &mut String) {
         c.producer_waits,
         c.producer_timeouts,
         c.producer_wait_ms,
+        node.engine.async_copies_pending(),
     );
 }
 

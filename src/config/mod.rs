@@ -273,6 +273,10 @@ pub struct Config {
     pub deploy: deploy::DeployConfig,
     /// `dedup-window` seconds (our extension, `extensions`).
     pub dedup_window: u64,
+    /// `job-max-body-size` bytes, 0 = no limit (our extension, `extensions`).
+    pub job_max_body_size: u64,
+    /// Redis's `proto-max-bulk-len` bytes (`extensions`).
+    pub proto_max_bulk_len: u64,
     /// Our extension: port of the HTTP endpoint (metrics, health,
     /// dashboard). None = off (`http-port 0`, the default); Some(0) =
     /// any free port (`http-port auto`).
@@ -386,6 +390,8 @@ impl Default for Config {
             tls: security::TlsConfig::default(),
             deploy: deploy::DeployConfig::default(),
             dedup_window: extensions::DEFAULT_DEDUP_WINDOW,
+            job_max_body_size: 0,
+            proto_max_bulk_len: extensions::DEFAULT_PROTO_MAX_BULK_LEN,
             http_port: None,
             http_bind: Vec::new(),
             metrics_max_queues: observe::defaults::METRICS_MAX_QUEUES,
