@@ -122,6 +122,8 @@ pub enum WireError {
     ConfigRewrite(String),
     AofCantTurnOn,
     InvalidRestartDelay,
+    /// ACL GENPASS with a bit count that is not 1 to 4096 (Redis's text).
+    AclGenpassBits,
     /// CONFIG SET of a tls-* parameter whose files do not load (Redis 6's text).
     TlsReload,
     /// The subcommand as sent.
@@ -135,6 +137,8 @@ pub enum WireError {
     DedupEmpty,
     WaitRange,
     WaitNeedsMaxlen,
+    /// ADDJOB body above `job-max-body-size`: (body bytes, limit).
+    BodyTooLarge(u64, u64),
     ExtNeedsRetry,
     NackDelayRange,
 
@@ -150,6 +154,12 @@ impl WireError {
         use WireError::*;
         let s: &'static str = match self {
             UnknownCommand(name) => return format!("ERR unknown command '{name}'").into(),
+            BodyTooLarge(len, max) => {
+                return format!(
+                    "ERR job body too large ({len} bytes, job-max-body-size is {max})"
+                )
+                .into()
+            }
             WrongArity(cmd) => {
                 return format!("ERR wrong number of arguments for '{cmd}' command").into()
             }
@@ -249,6 +259,7 @@ impl WireError {
             ConfigRewrite(e) => return format!("ERR Rewriting config file: {e}").into(),
             AofCantTurnOn => "ERR Unable to turn on AOF. Check server logs.",
             InvalidRestartDelay => "ERR Invalid restart delay",
+            AclGenpassBits => "ERR ACL GENPASS argument must be the number of bits for the output password, a positive number up to 4096",
             TlsReload => "ERR Unable to update TLS configuration. Check server logs.",
             DebugUsage(sub) => {
                 return format!(

@@ -3,7 +3,8 @@
 
 use bytes::Bytes;
 
-use super::{blocked, eq_ic, err, string2ll, syntax_error, Ctx, Outcome};
+use super::args::Args;
+use super::{blocked, err, Ctx, Outcome};
 use crate::domain::job::JobId;
 use crate::engine::getjob::{GetJobOutcome, GetJobRequest};
 use crate::engine::DeliveredJob;
@@ -11,6 +12,20 @@ use crate::errors::WireError;
 use crate::protocol::resp::Reply;
 
 pub fn getjob(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
+    let req = match parse(args) {
+        Ok(req) => req,
+        Err(e) => return err(e),
+    };
+    match ctx.node.engine.getjob(ctx.client.id, req, ctx.now) {
+        GetJobOutcome::Jobs(jobs) => Outcome::Reply(encode_jobs(jobs)),
+        GetJobOutcome::NoJobs => Outcome::Reply(Reply::NullArray),
+        GetJobOutcome::Blocked => blocked(ctx),
+        GetJobOutcome::Error(e) => err(e),
+    }
+}
+
+/// GETJOB's options, then `FROM` and the queues (at least one).
+fn parse(args: &[Bytes]) -> Result<GetJobRequest, WireError> {
     let mut req = GetJobRequest {
         nohang: false,
         timeout: 0,
@@ -18,51 +33,28 @@ pub fn getjob(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
         withcounters: false,
         queues: Vec::new(),
     };
-    let mut i = 1;
+    let mut a = Args::new(args);
     let mut from = false;
-    while i < args.len() {
-        let a = &args[i];
-        if eq_ic(a, "nohang") {
+    while !a.is_done() {
+        if a.eat("nohang") {
             req.nohang = true;
-        } else if eq_ic(a, "withcounters") {
+        } else if a.eat("withcounters") {
             req.withcounters = true;
-        } else if eq_ic(a, "timeout") {
-            let Some(v) = args.get(i + 1) else {
-                return syntax_error();
-            };
-            match string2ll(v) {
-                None => return err(WireError::TimeoutNotInteger),
-                Some(t) if t < 0 => return err(WireError::TimeoutNegative),
-                Some(t) => req.timeout = t as u64,
-            }
-            i += 1;
-        } else if eq_ic(a, "count") {
-            let Some(v) = args.get(i + 1) else {
-                return syntax_error();
-            };
-            match string2ll(v) {
-                Some(c) if c > 0 => req.count = c as u64,
-                _ => return err(WireError::CountRange),
-            }
-            i += 1;
-        } else if eq_ic(a, "from") {
+        } else if a.eat("timeout") {
+            req.timeout = a.timeout()?;
+        } else if a.eat("count") {
+            req.count = a.int_in(1..=i64::MAX, WireError::CountRange)? as u64;
+        } else if a.eat("from") {
             from = true;
-            req.queues = args[i + 1..].to_vec();
-            break;
+            req.queues = a.rest().to_vec();
         } else {
-            return syntax_error();
+            return Err(WireError::Syntax);
         }
-        i += 1;
     }
     if !from || req.queues.is_empty() {
-        return syntax_error();
+        return Err(WireError::Syntax);
     }
-    match ctx.node.engine.getjob(ctx.client.id, req, ctx.now) {
-        GetJobOutcome::Jobs(jobs) => Outcome::Reply(encode_jobs(jobs)),
-        GetJobOutcome::NoJobs => Outcome::Reply(Reply::NullArray),
-        GetJobOutcome::Blocked => blocked(ctx),
-        GetJobOutcome::Error(e) => err(e),
-    }
+    Ok(req)
 }
 
 /// GETJOB's reply: one `[queue, id, body]` array per job, with

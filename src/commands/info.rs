@@ -4,6 +4,7 @@ use std::fmt::Write;
 
 use bytes::Bytes;
 
+use super::args::Args;
 use super::{syntax_error, Ctx, Outcome, COMMANDS};
 use crate::node::Node;
 use crate::protocol::resp::Reply;
@@ -26,12 +27,13 @@ const SECTIONS: [&str; 12] = [
 ];
 
 pub fn info(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
-    if args.len() > 2 {
+    let mut a = Args::new(args);
+    if a.remaining() > 1 {
         return syntax_error();
     }
-    let which = args
-        .get(1)
-        .map(|a| String::from_utf8_lossy(a).to_ascii_lowercase());
+    let which = a
+        .next()
+        .map(|s| String::from_utf8_lossy(s).to_ascii_lowercase());
     let wanted: Vec<&str> = match which.as_deref() {
         None | Some("default") => SECTIONS[..8].to_vec(),
         Some("all") | Some("everything") => SECTIONS.to_vec(),
@@ -257,7 +259,8 @@ fn info_jobstats(node: &Node, out: &mut String) {
          producers_waiting:{}\r\n\
          producer_waits:{}\r\n\
          producer_timeouts:{}\r\n\
-         producer_wait_ms:{}\r\n",
+         producer_wait_ms:{}\r\n\
+         async_copies_pending:{}\r\n",
         c.added,
         c.delivered,
         c.acked,
@@ -273,6 +276,7 @@ fn info_jobstats(node: &Node, out: &mut String) {
         c.producer_waits,
         c.producer_timeouts,
         c.producer_wait_ms,
+        node.engine.async_copies_pending(),
     );
 }
 

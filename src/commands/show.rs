@@ -2,15 +2,17 @@
 
 use bytes::Bytes;
 
+use super::args::Args;
 use super::{Ctx, Outcome};
-use crate::domain::job::{Job, JobId, F_DELIVERED};
+use crate::domain::job::{Job, F_DELIVERED};
 use crate::domain::job_ext::JobExt;
 use crate::engine::{Engine, JobHandle};
 use crate::protocol::resp::Reply;
 
 pub fn show(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
-    let Some(id) = JobId::parse(&args[1]) else {
-        return super::err(crate::errors::WireError::BadId);
+    let id = match Args::new(args).id() {
+        Ok(id) => id,
+        Err(e) => return super::err(e),
     };
     match ctx.node.engine.lookup(&id) {
         Some(h) => {

@@ -1,8 +1,12 @@
 //! Directives of our job-semantics extensions (docs/COMPATIBILITY.md):
 //! `dedup-window`, the seconds an ADDJOB DEDUP key is remembered (default
-//! 300), and the spill tier (docs/PERSISTENCE.md#9-spill-tiers): `spill`,
+//! 300); `job-max-body-size`, the largest ADDJOB body accepted (default
+//! 0: only the protocol's bulk limit), and Redis's `proto-max-bulk-len`,
+//! the largest bulk argument of any request (default 512mb, at least 1mb);
+//! and the spill tier (docs/PERSISTENCE.md#9-spill-tiers): `spill`,
 //! `spill-dir`, `spill-max-disk`, `spill-watermark` (read at startup, so
-//! CONFIG GET shows them and CONFIG SET does not take them). Parsing, CONFIG GET / SET and CONFIG REWRITE live here so the rest
+//! CONFIG GET shows them and CONFIG SET does not take them). Parsing,
+//! CONFIG GET / SET and CONFIG REWRITE live here so the rest
 //! of the config module needs one hook each, as for `security`.
 
 use super::values::parse_u64;
@@ -11,12 +15,18 @@ use super::DirectiveError;
 
 /// Default `dedup-window` in seconds.
 pub const DEFAULT_DEDUP_WINDOW: u64 = 300;
+/// Default and largest `proto-max-bulk-len`: the protocol's own limit.
+pub const DEFAULT_PROTO_MAX_BULK_LEN: u64 = crate::protocol::resp::parse::MAX_BULK as u64;
+/// Smallest `proto-max-bulk-len` (Redis's minimum).
+const MIN_PROTO_MAX_BULK_LEN: u64 = 1024 * 1024;
 /// Largest `dedup-window`: 30 days (keys are kept in memory and the AOF).
 pub const MAX_DEDUP_WINDOW: u64 = 30 * 86400;
 
 /// CONFIG GET order, after Disque's parameters and the security ones.
-pub(crate) const GET_NAMES: [&str; 5] = [
+pub(crate) const GET_NAMES: [&str; 7] = [
     "dedup-window",
+    "job-max-body-size",
+    "proto-max-bulk-len",
     "spill",
     "spill-dir",
     "spill-max-disk",
@@ -64,8 +74,9 @@ impl std::fmt::Display for SpillDisk {
         }
     }
 }
+
 /// CONFIG SET takes only these (the spill directives are read at startup).
-pub(crate) const SET_NAMES: [&str; 1] = ["dedup-window"];
+pub(crate) const SET_NAMES: [&str; 3] = ["dedup-window", "job-max-body-size", "proto-max-bulk-len"];
 
 /// Config-file directive; None when `name` is not one of ours.
 pub(crate) fn apply_directive(
@@ -109,6 +120,15 @@ pub(crate) fn set_value(cfg: &mut Config, name: &str, v: &str) -> Result<(), Dir
                 .filter(|&n| n <= 100)
                 .ok_or("spill-watermark must be a percentage from 0 to 100")?;
         }
+        "job-max-body-size" => {
+            cfg.job_max_body_size = super::values::parse_memory(v)
+                .ok_or("job-max-body-size must be a size in bytes (units k, kb, m, mb, g, gb)")?;
+        }
+        "proto-max-bulk-len" => {
+            cfg.proto_max_bulk_len = super::values::parse_memory(v)
+                .filter(|n| (MIN_PROTO_MAX_BULK_LEN..=DEFAULT_PROTO_MAX_BULK_LEN).contains(n))
+                .ok_or("proto-max-bulk-len must be between 1mb and 512mb")?;
+        }
         _ => return Err("Bad directive or wrong number of arguments".into()),
     }
     Ok(())
@@ -122,6 +142,8 @@ pub(crate) fn get_value(c: &Config, name: &str) -> String {
         "spill-dir" => c.spill_dir().to_string_lossy().into_owned(),
         "spill-max-disk" => c.spill_max_disk.to_string(),
         "spill-watermark" => c.spill_watermark.to_string(),
+        "job-max-body-size" => c.job_max_body_size.to_string(),
+        "proto-max-bulk-len" => c.proto_max_bulk_len.to_string(),
         _ => String::new(),
     }
 }
@@ -158,6 +180,22 @@ pub(crate) fn rewrite_lines(c: &Config) -> Vec<(&'static str, String, bool)> {
             "spill-watermark",
             format!("spill-watermark {}", c.spill_watermark),
             c.spill_watermark != DEFAULT_SPILL_WATERMARK,
+        ),
+        (
+            "job-max-body-size",
+            format!(
+                "job-max-body-size {}",
+                super::values::format_memory(c.job_max_body_size)
+            ),
+            c.job_max_body_size != 0,
+        ),
+        (
+            "proto-max-bulk-len",
+            format!(
+                "proto-max-bulk-len {}",
+                super::values::format_memory(c.proto_max_bulk_len)
+            ),
+            c.proto_max_bulk_len != DEFAULT_PROTO_MAX_BULK_LEN,
         ),
     ]
 }

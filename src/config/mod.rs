@@ -281,6 +281,10 @@ pub struct Config {
     pub spill_max_disk: extensions::SpillDisk,
     /// `spill-watermark`: percent of maxmemory where spilling starts.
     pub spill_watermark: u64,
+    /// `job-max-body-size` bytes, 0 = no limit (our extension, `extensions`).
+    pub job_max_body_size: u64,
+    /// Redis's `proto-max-bulk-len` bytes (`extensions`).
+    pub proto_max_bulk_len: u64,
     /// Our extension: port of the HTTP endpoint (metrics, health,
     /// dashboard). None = off (`http-port 0`, the default); Some(0) =
     /// any free port (`http-port auto`).
@@ -398,6 +402,8 @@ impl Default for Config {
             spill_dir: None,
             spill_max_disk: extensions::DEFAULT_SPILL_MAX_DISK,
             spill_watermark: extensions::DEFAULT_SPILL_WATERMARK,
+            job_max_body_size: 0,
+            proto_max_bulk_len: extensions::DEFAULT_PROTO_MAX_BULK_LEN,
             http_port: None,
             http_bind: Vec::new(),
             metrics_max_queues: observe::defaults::METRICS_MAX_QUEUES,

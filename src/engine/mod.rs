@@ -7,6 +7,7 @@
 
 pub mod ack;
 pub mod addjob;
+pub mod async_repl;
 pub mod cluster;
 pub mod codec;
 pub mod counters;
@@ -205,6 +206,8 @@ pub struct Engine {
     /// Jobs with a blocked ADDJOB client, by deadline (u64::MAX = none).
     add_timeouts: BTreeSet<(u64, JobHandle)>,
     add_waiting: usize,
+    /// ASYNC jobs whose copies are not all confirmed yet.
+    async_repl: async_repl::AsyncRepl,
     /// Queues that gained jobs while clients were blocked on them.
     ready: Vec<Bytes>,
     /// Queues that got jobs while other nodes wait for them (federation demand).
@@ -267,6 +270,7 @@ impl Engine {
             counts: qlen_cluster::ClusterCounts::default(),
             add_timeouts: BTreeSet::new(),
             add_waiting: 0,
+            async_repl: Default::default(),
             wakes: Vec::new(),
             ready: Vec::new(),
             fed_ready: Vec::new(),

@@ -9,6 +9,7 @@ mod duplicates;
 mod extensions;
 mod federation;
 mod net;
+mod returning;
 mod spill;
 mod totals;
 

@@ -239,7 +239,11 @@ impl Node {
                 v.extend_from_slice(format!("... ({} more bytes)", a.len() - 128).as_bytes());
                 kept.push(Bytes::from(v));
             } else {
-                kept.push(a.clone());
+                // A copy: the argument is a slice of the request's read
+                // buffer, which a clone would keep alive (a big ADDJOB's
+                // body pinned by its short arguments for the life of the
+                // entry).
+                kept.push(Bytes::copy_from_slice(a));
             }
         }
         self.slowlog.push_front(SlowlogEntry {

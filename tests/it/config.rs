@@ -74,9 +74,11 @@ fn config_get_star_lists_35_parameters_in_order() {
     assert_eq!(names[..35], CONFIG_ORDER);
     assert_eq!(names[35], "protected-mode");
     assert_eq!(
-        names[names.len() - 8..],
+        names[names.len() - 10..],
         [
             "dedup-window",
+            "job-max-body-size",
+            "proto-max-bulk-len",
             "spill",
             "spill-dir",
             "spill-max-disk",
@@ -87,7 +89,7 @@ fn config_get_star_lists_35_parameters_in_order() {
         ]
     );
     assert!(
-        names[36..names.len() - 8]
+        names[36..names.len() - 10]
             .iter()
             .all(|n| n.starts_with("tls-")),
         "{names:?}"
