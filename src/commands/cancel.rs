@@ -4,32 +4,37 @@
 
 use bytes::Bytes;
 
-use super::{eq_ic, parse_ids, syntax_error, Ctx, Outcome};
+use super::args::Args;
+use super::{parse_ids, syntax_error, Ctx, Outcome};
 use crate::config::glob::glob_match;
 use crate::protocol::resp::Reply;
 
 pub fn cancel(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
-    if args.get(1).is_some_and(|a| eq_ic(a, "queue")) {
-        return cancel_queue(ctx, args);
+    let mut a = Args::new(args);
+    if a.eat("queue") {
+        return cancel_queue(ctx, a);
     }
-    let ids = match parse_ids(&args[1..]) {
+    let ids = match parse_ids(&mut a) {
         Ok(ids) => ids,
         Err(e) => return e,
     };
     Reply::Integer(ctx.node.engine.cancel(&ids, ctx.now)).into()
 }
 
-/// `CANCEL QUEUE <queue> [MATCH <glob>]`.
-fn cancel_queue(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
-    let pattern = match args.len() {
-        3 => None,
-        5 if eq_ic(&args[3], "match") => Some(&args[4]),
+/// `CANCEL QUEUE <queue> [MATCH <glob>]`; `a` is after QUEUE.
+fn cancel_queue(ctx: &mut Ctx, mut a: Args) -> Outcome {
+    let Some(queue) = a.next() else {
+        return syntax_error();
+    };
+    let pattern = match a.remaining() {
+        0 => None,
+        2 if a.eat("match") => a.next(),
         _ => return syntax_error(),
     };
     let ids: Vec<_> = ctx
         .node
         .engine
-        .cancel_candidates(&args[2], ctx.now)
+        .cancel_candidates(queue, ctx.now)
         .into_iter()
         .filter(|(_, body)| {
             pattern.is_none_or(|p| glob_match(p, body.as_deref().unwrap_or_default(), false))

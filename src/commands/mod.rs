@@ -28,6 +28,7 @@ pub mod queues;
 pub mod redrive;
 pub mod scan;
 pub mod show;
+pub mod spill;
 pub mod waitjob;
 pub mod wake;
 

@@ -4,6 +4,7 @@
 
 use bytes::Bytes;
 
+use super::args::Args;
 use super::{err, parse_ids, string2ll, Ctx, Outcome};
 use crate::domain::job_ext::{PRIORITY_MAX, PRIORITY_MIN};
 use crate::errors::WireError;
@@ -19,11 +20,12 @@ pub fn parse_level(n: Option<i64>) -> Result<u8, WireError> {
 /// `JOBPRIORITY <level> <job-id> ... `: the number of jobs known here
 /// whose level was set (acknowledged jobs are left alone).
 pub fn jobpriority(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
-    let level = match parse_level(string2ll(&args[1])) {
+    let mut a = Args::new(args);
+    let level = match parse_level(a.next().and_then(|v| string2ll(v))) {
         Ok(l) => l,
         Err(e) => return err(e),
     };
-    let ids = match parse_ids(&args[2..]) {
+    let ids = match parse_ids(&mut a) {
         Ok(ids) => ids,
         Err(o) => return o,
     };

@@ -5,43 +5,44 @@
 
 use bytes::Bytes;
 
-use super::{eq_ic, err, string2ll, syntax_error, Ctx, Outcome};
+use super::args::Args;
+use super::{err, string2ll, Ctx, Outcome};
 use crate::domain::job::JobId;
 use crate::domain::job_ext::{PROGRESS_DATA_MAX, PROGRESS_DESC_MAX};
 use crate::errors::WireError;
 use crate::protocol::resp::Reply;
 
-pub fn working_with_progress(ctx: &mut Ctx, id: JobId, opts: &[Bytes]) -> Outcome {
+/// `opts`: the arguments after the job ID.
+pub fn working_with_progress(ctx: &mut Ctx, id: JobId, mut opts: Args) -> Outcome {
     let mut percent = None;
     let mut desc = Bytes::new();
     let mut data = Bytes::new();
-    let mut i = 0;
-    while i < opts.len() {
-        let Some(v) = opts.get(i + 1) else {
-            return syntax_error();
+    while !opts.is_done() {
+        let opt = opts.word();
+        let v = match opts.value() {
+            Ok(v) => v,
+            Err(e) => return err(e),
         };
-        let opt = &opts[i];
-        if eq_ic(opt, "progress") {
+        if opt.is("progress") {
             match string2ll(v) {
                 Some(n) if (0..=100).contains(&n) => percent = Some(n as u8),
                 _ => return err(WireError::ProgressRange),
             }
-        } else if eq_ic(opt, "desc") {
+        } else if opt.is("desc") {
             if v.len() > PROGRESS_DESC_MAX {
                 return err(WireError::ProgressDescTooLong);
             }
             // Kept with the job: its own allocation, not a slice of the
             // read buffer.
             desc = Bytes::copy_from_slice(v);
-        } else if eq_ic(opt, "data") {
+        } else if opt.is("data") {
             if v.len() > PROGRESS_DATA_MAX {
                 return err(WireError::ProgressDataTooLarge);
             }
             data = Bytes::copy_from_slice(v);
         } else {
-            return syntax_error();
+            return err(WireError::Syntax);
         }
-        i += 2;
     }
     // DESC or DATA alone keep the last percentage.
     let engine = &mut ctx.node.engine;

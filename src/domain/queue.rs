@@ -257,6 +257,24 @@ impl OrderIndex {
             .iter()
             .flat_map(|c| c.live().iter().map(|e| e.h))
     }
+
+    /// Handles oldest first, skipping the first `skip` (whole chunks at once).
+    fn handles_from(&self, mut skip: usize) -> impl Iterator<Item = u32> + '_ {
+        let mut first = 0;
+        for c in &self.chunks {
+            let n = c.live().len();
+            if skip < n {
+                break;
+            }
+            skip -= n;
+            first += 1;
+        }
+        self.chunks
+            .iter()
+            .skip(first)
+            .flat_map(|c| c.live().iter().map(|e| e.h))
+            .skip(skip)
+    }
 }
 
 /// One order index per priority level, indexed by `level - PRIORITY_MIN`;
@@ -329,6 +347,28 @@ impl Queue {
         }
         let lanes = self.lanes.get_or_insert_with(Box::default);
         lanes[lane_index(level)].insert(ctime, h);
+    }
+
+    /// The next job to serve, not popped.
+    pub fn first(&self) -> Option<u32> {
+        if self.lanes.is_none() {
+            return self
+                .jobs
+                .chunks
+                .front()
+                .and_then(|c| c.live().first())
+                .map(|e| e.h);
+        }
+        self.handles().next()
+    }
+
+    /// Job handles in serving order after the first `skip` (whole chunks
+    /// skipped at once when the queue has only the default level).
+    pub fn handles_from(&self, skip: usize) -> Box<dyn Iterator<Item = u32> + '_> {
+        if self.lanes.is_none() {
+            return Box::new(self.jobs.handles_from(skip));
+        }
+        Box::new(self.handles().skip(skip))
     }
 
     /// Remove a job handle inserted with this level and ctime.
@@ -453,6 +493,10 @@ mod tests {
             let got: Vec<u32> = idx.handles().collect();
             let want: Vec<u32> = model.iter().map(|&(_, h)| h).collect();
             assert_eq!(got, want, "round {round}");
+            for skip in [0, 1, 255, 256, 257, want.len() / 2, want.len()] {
+                let from: Vec<u32> = idx.handles_from(skip).collect();
+                assert_eq!(from, want.iter().skip(skip).copied().collect::<Vec<_>>());
+            }
             let back: Vec<u32> = idx.handles().rev().collect();
             assert_eq!(back, want.iter().rev().copied().collect::<Vec<_>>());
             assert!(idx

@@ -157,7 +157,15 @@ impl Engine {
             let Some(qh) = self.queue_handle(&name) else {
                 continue;
             };
-            while let Some(q) = self.queues.get_mut(qh) {
+            loop {
+                // Waiters stay blocked while the head's body is on disk;
+                // its page-in marks the queue ready again.
+                if !self.spill_head_ready(qh) {
+                    break;
+                }
+                let Some(q) = self.queues.get_mut(qh) else {
+                    break;
+                };
                 if q.is_empty() || q.paused & PAUSE_OUT != 0 {
                     break;
                 }

@@ -41,6 +41,10 @@ impl Engine {
                         _ => {
                             let Some(h) = self.lookup(&job) else { continue };
                             let Some(j) = self.store.get(h) else { continue };
+                            // Never a record without its body (spilled).
+                            if j.body.is_none() && !j.is_dummy() {
+                                continue;
+                            }
                             let blob = super::codec::encode_job(
                                 j,
                                 self.ext_of(h),
@@ -61,6 +65,7 @@ impl Engine {
                     let recs: Vec<Bytes> = jobs
                         .iter()
                         .filter_map(|id| self.lookup(id))
+                        .filter(|&h| self.store.get(h).is_some_and(|j| j.body.is_some()))
                         .filter_map(|h| self.job_record(h, Flavor::Message, now))
                         .map(|r| r.to_bytes())
                         .collect();

@@ -7,6 +7,7 @@
 
 pub mod ack;
 pub mod addjob;
+pub mod async_repl;
 pub mod cancel;
 pub mod cluster;
 pub mod codec;
@@ -28,6 +29,7 @@ pub mod qlen_cluster;
 pub mod scheduler;
 #[cfg(test)]
 mod sim;
+pub mod spill;
 pub mod store;
 pub mod waitjob;
 pub mod wake;
@@ -221,6 +223,8 @@ pub struct Engine {
     /// Jobs with a blocked ADDJOB client, by deadline (u64::MAX = none).
     add_timeouts: BTreeSet<(u64, JobHandle)>,
     add_waiting: usize,
+    /// ASYNC jobs whose copies are not all confirmed yet.
+    async_repl: async_repl::AsyncRepl,
     /// Queues that gained jobs while clients were blocked on them.
     ready: Vec<Bytes>,
     /// Queues that got jobs while other nodes wait for them (federation demand).
@@ -248,6 +252,8 @@ pub struct Engine {
     forgotten: forgotten::Forgotten,
     /// Recently cancelled jobs (`cancel`), stored or not.
     cancelled: forgotten::Forgotten,
+    /// Job bodies on disk and the decisions about them (`spill`).
+    spill: spill::SpillState,
     /// Test builds: the path that last queued each job here, so the
     /// simulation can attribute every duplicate delivery to a cause.
     #[cfg(test)]
@@ -286,6 +292,7 @@ impl Engine {
             counts: qlen_cluster::ClusterCounts::default(),
             add_timeouts: BTreeSet::new(),
             add_waiting: 0,
+            async_repl: Default::default(),
             wakes: Vec::new(),
             ready: Vec::new(),
             fed_ready: Vec::new(),
@@ -301,6 +308,7 @@ impl Engine {
             counters: counters::JobCounters::default(),
             forgotten: forgotten::Forgotten::default(),
             cancelled: forgotten::Forgotten::default(),
+            spill: spill::SpillState::default(),
             #[cfg(test)]
             queued_why: Map::with_hasher(keyed),
             #[cfg(test)]
@@ -755,6 +763,7 @@ impl Engine {
                 self.fed_ready.push(q.name.clone());
             }
         }
+        self.spill_on_enqueue(qh, h);
         // Share the queue's name allocation instead of one copy per job.
         if let (Some(q), Some(j)) = (self.queues.get(qh), self.store.get_mut(h)) {
             let shared = j
@@ -771,6 +780,10 @@ impl Engine {
 
     /// Pop the oldest job of a queue for delivery.
     pub fn pop(&mut self, qh: u32, now: u64) -> Option<JobHandle> {
+        // A job whose body is on disk waits for its page-in.
+        if !self.spill_head_ready(qh) {
+            return None;
+        }
         let q = self.queues.get_mut(qh)?;
         let h = q.pop()?;
         q.atime = now / 1000;
@@ -783,6 +796,7 @@ impl Engine {
             j.state = JobState::Active;
             j.flags |= crate::domain::job::F_DELIVERED;
         }
+        self.spill_after_pop(qh);
         Some(h)
     }
 
@@ -800,6 +814,7 @@ impl Engine {
         {
             self.ext.remove(&h);
         }
+        self.spill_forget(h);
         self.store.remove(h)
     }
 
