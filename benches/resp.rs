@@ -10,10 +10,10 @@ use std::hint::black_box;
 
 use bytes::{Bytes, BytesMut};
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use disque::resp::encode::encode;
-use disque::resp::parse::RequestParser;
-use disque::resp::reply::{decode, encode_command};
-use disque::resp::Reply;
+use disque::protocol::resp::encode::encode;
+use disque::protocol::resp::parse::RequestParser;
+use disque::protocol::resp::reply::{decode, encode_command};
+use disque::protocol::resp::Reply;
 
 /// Jobs per pipelined burst and per GETJOB reply.
 const BATCH: usize = 16;

@@ -4,12 +4,12 @@
 use disque::config::{self, Startup};
 
 #[global_allocator]
-static ALLOC: disque::memory::Counting = disque::memory::Counting;
+static ALLOC: disque::Counting = disque::Counting;
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     if args.first().is_some_and(|a| a == "--healthcheck") {
-        std::process::exit(disque::healthcheck::main(&args[1..]));
+        std::process::exit(disque::healthcheck(&args[1..]));
     }
     // Before the config is parsed: `dir` changes the working directory.
     let start_dir = std::env::current_dir().ok();
@@ -39,7 +39,7 @@ fn main() {
             return;
         }
         Ok(Startup::CheckAof { file, fix }) => {
-            std::process::exit(disque::aof::check_aof_main(&file, fix));
+            std::process::exit(disque::check_aof(&file, fix));
         }
         Ok(Startup::TestMemory(_)) => {
             eprintln!("--test-memory is not supported by this build.");
@@ -50,7 +50,7 @@ fn main() {
             std::process::exit(1);
         }
     };
-    if let Err(e) = disque::logging::init(&cfg) {
+    if let Err(e) = disque::init_logging(&cfg) {
         eprintln!("{e}");
         std::process::exit(1);
     }
@@ -74,7 +74,7 @@ fn main() {
         }
     };
     let config_file = cfg.config_file.clone();
-    let exit = match runtime.block_on(disque::server::run(*cfg)) {
+    let exit = match runtime.block_on(disque::run(*cfg)) {
         Ok(exit) => exit,
         Err(e) => {
             tracing::error!(error = %e, "Fatal error.");

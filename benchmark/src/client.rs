@@ -14,7 +14,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::time::timeout;
 
-use disque::resp::reply::{decode, encode_command, DecodeError, Reply};
+use disque::protocol::resp::reply::{decode, encode_command, DecodeError, Reply};
 
 /// Anything that ends a connection's usefulness.
 #[derive(Debug)]

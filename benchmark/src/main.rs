@@ -7,7 +7,7 @@
 //! HDR histograms and print a report (human, one line with `-q`, CSV with
 //! `--csv`, or one JSON object with every option and result with `--json`).
 //! Replies are decoded by the library's client-side decoder,
-//! `disque::resp::reply`, the one the integration tests use.
+//! `disque::protocol::resp::reply`, the one the integration tests use.
 
 mod args;
 mod client;

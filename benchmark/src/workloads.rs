@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use crate::args::{AckMode, Config, Target, Workload, STAMP_LEN};
 use crate::client::{ClientError, Conn};
 use crate::stats::Latency;
-use disque::resp::reply::{encode_command, Reply};
+use disque::protocol::resp::reply::{encode_command, Reply};
 
 static EPOCH: OnceLock<Instant> = OnceLock::new();
 

@@ -7,15 +7,15 @@
 use std::path::Path;
 
 use bytes::{Bytes, BytesMut};
-use disque::cluster::auth;
-use disque::cluster::message::{decode, Body, JobMsg, Message};
+use disque::domain::job_ext::JobExt;
 use disque::engine::addjob::AddJobRequest;
 use disque::engine::cluster::parse_nodes_conf;
 use disque::engine::codec::Flavor;
 use disque::engine::getjob::NeedReason;
 use disque::engine::gossip::LinkKind;
 use disque::engine::Engine;
-use disque::job_ext::JobExt;
+use disque::protocol::bus::auth;
+use disque::protocol::bus::message::{decode, Body, JobMsg, Message};
 use disque_fuzz_common::{engine_with_peers, NOW};
 
 // The crate is built with sanitizer-coverage instrumentation (same flags
@@ -204,7 +204,7 @@ fn main() {
             entry: disque::engine::dedup::encode_aof(
                 b"q1",
                 b"order-42",
-                &disque::job::JobId(job_id),
+                &disque::domain::job::JobId(job_id),
                 now + 300_000,
             ),
         },

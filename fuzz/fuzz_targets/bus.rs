@@ -21,9 +21,9 @@
 #![no_main]
 
 use bytes::BytesMut;
-use disque::cluster::auth;
-use disque::cluster::message::{decode, Body, Message, HEADER_LEN, MAGIC, MAX_FRAME};
 use disque::engine::gossip::LinkKind;
+use disque::protocol::bus::auth;
+use disque::protocol::bus::message::{decode, Body, Message, HEADER_LEN, MAGIC, MAX_FRAME};
 use disque_fuzz_common::{engine_with_peers, NOW};
 use libfuzzer_sys::fuzz_target;
 

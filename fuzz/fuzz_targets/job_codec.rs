@@ -9,7 +9,7 @@
 
 use bytes::Bytes;
 use disque::engine::codec::{ext_of_record, Flavor};
-use disque::job_codec::JobRecord;
+use disque::protocol::job_codec::JobRecord;
 use disque_fuzz_common::{engine_with_peers, NOW};
 use libfuzzer_sys::fuzz_target;
 

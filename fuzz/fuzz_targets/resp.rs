@@ -9,7 +9,7 @@
 #![no_main]
 
 use bytes::{Bytes, BytesMut};
-use disque::resp::parse::RequestParser;
+use disque::protocol::resp::parse::RequestParser;
 use libfuzzer_sys::fuzz_target;
 
 /// Commands parsed, and whether the stream ended in a protocol error.
@@ -31,7 +31,7 @@ fn run(chunks: &[&[u8]]) -> (Vec<Vec<Bytes>>, bool) {
         }
         // The hint is bounded (callers reserve it).
         if let Some(n) = p.pending_bulk_remaining() {
-            assert!(n <= disque::resp::parse::MAX_BULK as usize + 2);
+            assert!(n <= disque::protocol::resp::parse::MAX_BULK as usize + 2);
         }
     }
     (out, false)

@@ -31,8 +31,19 @@ fn listed(name: &str) -> Option<&'static [&'static str]> {
             "show", "qlen", "qpeek", "qstat", "qscan", "jscan", "waitjob",
         ],
         "write" => &[
-            "addjob", "getjob", "ackjob", "fastack", "deljob", "loadjob", "enqueue", "nack",
-            "dequeue", "working", "pause", "redrive",
+            "addjob",
+            "getjob",
+            "ackjob",
+            "fastack",
+            "deljob",
+            "loadjob",
+            "enqueue",
+            "nack",
+            "dequeue",
+            "working",
+            "pause",
+            "redrive",
+            "jobpriority",
         ],
         "admin" => &[
             "shutdown",
@@ -66,7 +77,7 @@ fn listed(name: &str) -> Option<&'static [&'static str]> {
         ],
         "connection" => &["auth", "ping", "hello", "client", "acl|whoami"],
         // Producers add jobs and may wait for them to be processed.
-        "produce" => &["addjob", "enqueue", "waitjob"],
+        "produce" => &["addjob", "enqueue", "waitjob", "jobpriority", "cancel"],
         // Workers fetch jobs, report progress and acknowledge them.
         "consume" => &["getjob", "ackjob", "fastack", "nack", "working"],
         // Everything a dashboard or a monitoring probe reads, nothing it
@@ -115,21 +126,6 @@ pub fn members(name: &str) -> Option<Vec<&'static str>> {
     }
 }
 
-/// Categories a command (or one of its subcommands) belongs to, for ACL
-/// CAT-style introspection.
-pub fn of_command(cmd: &str) -> Vec<&'static str> {
-    NAMES
-        .iter()
-        .copied()
-        .filter(|c| {
-            members(c).is_some_and(|m| {
-                m.iter()
-                    .any(|e| *e == cmd || e.split('|').next() == Some(cmd))
-            })
-        })
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -150,7 +146,5 @@ mod tests {
             }
         }
         assert!(members("nope").is_none());
-        assert!(of_command("addjob").contains(&"produce"));
-        assert!(of_command("config").contains(&"introspection"));
     }
 }

@@ -5,7 +5,7 @@
 
 use std::collections::VecDeque;
 
-use crate::resp::Reply;
+use crate::protocol::resp::Reply;
 
 /// Redis's `acllog-max-len` default.
 pub const MAX_LEN: usize = 128;
@@ -85,11 +85,13 @@ impl AclLog {
         self.entries.clear();
     }
 
-    pub fn len(&self) -> usize {
+    #[cfg(test)]
+    fn len(&self) -> usize {
         self.entries.len()
     }
 
-    pub fn is_empty(&self) -> bool {
+    #[cfg(test)]
+    fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }
 

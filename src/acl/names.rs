@@ -4,7 +4,7 @@
 //! layer; `commands` checks in a test that both lists agree.
 
 /// (name, fast) in command-table order.
-pub const COMMANDS: [(&str, bool); 35] = [
+pub const COMMANDS: [(&str, bool); 37] = [
     ("auth", true),
     ("ping", true),
     ("info", false),
@@ -40,14 +40,11 @@ pub const COMMANDS: [(&str, bool); 35] = [
     ("waitjob", false),
     ("redrive", true),
     ("acl", false),
+    ("jobpriority", true),
+    ("cancel", true),
 ];
 
 /// Table index of a command by its (lower-case) name.
 pub fn index(name: &str) -> Option<usize> {
     COMMANDS.iter().position(|(n, _)| *n == name)
-}
-
-/// Name of a table index.
-pub fn name(idx: usize) -> Option<&'static str> {
-    COMMANDS.get(idx).map(|(n, _)| *n)
 }

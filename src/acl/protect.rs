@@ -5,8 +5,6 @@
 
 use std::net::{IpAddr, SocketAddr};
 
-pub use crate::config::acl::Gate;
-
 /// Whether a client shown as `addr` (CLIENT LIST's `ip:port`, or
 /// `path:0` for a Unix socket) is local. As Redis's `islocalClient`:
 /// Unix sockets, 127.0.0.1 and ::1 (an IPv4 client of a dual-stack socket
@@ -45,6 +43,7 @@ pub fn protected_config_refused(name: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::acl::Gate;
 
     #[test]
     fn local_clients_and_gates() {

@@ -18,13 +18,42 @@
 
 use std::collections::BTreeMap;
 
-/// Why the user table could not be loaded: a definition that does not
-/// parse (the aclfile's or a config `user` line, named with its origin and
-/// line) or an ACL file that cannot be read or written. The text is what
-/// Redis prints for the same case.
+/// Why the user table could not be loaded. The texts are what Redis
+/// prints for the same cases.
 #[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct AclLoadError(String);
+pub enum AclLoadError {
+    /// A definition that does not parse (an aclfile line, a config `user`
+    /// line or a state-file line), named with its origin and line.
+    #[error("{0}")]
+    Definition(String),
+    /// Users in the config file and an aclfile at once.
+    #[error("Configuring Disque with users defined in the configuration file and at the same setting an ACL file path is invalid. This setup is very likely to lead to configuration errors and security holes, please define either an ACL file or declare users directly in your configuration file.")]
+    UsersAndAclfile,
+    /// ACL LOAD without an aclfile.
+    #[error("{NO_ACLFILE}")]
+    NoAclfile,
+    /// The aclfile cannot be opened.
+    #[error("Error loading ACLs, opening file '{}': {}", path.display(), crate::errors::strerror(source))]
+    Open {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// ACL LOAD and the aclfile is gone.
+    #[error("Error loading ACLs, opening file '{}': No such file or directory", .0.display())]
+    Missing(PathBuf),
+    /// The replicated state file cannot be read.
+    #[error("Can't read the ACL state file {}: {source}", path.display())]
+    ReadState {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The table changed at startup and could not be written back.
+    #[error("Writing the ACL files: {0}")]
+    Write(#[source] std::io::Error),
+}
+
 use std::path::{Path, PathBuf};
 
 use super::{Acl, Entry, User, DEFAULT_USER};
@@ -59,7 +88,7 @@ impl Files {
 pub fn parse_user_lines<'a>(
     lines: impl IntoIterator<Item = (usize, &'a str)>,
     origin: &str,
-) -> Result<Vec<(String, User)>, String> {
+) -> Result<Vec<(String, User)>, AclLoadError> {
     let mut out: Vec<(String, User)> = Vec::new();
     for (n, line) in lines {
         let line = line.trim();
@@ -67,28 +96,32 @@ pub fn parse_user_lines<'a>(
             continue;
         }
         let Some(args) = crate::config::split_args(line) else {
-            return Err(format!("{origin}:{n}: unbalanced quotes in the line."));
+            return Err(AclLoadError::Definition(format!(
+                "{origin}:{n}: unbalanced quotes in the line."
+            )));
         };
         if args.len() < 2 || args[0] != "user" {
-            return Err(format!("{origin}:{n} should start with user keyword."));
+            return Err(AclLoadError::Definition(format!(
+                "{origin}:{n} should start with user keyword."
+            )));
         }
         let name = &args[1];
         if !super::user::valid_name(name.as_bytes()) {
-            return Err(format!(
+            return Err(AclLoadError::Definition(format!(
                 "{origin}:{n}: Usernames can't contain spaces or null characters."
-            ));
+            )));
         }
         if out.iter().any(|(u, _)| u == name) {
-            return Err(format!(
+            return Err(AclLoadError::Definition(format!(
                 "{origin}:{n}: Duplicate user '{name}' found. A user can only be defined once in config files."
-            ));
+            )));
         }
         let user =
             User::from_rules(args[2..].iter().map(|a| a.as_bytes())).map_err(|(op, e)| {
-                format!(
+                AclLoadError::Definition(format!(
                     "{origin}:{n}: Error in user declaration '{op}': {}",
                     e.text()
-                )
+                ))
             })?;
         out.push((name.clone(), user));
     }
@@ -97,7 +130,7 @@ pub fn parse_user_lines<'a>(
 
 /// The aclfile's users; a missing file is empty (it is created on the
 /// first change), anything unreadable or invalid is an error.
-fn read_aclfile(path: &Path) -> Result<Option<Vec<(String, User)>>, String> {
+fn read_aclfile(path: &Path) -> Result<Option<Vec<(String, User)>>, AclLoadError> {
     match std::fs::read_to_string(path) {
         Ok(text) => parse_user_lines(
             text.lines().enumerate().map(|(i, l)| (i + 1, l)),
@@ -105,21 +138,20 @@ fn read_aclfile(path: &Path) -> Result<Option<Vec<(String, User)>>, String> {
         )
         .map(Some),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(format!(
-            "Error loading ACLs, opening file '{}': {}",
-            path.display(),
-            crate::errors::strerror(&e)
-        )),
+        Err(source) => Err(AclLoadError::Open {
+            path: path.to_path_buf(),
+            source,
+        }),
     }
 }
 
 /// The local definitions: aclfile or config `user` lines, then
 /// `requirepass` on the default user.
-fn local_definitions(c: &Config, files: &Files) -> Result<BTreeMap<String, User>, String> {
+fn local_definitions(c: &Config, files: &Files) -> Result<BTreeMap<String, User>, AclLoadError> {
     let list = match &files.aclfile {
         Some(p) => {
             if !c.users.is_empty() {
-                return Err("Configuring Disque with users defined in the configuration file and at the same setting an ACL file path is invalid. This setup is very likely to lead to configuration errors and security holes, please define either an ACL file or declare users directly in your configuration file.".into());
+                return Err(AclLoadError::UsersAndAclfile);
             }
             read_aclfile(p)?.unwrap_or_else(|| {
                 tracing::warn!(path = %p.display(), "The aclfile does not exist yet: starting with the default user only; it is written on the first change.");
@@ -144,10 +176,6 @@ fn local_definitions(c: &Config, files: &Files) -> Result<BTreeMap<String, User>
 /// Build the node's table at startup (before it serves anyone); `me` is
 /// the node's ID.
 pub fn startup(acl: &mut Acl, config: &Config, me: [u8; 40]) -> Result<(), AclLoadError> {
-    startup_inner(acl, config, me).map_err(AclLoadError)
-}
-
-fn startup_inner(acl: &mut Acl, config: &Config, me: [u8; 40]) -> Result<(), String> {
     acl.set_me(me);
     let files = Files::from_config(config);
     let had_state = load_state(acl, &files.state)?;
@@ -177,9 +205,7 @@ fn startup_inner(acl: &mut Acl, config: &Config, me: [u8; 40]) -> Result<(), Str
     acl.files = Some(files);
     let only_default = acl.entries().all(|(n, _)| n == DEFAULT_USER);
     if changed && (had_state || !only_default) {
-        if let Err(e) = write_all(acl) {
-            return Err(format!("Writing the ACL files: {e}"));
-        }
+        write_all(acl).map_err(AclLoadError::Write)?;
     }
     let users = acl.users().count();
     if users > 1 {
@@ -220,19 +246,10 @@ pub fn write_all(acl: &mut Acl) -> std::io::Result<()> {
 /// ACL LOAD: the aclfile replaces the users (all or nothing); changed
 /// users get new versions (the caller sends them to the other nodes).
 pub fn load(acl: &mut Acl) -> Result<(), AclLoadError> {
-    load_inner(acl).map_err(AclLoadError)
-}
-
-fn load_inner(acl: &mut Acl) -> Result<(), String> {
     let Some(path) = acl.files.as_ref().and_then(|f| f.aclfile.clone()) else {
-        return Err(NO_ACLFILE.into());
+        return Err(AclLoadError::NoAclfile);
     };
-    let list = read_aclfile(&path)?.ok_or_else(|| {
-        format!(
-            "Error loading ACLs, opening file '{}': No such file or directory",
-            path.display()
-        )
-    })?;
+    let list = read_aclfile(&path)?.ok_or(AclLoadError::Missing(path))?;
     let mut map: BTreeMap<String, User> = list.into_iter().collect();
     map.entry(DEFAULT_USER.to_string())
         .or_insert_with(User::default_user);
@@ -295,18 +312,20 @@ fn state_text(acl: &Acl) -> String {
 }
 
 /// Read the state file into `acl`; false when there is none.
-fn load_state(acl: &mut Acl, path: &Path) -> Result<bool, String> {
+fn load_state(acl: &mut Acl, path: &Path) -> Result<bool, AclLoadError> {
     let text = match std::fs::read_to_string(path) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
-        Err(e) => {
-            return Err(format!(
-                "Can't read the ACL state file {}: {e}",
-                path.display()
-            ))
+        Err(source) => {
+            return Err(AclLoadError::ReadState {
+                path: path.to_path_buf(),
+                source,
+            })
         }
     };
-    let bad = |n: usize, why: &str| format!("ACL state file {}:{n}: {why}", path.display());
+    let bad = |n: usize, why: &str| {
+        AclLoadError::Definition(format!("ACL state file {}:{n}: {why}", path.display()))
+    };
     for (i, line) in text.lines().enumerate() {
         let n = i + 1;
         let words: Vec<&str> = line.split_whitespace().collect();
@@ -381,10 +400,13 @@ mod tests {
                 "f:1: Error in user declaration '+nosuch': Unknown command or category name in ACL",
             ),
         ] {
-            assert_eq!(parse_user_lines([(1, line)], "f").unwrap_err(), want);
+            assert_eq!(
+                parse_user_lines([(1, line)], "f").unwrap_err().to_string(),
+                want
+            );
         }
         let dup = parse_user_lines([(1, "user a on"), (2, "user a off")], "f").unwrap_err();
-        assert!(dup.contains("Duplicate user 'a'"), "{dup}");
+        assert!(dup.to_string().contains("Duplicate user 'a'"), "{dup}");
     }
 
     #[test]

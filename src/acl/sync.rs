@@ -22,8 +22,8 @@
 use sha2::{Digest, Sha256};
 
 use super::{Acl, Entry, User, DEFAULT_USER};
-use crate::cluster::message::{Body, Message, HFLAG_ACL};
 use crate::engine::Engine;
+use crate::protocol::bus::message::{Body, Message, HFLAG_ACL};
 
 const KIND_DIGEST: u8 = 1;
 const KIND_TABLE: u8 = 2;
@@ -140,7 +140,7 @@ pub fn decode_table(p: &[u8]) -> Result<Vec<(String, Entry)>, &'static str> {
     Ok(out)
 }
 
-fn send(engine: &mut Engine, to: crate::job::NodeIdx, payload: Vec<u8>) {
+fn send(engine: &mut Engine, to: crate::domain::job::NodeIdx, payload: Vec<u8>) {
     engine.send_body(
         to,
         Body::Acl {
@@ -152,7 +152,7 @@ fn send(engine: &mut Engine, to: crate::job::NodeIdx, payload: Vec<u8>) {
 /// After a local change: the TABLE to every linked peer that speaks ACL.
 pub fn broadcast(acl: &Acl, engine: &mut Engine) {
     let payload = table_payload(acl);
-    let targets: Vec<crate::job::NodeIdx> = engine
+    let targets: Vec<crate::domain::job::NodeIdx> = engine
         .cluster()
         .linked_peers()
         .into_iter()

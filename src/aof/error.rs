@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::errors::{strerror, WireError};
-use crate::job_codec::CodecError;
+use crate::protocol::job_codec::CodecError;
 
 /// An AOF failure.
 #[derive(Debug, Clone, thiserror::Error)]

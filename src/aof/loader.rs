@@ -9,10 +9,10 @@ use std::sync::Arc;
 
 use super::reader::{AofReader, ReadError, Record};
 use super::{AofError, RecordError};
+use crate::domain::job::JobState;
 use crate::engine::codec::Flavor;
 use crate::engine::Engine;
-use crate::job::JobState;
-use crate::job_codec::JobRecord;
+use crate::protocol::job_codec::JobRecord;
 
 #[derive(Clone, Copy, Debug)]
 pub struct LoadOptions {
@@ -178,8 +178,12 @@ pub fn apply(
             if u64::from(job.etime) <= now / 1000 {
                 return Ok(()); // expired while the node was down
             }
-            if engine.lookup(&job.id).is_some() {
-                return Ok(()); // duplicate (e.g. rewrite snapshot + captured record)
+            if let Some(h) = engine.lookup(&job.id) {
+                // Duplicate (e.g. rewrite snapshot + captured record, or a
+                // JOBPRIORITY change): the later record's level wins.
+                let ext = crate::engine::codec::ext_of_record(&r);
+                engine.load_priority(h, ext.map_or(0, |x| x.priority));
+                return Ok(());
             }
             let was_queued = job.state == JobState::Queued;
             // Nobody waits for replication of a job loaded from disk, and a
@@ -237,13 +241,13 @@ mod tests {
     fn job_blob(e: &Engine, n: u8, state: JobState, retry: u32, etime: u32) -> bytes::Bytes {
         let mut id = *b"D-ad249f8c-OF1sLDglZX7WluoLS7rcXAGl-003d";
         id[39] = b'0' + n;
-        let mut j = Engine::new_job(crate::job::JobId(id));
+        let mut j = Engine::new_job(crate::domain::job::JobId(id));
         j.state = state;
         j.retry = retry;
         j.etime = etime;
         j.ctime = u64::from(n);
-        j.queue = Some(crate::job::QueueName::from(&b"q"[..]));
-        j.body = Some(crate::job::Body::from(&[b'x'; 10][..]));
+        j.queue = Some(crate::domain::job::QueueName::from(&b"q"[..]));
+        j.body = Some(crate::domain::job::Body::from(&[b'x'; 10][..]));
         record_of(&j, None, e.cluster(), Flavor::Storage, 0).to_bytes()
     }
 
@@ -292,7 +296,7 @@ mod tests {
         let e0 = engine();
         let far = (NOW / 1000 + 3600) as u32;
         let blob = job_blob(&e0, 1, JobState::Active, 30, far);
-        let id = crate::job::JobId(blob[4..44].try_into().unwrap());
+        let id = crate::domain::job::JobId(blob[4..44].try_into().unwrap());
         let mut data = file_of(&[
             AofRecord::LoadJob(blob),
             AofRecord::DelJob(id),

@@ -4,7 +4,12 @@
 //! - `error`: `AofError`, every way the file side fails.
 //! - `reader`: the strict record parser (truncated vs corrupt, offsets) and
 //!   the record encoder.
-//! - `writer`: the one thread that owns the file and its fsync policy.
+//! - `writer`: the queue of records between the node and the file, the
+//!   owner-side flush, and the handle that starts and stops the thread.
+//! - `file`: the writer thread and the file it owns (fsync policy, retries,
+//!   rewrites).
+//! - `progress`: what the writer publishes (sequence numbers, errors,
+//!   rewrite reports) and `SyncWait`.
 //! - `rewrite`: one rewrite as the writer runs it (temp file, diff, rename).
 //! - `loader`: replaying a file into the engine at startup / DEBUG LOADAOF.
 //! - `check`: `disque-server --check-aof FILE [--fix]`.
@@ -13,7 +18,9 @@
 pub mod check;
 mod error;
 pub mod faults;
+mod file;
 pub mod loader;
+mod progress;
 pub mod reader;
 mod rewrite;
 pub mod writer;

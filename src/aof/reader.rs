@@ -16,8 +16,8 @@ use std::io::Read;
 
 use bytes::{Bytes, BytesMut};
 
-use crate::job::JobId;
-use crate::job_codec::{CodecError, JobRecord};
+use crate::domain::job::JobId;
+use crate::protocol::job_codec::{CodecError, JobRecord};
 
 /// One decoded AOF record. `LoadJob` keeps the raw storage blob; it has
 /// already been checked to decode as exactly one job record.
@@ -108,7 +108,7 @@ enum Parse {
 }
 
 /// Largest bulk argument accepted (same bound as client requests).
-const MAX_BULK: usize = crate::resp::parse::MAX_BULK as usize;
+const MAX_BULK: usize = crate::protocol::resp::parse::MAX_BULK as usize;
 
 /// A malformed bulk string in a record (the texts are the loader's
 /// corruption messages, naming the part of the record).
@@ -247,7 +247,7 @@ fn parse(buf: &[u8]) -> Parse {
             if JobId::parse(&arg[4..44]).is_none() {
                 return Parse::Corrupt("LOADJOB payload has an invalid job ID".into());
             }
-            if crate::job::JobState::from_u8(arg[44] & 0x0f).is_none() {
+            if crate::domain::job::JobState::from_u8(arg[44] & 0x0f).is_none() {
                 return Parse::Corrupt("LOADJOB payload has an invalid job state".into());
             }
             Parse::Done(Kind::Load, (as_, ae), end)

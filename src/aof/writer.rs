@@ -1,4 +1,5 @@
-//! The AOF writer: the open file, its fsync policy, and the order in which
+//! The AOF writer (the queue and its handle; `file` is the thread, `progress`
+//! what it publishes): the open file, its fsync policy, and the order in which
 //! records reach it.
 //!
 //! Records are queued in engine order (`Writer::send`, a non-blocking push
@@ -39,7 +40,7 @@
 //! appended to the temp file before the atomic rename in `RewriteFinish`.
 
 use std::collections::VecDeque;
-use std::fs::{File, OpenOptions};
+
 use std::io::Write;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -49,7 +50,9 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
 
-use super::rewrite::Rewrite;
+use super::file::{open_append, record_len, run, timed_sync, FileState};
+use super::progress::Until;
+pub use super::progress::{NotDurable, Published, Report, ReportTaken, RewriteReport, SyncWait};
 use super::AofError;
 use crate::config::AppendFsync;
 use crate::engine::AofRecord;
@@ -79,6 +82,16 @@ pub enum Msg {
     },
     /// Encoded LOADJOB records of a snapshot chunk.
     RewriteChunk(Vec<u8>),
+    /// Jobs of a snapshot chunk whose body is spilled to disk: the record
+    /// without its body and where the body is, in the spill segments of
+    /// `dir` (the engine keeps those files until the rewrite ends).
+    RewriteSpilled {
+        dir: std::path::PathBuf,
+        jobs: Vec<(
+            crate::protocol::job_codec::JobRecord,
+            crate::engine::spill::Loc,
+        )>,
+    },
     /// Append the captured records, fsync, rename over the AOF.
     RewriteFinish {
         done: Option<Done>,
@@ -90,197 +103,47 @@ pub enum Msg {
     Stop(Done),
 }
 
-/// Results a finished background rewrite leaves for the node to pick up.
-#[derive(Debug, Clone)]
-pub struct RewriteReport {
-    pub result: Result<u64, AofError>,
-    /// The new file became the live AOF.
-    pub adopted: bool,
-}
-
-#[derive(Default)]
-pub struct Report {
-    pub write_error: Option<AofError>,
-    /// An fsync failed: what the kernel held may be gone although a later
-    /// fsync succeeds, so only a rewrite from memory clears `write_error`.
-    pub fsync_failed: bool,
-    pub rewrite: Option<RewriteReport>,
-}
-
-/// What a `take_report` hands the node.
-pub struct ReportTaken {
-    pub write_error: Option<AofError>,
-    pub fsync_failed: bool,
-    pub rewrite: Option<RewriteReport>,
-}
-
-/// What the writer publishes for the rest of the node.
-pub struct Published {
-    synced: watch::Sender<u64>,
-    /// Mirrors `synced` for the waiters' fast path.
-    synced_seq: AtomicU64,
-    /// The current write/fsync error: waiters give up with it instead of
-    /// hanging until the disk recovers.
-    failed: watch::Sender<Option<AofError>>,
-    /// Mirrors `written` for waiters (everysec/no replies wait for it).
-    written_w: watch::Sender<u64>,
-    pub written: AtomicU64,
-    pub current_size: AtomicU64,
-    /// Bytes received but not yet written (INFO aof_buffer_length).
-    pub backlog: AtomicU64,
-    /// Set whenever `report` changed, so readers can skip the mutex.
-    pub report_dirty: AtomicBool,
-    pub report: Mutex<Report>,
-}
-
-impl Published {
-    fn publish_report(&self, f: impl FnOnce(&mut Report)) {
-        let mut r = self.report.lock().unwrap_or_else(|e| e.into_inner());
-        f(&mut r);
-        self.report_dirty.store(true, Ordering::Release);
-    }
-
-    /// Take the report if it changed since the last call.
-    pub fn take_report(&self) -> Option<ReportTaken> {
-        // A plain load first: this runs before every write command.
-        if !self.report_dirty.load(Ordering::Acquire)
-            || !self.report_dirty.swap(false, Ordering::AcqRel)
-        {
-            return None;
-        }
-        let mut r = self.report.lock().unwrap_or_else(|e| e.into_inner());
-        Some(ReportTaken {
-            write_error: r.write_error.clone(),
-            fsync_failed: r.fsync_failed,
-            rewrite: r.rewrite.take(),
-        })
-    }
-
-    fn publish_written(&self, seq: u64) {
-        self.written.store(seq, Ordering::Release);
-        if self.written_w.receiver_count() > 0 {
-            self.written_w.send_replace(seq);
-        } else {
-            // Nobody waits: update quietly (no waker traffic).
-            self.written_w.send_if_modified(|v| {
-                *v = seq;
-                false
-            });
-        }
-    }
-}
-
-/// Which progress a `SyncWait` waits for.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Until {
-    Written,
-    Synced,
-}
-
-/// "Reply after write/fsync": resolves once the record numbered `seq` is
-/// durable according to the policy. The caller must not claim success
-/// otherwise.
-pub struct SyncWait {
-    core: Arc<Core>,
-    until: Until,
-    seq: u64,
-}
-
-/// Why a `SyncWait` did not complete.
-#[derive(Debug, PartialEq, Eq)]
-pub enum NotDurable {
-    /// Writing or fsyncing the AOF fails (the text is the `strerror`):
-    /// the records stay queued and are retried, the client is told now.
-    Disk(AofError),
-    /// The writer went away (shutdown).
-    Gone,
-}
-
-impl SyncWait {
-    fn reached(&self) -> bool {
-        let p = &self.core.published;
-        let at = match self.until {
-            Until::Written => p.written.load(Ordering::Acquire),
-            Until::Synced => p.synced_seq.load(Ordering::Acquire),
-        };
-        at >= self.seq
-    }
-
-    /// True when the records are already durable per the policy.
-    pub fn is_done(&self) -> bool {
-        self.reached()
-    }
-
-    pub async fn wait(self) -> Result<(), NotDurable> {
-        // Normally the connection's own flush already wrote the records.
-        if self.reached() {
-            return Ok(());
-        }
-        // Records nobody flushed yet (another caller's `send`): write them.
-        self.core.flush_inline();
-        if self.reached() {
-            return Ok(());
-        }
-        let p = &self.core.published;
-        let mut rx = match self.until {
-            Until::Written => p.written_w.subscribe(),
-            Until::Synced => p.synced.subscribe(),
-        };
-        let mut failed = p.failed.subscribe();
-        let seq = self.seq;
-        tokio::select! {
-            // Done wins over a failure reported in the same instant.
-            biased;
-            r = rx.wait_for(|&s| s >= seq) => r.map(|_| ()).map_err(|_| NotDurable::Gone),
-            r = failed.wait_for(Option::is_some) => match r {
-                Ok(e) => Err(e.clone().map_or(NotDurable::Gone, NotDurable::Disk)),
-                Err(_) => Err(NotDurable::Gone),
-            },
-        }
-    }
-}
-
 /// The queue between the node and the file, and who consumes it.
 #[derive(Default)]
-struct Queue {
-    msgs: VecDeque<Msg>,
+pub(super) struct Queue {
+    pub(super) msgs: VecDeque<Msg>,
     /// A consumer (an inline flush or the thread) is draining the queue;
     /// it re-checks the queue before clearing this, so nothing queued
     /// meanwhile is left behind.
-    busy: bool,
+    pub(super) busy: bool,
     /// The thread has work: a control message, an fsync, or records an
     /// inline flush left for it.
-    wanted: bool,
+    pub(super) wanted: bool,
     /// The `Writer` is gone: flush and exit.
-    closed: bool,
+    pub(super) closed: bool,
 }
 
 /// Shared by the node side, inline flushes and the thread.
-struct Core {
-    queue: Mutex<Queue>,
+pub(super) struct Core {
+    pub(super) queue: Mutex<Queue>,
     /// Wakes the thread (`Queue::wanted`, `closed`, busy cleared).
-    wake: Condvar,
+    pub(super) wake: Condvar,
     /// The file. The current consumer (`Queue::busy`) locks it, and the
     /// thread's periodic fsync briefly before and after the fsync (which
     /// runs unlocked), so it is hardly ever contended; the mutex is what
     /// makes that safe to share.
-    state: Mutex<FileState>,
+    pub(super) state: Mutex<FileState>,
     /// `appendfsync always`: inline flushes leave the write to the thread,
     /// which writes and fsyncs whole groups.
-    always: AtomicBool,
-    published: Arc<Published>,
+    pub(super) always: AtomicBool,
+    pub(super) published: Arc<Published>,
 }
 
 impl Core {
-    fn queue(&self) -> MutexGuard<'_, Queue> {
+    pub(super) fn queue(&self) -> MutexGuard<'_, Queue> {
         self.queue.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn state(&self) -> MutexGuard<'_, FileState> {
+    pub(super) fn state(&self) -> MutexGuard<'_, FileState> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn push(&self, msg: Msg) {
+    pub(super) fn push(&self, msg: Msg) {
         let control = !matches!(msg, Msg::Records { .. });
         let mut q = self.queue();
         q.msgs.push_back(msg);
@@ -296,7 +159,7 @@ impl Core {
     /// neither lock held, so writers go on meanwhile. False when a full
     /// round is needed instead (a failed write to retry, bytes left in the
     /// buffer, `always`).
-    fn periodic_fsync(&self) -> bool {
+    pub(super) fn periodic_fsync(&self) -> bool {
         let (file, upto) = {
             let st = self.state();
             if st.error.is_some() || !st.buf.is_empty() || st.policy == AppendFsync::Always {
@@ -320,7 +183,7 @@ impl Core {
     }
 
     /// Ask the thread to run (with the queue locked).
-    fn want_thread(&self, mut q: MutexGuard<'_, Queue>) {
+    pub(super) fn want_thread(&self, mut q: MutexGuard<'_, Queue>) {
         q.wanted = true;
         drop(q);
         self.wake.notify_one();
@@ -330,7 +193,7 @@ impl Core {
     /// consumer is at it (it picks them up before it stops) or the work
     /// belongs to the writer thread (a control message is next, fsync
     /// policy `always`, a failing or slow disk).
-    fn flush_inline(&self) {
+    pub(super) fn flush_inline(&self) {
         for _ in 0..INLINE_ROUNDS {
             let mut q = self.queue();
             if q.busy || q.msgs.is_empty() {
@@ -550,416 +413,12 @@ impl Drop for Writer {
     }
 }
 
-fn record_len(r: &AofRecord) -> usize {
-    match r {
-        AofRecord::LoadJob(b) => b.len() + 32,
-        AofRecord::DelJob(_) => 63,
-        AofRecord::Dedup(b) => b.len() + 32,
-    }
-}
-
-/// `fdatasync` of the AOF (or its injected fault), timed for the fsync
-/// latency metric.
-fn timed_sync(file: &File) -> std::io::Result<()> {
-    let started = Instant::now();
-    let r = super::faults::sync_data(file);
-    crate::metrics::shell()
-        .fsync
-        .observe(started.elapsed().as_micros() as u64);
-    r
-}
-
-fn open_append(path: &std::path::Path) -> std::io::Result<File> {
-    OpenOptions::new().append(true).create(true).open(path)
-}
-
-/// The writer thread: waits until it is wanted (or a timer is due), then
-/// takes the queue like an inline flush does, handles every message in
-/// order, writes, and fsyncs per policy.
-fn run(core: &Core) {
-    'rounds: loop {
-        let timeout = core.state().next_wakeup();
-        let deadline = Instant::now() + timeout;
-        let mut q = core.queue();
-        loop {
-            if !q.busy && (q.wanted || q.closed) {
-                break;
-            }
-            if Instant::now() >= deadline {
-                // Periodic work. The everysec fsync runs beside whoever is
-                // writing and leaves the records to their producers' inline
-                // flushes; taking the queue for it made this thread the
-                // writer for as long as records kept coming (every reply
-                // then waited for a wake-up from here).
-                drop(q);
-                if core.periodic_fsync() {
-                    continue 'rounds;
-                }
-                q = core.queue();
-                if !q.busy {
-                    break;
-                }
-                // An inline flush is running: it wakes us when it stops.
-                q.wanted = true;
-            }
-            let wait = deadline
-                .saturating_duration_since(Instant::now())
-                .max(Duration::from_millis(100));
-            q = core
-                .wake
-                .wait_timeout(q, wait)
-                .unwrap_or_else(|e| e.into_inner())
-                .0;
-        }
-        q.busy = true;
-        q.wanted = false;
-        let closed = q.closed;
-        let msgs = std::mem::take(&mut q.msgs);
-        drop(q);
-        let mut st = core.state();
-        let mut stop = None;
-        for m in msgs {
-            // Nothing is sent after Stop.
-            if stop.is_none() {
-                stop = st.handle(m);
-            }
-        }
-        st.write_out();
-        st.fsync_per_policy();
-        if let Some(done) = stop {
-            st.flush_and_fsync();
-            st.abort_rewrite();
-            let _ = done.send(st.sync_result());
-            return;
-        }
-        if closed {
-            st.flush_and_fsync();
-            st.abort_rewrite();
-            return;
-        }
-        drop(st);
-        let mut q = core.queue();
-        q.busy = false;
-        if !q.msgs.is_empty() {
-            // Queued while we worked (group commit: the next round takes
-            // them all at once).
-            q.wanted = true;
-        }
-    }
-}
-
-/// The open file and everything known about it.
-struct FileState {
-    path: PathBuf,
-    /// Appending is on (a finished rewrite becomes the live file).
-    enabled: bool,
-    file: Option<File>,
-    /// Encoded records not yet written. Our own buffer rather than a
-    /// `BufWriter`: after a failed or partial write we must know exactly
-    /// which bytes reached the file so the retry neither loses nor
-    /// duplicates any.
-    buf: Vec<u8>,
-    buf_last_seq: u64,
-    seen_seq: u64,
-    written_seq: u64,
-    synced_seq: u64,
-    size: u64,
-    /// Written but not fsynced.
-    dirty: bool,
-    policy: AppendFsync,
-    last_fsync: Instant,
-    error: Option<AofError>,
-    /// Sticky after a failed fsync until a rewrite is adopted (see
-    /// `Report::fsync_failed`).
-    fsync_failed: bool,
-    rewrite: Option<Rewrite>,
-    published: Arc<Published>,
-}
-
-impl FileState {
-    fn next_wakeup(&self) -> Duration {
-        if self.error.is_some() || !self.buf.is_empty() {
-            // Retry a failed write once per second (Redis does the same).
-            return Duration::from_secs(1);
-        }
-        if self.dirty && self.policy == AppendFsync::EverySec {
-            return Duration::from_secs(1).saturating_sub(self.last_fsync.elapsed());
-        }
-        Duration::from_secs(1)
-    }
-
-    /// Handle one message; returns the reply channel when it is `Stop`.
-    fn handle(&mut self, msg: Msg) -> Option<Done> {
-        match msg {
-            Msg::Records { first_seq, recs } => {
-                let mut seq = first_seq;
-                for r in &recs {
-                    if self.file.is_some() {
-                        super::reader::encode_record(r, &mut self.buf);
-                        self.buf_last_seq = seq;
-                    }
-                    if let Some(rw) = &mut self.rewrite {
-                        rw.capture(r);
-                    }
-                    self.published
-                        .backlog
-                        .fetch_sub(record_len(r) as u64, Ordering::Relaxed);
-                    seq += 1;
-                }
-                self.seen_seq = self.seen_seq.max(seq.saturating_sub(1));
-            }
-            Msg::SetPolicy(p) => self.policy = p,
-            Msg::Enable => self.enabled = true,
-            Msg::Disable => {
-                self.flush_and_fsync();
-                self.enabled = false;
-                self.file = None;
-                // Whatever could not be written is not going anywhere now.
-                self.buf.clear();
-                self.set_error(None);
-            }
-            Msg::RewriteBegin { incremental_fsync } => {
-                self.abort_rewrite();
-                self.rewrite = Some(Rewrite::begin(&self.path, incremental_fsync));
-            }
-            Msg::RewriteChunk(bytes) => {
-                if let Some(rw) = &mut self.rewrite {
-                    rw.chunk(&bytes);
-                }
-            }
-            Msg::RewriteFinish { done } => {
-                // Records before this point must be in the diff first.
-                let report = self.finish_rewrite();
-                // A synchronous caller gets the result directly; a
-                // background rewrite leaves it for the node's cron.
-                match done {
-                    Some(d) => {
-                        let _ = d.send(report.result);
-                    }
-                    None => self.published.publish_report(|r| r.rewrite = Some(report)),
-                }
-            }
-            Msg::RewriteAbort => self.abort_rewrite(),
-            Msg::Sync(done) => {
-                self.flush_and_fsync();
-                let _ = done.send(self.sync_result());
-            }
-            Msg::Stop(done) => return Some(done),
-        }
-        None
-    }
-
-    fn sync_result(&self) -> Result<u64, AofError> {
-        match &self.error {
-            Some(e) => Err(e.clone()),
-            None => Ok(self.size),
-        }
-    }
-
-    fn set_error(&mut self, e: Option<AofError>) {
-        if e.is_none() && self.fsync_failed {
-            // Only an adopted rewrite clears an fsync failure.
-            return;
-        }
-        if self.error != e {
-            if let Some(msg) = &e {
-                tracing::warn!(error = %msg, "Error writing to the AOF file.");
-            } else {
-                tracing::info!("AOF write error solved: the AOF can be written again.");
-            }
-            self.error = e.clone();
-            let fsync_failed = self.fsync_failed;
-            // Report first: a waiter told of the failure and retrying at
-            // once must find the node already refusing writes.
-            self.published.publish_report(|r| {
-                r.write_error = e.clone();
-                r.fsync_failed = fsync_failed;
-            });
-            self.published.failed.send_replace(e);
-        }
-    }
-
-    /// Hand the buffer to the kernel, keeping exactly the unwritten bytes.
-    fn write_out(&mut self) {
-        let Some(file) = &mut self.file else {
-            // Not appending: nothing to wait for.
-            if self.seen_seq > self.written_seq {
-                self.written_seq = self.seen_seq;
-                self.published.publish_written(self.seen_seq);
-            }
-            self.publish_synced(self.seen_seq);
-            return;
-        };
-        if !self.buf.is_empty() {
-            super::faults::before_write();
-        }
-        let mut done = 0;
-        let mut err = None;
-        while done < self.buf.len() {
-            match file.write(&self.buf[done..]) {
-                Ok(0) => {
-                    err = Some(AofError::WriteZero {
-                        path: self.path.clone(),
-                    });
-                    break;
-                }
-                Ok(n) => done += n,
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(e) => {
-                    err = Some(AofError::write(&self.path, e));
-                    break;
-                }
-            }
-        }
-        if err.is_some() && done > 0 && file.set_len(self.size).is_ok() {
-            // A full disk took part of the buffer: cut the file back so it
-            // ends on a record boundary (loadable as is) and retry it all.
-            done = 0;
-        }
-        if done > 0 {
-            self.size += done as u64;
-            self.dirty = true;
-            self.buf.drain(..done);
-            self.published
-                .current_size
-                .store(self.size, Ordering::Relaxed);
-        }
-        if self.buf.is_empty() {
-            self.written_seq = self.buf_last_seq.max(self.written_seq);
-            self.published.publish_written(self.written_seq);
-        }
-        if self.buf.capacity() > 4 * 1024 * 1024 && self.buf.is_empty() {
-            self.buf = Vec::with_capacity(64 * 1024);
-        }
-        match err {
-            Some(e) => self.set_error(Some(e)),
-            None if self.buf.is_empty() => self.set_error(None),
-            None => {}
-        }
-        if self.policy == AppendFsync::No && self.buf.is_empty() {
-            // `no` promises nothing beyond "handed to the kernel".
-            self.publish_synced(self.written_seq);
-        }
-    }
-
-    /// The policy asks for an fsync now.
-    fn fsync_due(&self) -> bool {
-        match self.policy {
-            AppendFsync::Always => true,
-            AppendFsync::EverySec => self.last_fsync.elapsed() >= Duration::from_secs(1),
-            AppendFsync::No => false,
-        }
-    }
-
-    fn fsync_per_policy(&mut self) {
-        if self.fsync_due() {
-            self.fsync();
-        }
-    }
-
-    fn fsync(&mut self) {
-        let Some(file) = &self.file else { return };
-        if !self.dirty {
-            self.publish_synced(self.written_seq);
-            return;
-        }
-        let upto = self.written_seq;
-        let r = timed_sync(file);
-        self.after_fsync(r, upto);
-    }
-
-    /// Record an fsync's outcome; `upto`: the last record written before
-    /// it started.
-    fn after_fsync(&mut self, r: std::io::Result<()>, upto: u64) {
-        match r {
-            Ok(()) => {
-                // Writes made while it ran are not covered by it.
-                if self.written_seq == upto {
-                    self.dirty = false;
-                }
-                self.last_fsync = Instant::now();
-                self.publish_synced(upto);
-            }
-            Err(e) => {
-                // The kernel may have dropped the pages it failed to write
-                // and a later fsync would not notice: the file is suspect
-                // until a rewrite from memory replaces it.
-                self.fsync_failed = true;
-                self.set_error(Some(AofError::fsync(&self.path, e)));
-            }
-        }
-    }
-
-    fn flush_and_fsync(&mut self) {
-        self.write_out();
-        self.fsync();
-    }
-
-    fn publish_synced(&mut self, seq: u64) {
-        if seq > self.synced_seq {
-            self.synced_seq = seq;
-            self.published.synced_seq.store(seq, Ordering::Release);
-            self.published.synced.send_replace(seq);
-        }
-    }
-
-    fn finish_rewrite(&mut self) -> RewriteReport {
-        let Some(rw) = self.rewrite.take() else {
-            // Begin failed (already reported) or the rewrite was aborted.
-            return RewriteReport {
-                result: Err(AofError::NoRewrite),
-                adopted: false,
-            };
-        };
-        let (file, size) = match rw.finish(&self.path) {
-            Ok(x) => x,
-            Err(e) => {
-                tracing::warn!(error = %e, "Background AOF rewrite failed.");
-                return RewriteReport {
-                    result: Err(e),
-                    adopted: false,
-                };
-            }
-        };
-        let adopted = self.enabled;
-        if adopted {
-            // Everything received so far is in the new file, fsynced; the
-            // old file's unwritten tail (if a write failed) is superseded.
-            self.file = Some(file);
-            self.buf.clear();
-            self.size = size;
-            self.dirty = false;
-            self.written_seq = self.seen_seq;
-            self.buf_last_seq = self.seen_seq;
-            self.published.publish_written(self.written_seq);
-            self.published.current_size.store(size, Ordering::Relaxed);
-            self.publish_synced(self.seen_seq);
-            self.fsync_failed = false;
-            self.set_error(None);
-        }
-        tracing::info!(
-            bytes = size,
-            "Background AOF rewrite finished successfully."
-        );
-        RewriteReport {
-            result: Ok(size),
-            adopted,
-        }
-    }
-
-    fn abort_rewrite(&mut self) {
-        if let Some(rw) = self.rewrite.take() {
-            rw.abort();
-        }
-    }
-}
-
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used)] // tests may panic
 mod tests {
     use super::*;
     use crate::aof::reader::{AofReader, Record, AOF_FORMAT_VERSION};
-    use crate::job::JobId;
+    use crate::domain::job::JobId;
 
     fn id(n: u8) -> JobId {
         let mut b = *b"D-ad249f8c-OF1sLDglZX7WluoLS7rcXAGl-003d";
@@ -969,7 +428,7 @@ mod tests {
 
     /// The file's records after its leading format version record.
     fn read(path: &std::path::Path) -> Vec<Record> {
-        let f = File::open(path).unwrap();
+        let f = std::fs::File::open(path).unwrap();
         let mut r = AofReader::new(f);
         let mut v = Vec::new();
         while let Some((_, rec)) = r.next_record().unwrap() {

@@ -2,11 +2,12 @@
 
 use bytes::Bytes;
 
+use super::args::Args;
 use super::{parse_ids, Ctx, Outcome};
-use crate::resp::Reply;
+use crate::protocol::resp::Reply;
 
 pub fn ackjob(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
-    let ids = match parse_ids(&args[1..]) {
+    let ids = match parse_ids(&mut Args::new(args)) {
         Ok(ids) => ids,
         Err(e) => return e,
     };
@@ -14,7 +15,7 @@ pub fn ackjob(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
 }
 
 pub fn fastack(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
-    let ids = match parse_ids(&args[1..]) {
+    let ids = match parse_ids(&mut Args::new(args)) {
         Ok(ids) => ids,
         Err(e) => return e,
     };

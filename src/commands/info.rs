@@ -4,13 +4,14 @@ use std::fmt::Write;
 
 use bytes::Bytes;
 
+use super::args::Args;
 use super::{syntax_error, Ctx, Outcome, COMMANDS};
 use crate::node::Node;
-use crate::resp::Reply;
+use crate::protocol::resp::Reply;
 
-/// `jobstats` and `readiness` (our extensions) are last so the default
+/// `jobstats`, `readiness` and `spill` (our extensions) are last so the default
 /// set stays Disque's.
-const SECTIONS: [&str; 11] = [
+const SECTIONS: [&str; 12] = [
     "server",
     "clients",
     "memory",
@@ -22,15 +23,17 @@ const SECTIONS: [&str; 11] = [
     "commandstats",
     "jobstats",
     "readiness",
+    "spill",
 ];
 
 pub fn info(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
-    if args.len() > 2 {
+    let mut a = Args::new(args);
+    if a.remaining() > 1 {
         return syntax_error();
     }
-    let which = args
-        .get(1)
-        .map(|a| String::from_utf8_lossy(a).to_ascii_lowercase());
+    let which = a
+        .next()
+        .map(|s| String::from_utf8_lossy(s).to_ascii_lowercase());
     let wanted: Vec<&str> = match which.as_deref() {
         None | Some("default") => SECTIONS[..8].to_vec(),
         Some("all") | Some("everything") => SECTIONS.to_vec(),
@@ -66,6 +69,11 @@ fn section(node: &Node, name: &str, now: u64, out: &mut String) {
         info_jobstats(node, out);
         return;
     }
+    if name == "spill" {
+        out.push_str("# Spill\r\n");
+        crate::node::spill::info(node, out);
+        return;
+    }
     if name == "readiness" {
         // What /readyz answers (one definition: Node::readiness), for
         // `disque-server --healthcheck` and redis-cli users.
@@ -89,7 +97,7 @@ fn section(node: &Node, name: &str, now: u64, out: &mut String) {
             line("disque_git_sha1", &"00000000");
             line("disque_git_dirty", &0);
             line("disque_build_id", &"0000000000000000");
-            line("os", &crate::sys::os_string());
+            line("os", &crate::os::sys::os_string());
             line("arch_bits", &(usize::BITS));
             line("multiplexing_api", &"epoll");
             line("gcc_version", &"0.0.0");
@@ -115,9 +123,9 @@ fn section(node: &Node, name: &str, now: u64, out: &mut String) {
             line("blocked_clients", &node.engine.blocked_clients());
         }
         "memory" => {
-            let used = crate::memory::allocated() as u64;
-            let peak = crate::memory::peak() as u64;
-            let rss = crate::sys::rss_bytes();
+            let used = crate::os::allocator::allocated() as u64;
+            let peak = crate::os::allocator::peak() as u64;
+            let rss = crate::os::sys::rss_bytes();
             line("# Memory\r\nused_memory", &used);
             line("used_memory_human", &human_bytes(used));
             line("used_memory_rss", &rss);
@@ -206,7 +214,7 @@ fn section(node: &Node, name: &str, now: u64, out: &mut String) {
             line("latest_fork_usec", &0);
         }
         "cpu" => {
-            let (sys, user) = crate::sys::cpu_times();
+            let (sys, user) = crate::os::sys::cpu_times();
             line("# CPU\r\nused_cpu_sys", &format!("{sys:.2}"));
             line("used_cpu_user", &format!("{user:.2}"));
             line("used_cpu_sys_children", &"0.00");
@@ -251,7 +259,8 @@ fn info_jobstats(node: &Node, out: &mut String) {
          producers_waiting:{}\r\n\
          producer_waits:{}\r\n\
          producer_timeouts:{}\r\n\
-         producer_wait_ms:{}\r\n",
+         producer_wait_ms:{}\r\n\
+         async_copies_pending:{}\r\n",
         c.added,
         c.delivered,
         c.acked,
@@ -267,6 +276,7 @@ fn info_jobstats(node: &Node, out: &mut String) {
         c.producer_waits,
         c.producer_timeouts,
         c.producer_wait_ms,
+        node.engine.async_copies_pending(),
     );
 }
 

@@ -9,7 +9,9 @@ pub mod ackjob;
 pub mod acl;
 pub mod addjob;
 pub mod admin;
+pub mod args;
 pub mod auth;
+pub mod cancel;
 pub mod client;
 pub mod cluster_cmd;
 pub mod config_cmd;
@@ -20,10 +22,13 @@ pub mod info;
 pub mod jobs;
 pub mod nack;
 pub mod pause;
+pub mod priority;
+pub mod progress;
 pub mod queues;
 pub mod redrive;
 pub mod scan;
 pub mod show;
+pub mod spill;
 pub mod waitjob;
 pub mod wake;
 
@@ -34,10 +39,10 @@ use std::time::Instant;
 use bytes::Bytes;
 use tokio::sync::oneshot;
 
+use crate::domain::job::JobId;
 use crate::errors::WireError;
-use crate::job::JobId;
 use crate::node::{ClientState, Node};
-use crate::resp::Reply;
+use crate::protocol::resp::Reply;
 
 pub type Handler = fn(&mut Ctx, &[Bytes]) -> Outcome;
 
@@ -259,7 +264,8 @@ pub static COMMANDS: &[CommandSpec] = &[
     },
     CommandSpec {
         name: "working",
-        arity: 2,
+        // 2 in Disque; -2 admits our `WORKING <id> PROGRESS ...`.
+        arity: -2,
         flags: W | F_FAST,
         handler: jobs::working,
     },
@@ -287,6 +293,18 @@ pub static COMMANDS: &[CommandSpec] = &[
         arity: -2,
         flags: R | F_ADMIN | F_LOADING,
         handler: acl::acl,
+    },
+    CommandSpec {
+        name: "jobpriority",
+        arity: -3,
+        flags: W | F_FAST,
+        handler: priority::jobpriority,
+    },
+    CommandSpec {
+        name: "cancel",
+        arity: -1,
+        flags: W | F_FAST,
+        handler: cancel::cancel,
     },
 ];
 
@@ -347,11 +365,13 @@ pub fn syntax_error() -> Outcome {
 }
 
 /// Strict decimal integer (Redis `string2ll`).
-pub use crate::strings::string2ll;
+pub use crate::support::strings::string2ll;
 
-/// Parse all IDs first; any bad one fails the whole command (docs/COMMANDS.md#job-ids).
-pub fn parse_ids(args: &[Bytes]) -> Result<Vec<JobId>, Outcome> {
-    args.iter()
+/// Parse all remaining arguments as IDs first; any bad one fails the
+/// whole command (docs/COMMANDS.md#job-ids).
+pub fn parse_ids(args: &mut args::Args) -> Result<Vec<JobId>, Outcome> {
+    args.rest()
+        .iter()
         .map(|a| JobId::parse(a).ok_or_else(|| err(WireError::BadId)))
         .collect()
 }
@@ -471,7 +491,7 @@ mod tests {
 
     #[test]
     fn table_has_32_commands() {
-        // Disque's 32 plus WAITJOB, REDRIVE and ACL.
-        assert_eq!(COMMANDS.len(), 35);
+        // Disque's 32 plus WAITJOB, REDRIVE, ACL, JOBPRIORITY and CANCEL.
+        assert_eq!(COMMANDS.len(), 37);
     }
 }

@@ -2,31 +2,35 @@
 
 use bytes::Bytes;
 
-use super::{eq_ic, syntax_error, Ctx, Outcome};
+use super::args::Args;
+use super::{syntax_error, Ctx, Outcome};
+use crate::domain::queue::{Queue, PAUSE_IN, PAUSE_OUT};
 use crate::engine::BusOut;
-use crate::queue::{Queue, PAUSE_IN, PAUSE_OUT};
-use crate::resp::Reply;
+use crate::protocol::resp::Reply;
 
 pub fn pause(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
-    let name = &args[1];
+    let mut a = Args::new(args);
+    let Some(name) = a.next() else {
+        return syntax_error();
+    };
     let mut flags = 0u8;
     let mut set = false;
     let mut bcast = false;
-    for opt in &args[2..] {
-        if eq_ic(opt, "in") {
+    while !a.is_done() {
+        if a.eat("in") {
             flags |= PAUSE_IN;
             set = true;
-        } else if eq_ic(opt, "out") {
+        } else if a.eat("out") {
             flags |= PAUSE_OUT;
             set = true;
-        } else if eq_ic(opt, "all") {
+        } else if a.eat("all") {
             flags |= PAUSE_IN | PAUSE_OUT;
             set = true;
-        } else if eq_ic(opt, "none") {
+        } else if a.eat("none") {
             flags = 0;
             set = true;
-        } else if eq_ic(opt, "state") {
-        } else if eq_ic(opt, "bcast") {
+        } else if a.eat("state") {
+        } else if a.eat("bcast") {
             bcast = true;
         } else {
             return syntax_error();

@@ -10,23 +10,25 @@
 
 use bytes::Bytes;
 
+use super::args::Args;
 use super::jobs::count_known;
-use super::{eq_ic, err, string2ll, syntax_error, Ctx, Outcome};
+use super::{err, syntax_error, Ctx, Outcome};
 use crate::errors::WireError;
-use crate::resp::Reply;
+use crate::protocol::resp::Reply;
 
 pub fn redrive(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
-    if !eq_ic(&args[1], "from") {
-        return count_known(ctx, args, |e, h, now| e.redrive(h, now));
+    let mut a = Args::new(args);
+    if !a.eat("from") {
+        return count_known(ctx, a, |e, h, now| e.redrive(h, now));
     }
-    let Some(queue) = args.get(2) else {
+    let Some(queue) = a.next() else {
         return syntax_error();
     };
-    let count = match args.len() {
-        3 => usize::MAX,
-        5 if eq_ic(&args[3], "count") => match string2ll(&args[4]) {
-            Some(n) if n > 0 => usize::try_from(n).unwrap_or(usize::MAX),
-            _ => return err(WireError::CountRange),
+    let count = match a.remaining() {
+        0 => usize::MAX,
+        2 if a.eat("count") => match a.int_in(1..=i64::MAX, WireError::CountRange) {
+            Ok(n) => usize::try_from(n).unwrap_or(usize::MAX),
+            Err(e) => return err(e),
         },
         _ => return syntax_error(),
     };

@@ -13,10 +13,10 @@
 use tokio::sync::oneshot;
 
 use super::{addjob, getjob, queues, waitjob};
+use crate::domain::job::JobId;
 use crate::engine::Wake;
-use crate::job::JobId;
 use crate::node::Node;
-use crate::resp::Reply;
+use crate::protocol::resp::Reply;
 
 /// Replies to send at the end of the owner's turn.
 pub type Later = Vec<(oneshot::Sender<Reply>, Reply)>;

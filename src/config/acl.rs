@@ -6,6 +6,7 @@
 //! the aclfile or the state file, `acl::store`).
 
 use super::Config;
+use super::DirectiveError;
 
 /// `no` | `local` | `yes`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -58,7 +59,7 @@ pub(crate) fn apply_directive(
     cfg: &mut Config,
     name: &str,
     args: &[String],
-) -> Option<Result<(), String>> {
+) -> Option<Result<(), DirectiveError>> {
     match name {
         "user" => Some(add_user_line(cfg, args)),
         "aclfile" | "enable-debug-command" | "enable-protected-configs" => {
@@ -74,7 +75,7 @@ pub(crate) fn apply_directive(
 /// `user <name> <rules...>`: kept as a line; the rules are checked when
 /// the node builds its user table (`acl::store::startup`), which refuses
 /// to start on a bad one and names it.
-fn add_user_line(cfg: &mut Config, args: &[String]) -> Result<(), String> {
+fn add_user_line(cfg: &mut Config, args: &[String]) -> Result<(), DirectiveError> {
     if args.is_empty() {
         return Err(BAD.into());
     }
@@ -96,7 +97,7 @@ fn add_user_line(cfg: &mut Config, args: &[String]) -> Result<(), String> {
 }
 
 /// Validate and store one value (file or command line).
-pub(crate) fn set_value(cfg: &mut Config, name: &str, v: &str) -> Result<(), String> {
+pub(crate) fn set_value(cfg: &mut Config, name: &str, v: &str) -> Result<(), DirectiveError> {
     let gate = |v: &str| Gate::parse(v).ok_or("argument must be 'yes', 'no' or 'local'");
     match name {
         "aclfile" => cfg.aclfile = (!v.is_empty()).then(|| v.to_string()),

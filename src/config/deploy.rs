@@ -7,6 +7,7 @@
 
 use super::values::{parse_u64, repr};
 use super::Config;
+use super::DirectiveError;
 
 const NAMES: &[&str] = &[
     "cluster-join",
@@ -68,10 +69,10 @@ pub fn parse_host_port(s: &str) -> Option<(String, u16)> {
     ok.then(|| (host.to_string(), port))
 }
 
-fn port(v: &str, what: &str) -> Result<u16, String> {
+fn port(v: &str, what: &str) -> Result<u16, DirectiveError> {
     parse_u64(v)
         .and_then(|p| u16::try_from(p).ok())
-        .ok_or_else(|| format!("Invalid {what}"))
+        .ok_or_else(|| format!("Invalid {what}").into())
 }
 
 /// Config-file directive; None when `name` is not one of ours.
@@ -79,14 +80,14 @@ pub(crate) fn apply_directive(
     cfg: &mut Config,
     name: &str,
     args: &[String],
-) -> Option<Result<(), String>> {
+) -> Option<Result<(), DirectiveError>> {
     if !NAMES.contains(&name) {
         return None;
     }
     Some(apply(&mut cfg.deploy, name, args))
 }
 
-fn apply(d: &mut DeployConfig, name: &str, args: &[String]) -> Result<(), String> {
+fn apply(d: &mut DeployConfig, name: &str, args: &[String]) -> Result<(), DirectiveError> {
     if name == "cluster-join" {
         // Several seeds per line; an empty list clears the setting.
         let mut seeds = Vec::new();
@@ -198,8 +199,8 @@ pub(crate) fn rewrite_lines(c: &Config) -> Vec<(&'static str, String, bool)> {
 mod tests {
     use super::*;
 
-    fn cfg(text: &str) -> Result<Config, String> {
-        super::super::parse_str(text, Config::default()).map_err(|e| e.to_string())
+    fn cfg(text: &str) -> Result<Config, super::super::ConfigError> {
+        super::super::parse_str(text, Config::default())
     }
 
     #[test]
@@ -230,9 +231,11 @@ mod tests {
         assert_eq!(d.shutdown_drain_timeout, 20);
         assert!(cfg("cluster-join nope")
             .unwrap_err()
+            .to_string()
             .contains("Invalid cluster-join seed 'nope'"));
         assert!(cfg("cluster-announce-ip host")
             .unwrap_err()
+            .to_string()
             .contains("cluster-announce-ip"));
         assert!(cfg("cluster-announce-port 70000").is_err());
         assert!(cfg("shutdown-drain-timeout -1").is_err());

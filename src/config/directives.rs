@@ -5,6 +5,7 @@
 //! silent (it used `atoi`, which maps garbage to 0) we reject the value with
 //! a message of the same style instead of guessing.
 
+use super::DirectiveError;
 use std::path::PathBuf;
 
 use super::defaults as d;
@@ -17,7 +18,11 @@ const YES_NO: &str = "argument must be 'yes' or 'no'";
 
 /// Apply one directive (`name` already lower-cased, `args` without it).
 /// `include` is handled by the caller because it recurses into the parser.
-pub(crate) fn apply_directive(cfg: &mut Config, name: &str, args: &[String]) -> Result<(), String> {
+pub(crate) fn apply_directive(
+    cfg: &mut Config,
+    name: &str,
+    args: &[String],
+) -> Result<(), DirectiveError> {
     if let Some(r) = super::security::apply_directive(cfg, name, args) {
         return r;
     }
@@ -189,18 +194,18 @@ pub(crate) fn apply_directive(cfg: &mut Config, name: &str, args: &[String]) -> 
 }
 
 /// Parse a non-negative integer of type `T`, or fail with `msg`.
-fn num<T: TryFrom<u64>>(v: &str, msg: &str) -> Result<T, String> {
+fn num<T: TryFrom<u64>>(v: &str, msg: &'static str) -> Result<T, DirectiveError> {
     parse_u64(v)
         .and_then(|n| T::try_from(n).ok())
-        .ok_or_else(|| msg.to_string())
+        .ok_or(DirectiveError::Invalid(msg))
 }
 
-fn yes_no(v: &str) -> Result<bool, String> {
-    parse_bool(v).ok_or_else(|| YES_NO.to_string())
+fn yes_no(v: &str) -> Result<bool, DirectiveError> {
+    parse_bool(v).ok_or(DirectiveError::Invalid(YES_NO))
 }
 
 /// `client-output-buffer-limit <class> <hard> <soft> <soft-seconds>`.
-fn client_obuf(cfg: &mut Config, args: &[String]) -> Result<(), String> {
+fn client_obuf(cfg: &mut Config, args: &[String]) -> Result<(), DirectiveError> {
     if !args[0].eq_ignore_ascii_case("normal") {
         return Err("Unrecognized client limit class".into());
     }

@@ -58,13 +58,6 @@ pub enum ConfigIoError {
 #[error("Unsupported TLS protocol '{0}' (TLSv1.2 and TLSv1.3 are supported)")]
 pub struct UnsupportedTlsProtocol(pub String);
 
-/// Directive appliers report a message; the FATAL banner adds the line.
-impl From<UnsupportedTlsProtocol> for String {
-    fn from(e: UnsupportedTlsProtocol) -> Self {
-        e.to_string()
-    }
-}
-
 /// File-level errors render their text alone (no FATAL banner).
 impl From<ConfigIoError> for super::ConfigError {
     fn from(e: ConfigIoError) -> Self {
@@ -72,9 +65,33 @@ impl From<ConfigIoError> for super::ConfigError {
     }
 }
 
-/// Directive appliers report a message; the FATAL banner adds the line.
-impl From<ConfigIoError> for String {
-    fn from(e: ConfigIoError) -> Self {
-        e.to_string()
+/// Why one directive (a config-file line, a command-line option or a
+/// CONFIG SET value) was refused. The message is what the FATAL banner or
+/// the CONFIG SET error shows; filesystem failures keep their OS error.
+#[derive(Debug, thiserror::Error)]
+pub enum DirectiveError {
+    /// A fixed message of the original's wording ("Invalid port").
+    #[error("{0}")]
+    Invalid(&'static str),
+    /// A message naming the offending value.
+    #[error("{0}")]
+    Value(String),
+    /// `dir`, `logfile` and the files they touch.
+    #[error(transparent)]
+    Io(#[from] ConfigIoError),
+    /// `tls-protocols`.
+    #[error(transparent)]
+    Tls(#[from] UnsupportedTlsProtocol),
+}
+
+impl From<&'static str> for DirectiveError {
+    fn from(m: &'static str) -> Self {
+        DirectiveError::Invalid(m)
+    }
+}
+
+impl From<String> for DirectiveError {
+    fn from(m: String) -> Self {
+        DirectiveError::Value(m)
     }
 }

@@ -7,6 +7,7 @@
 
 use super::values::{parse_bool, parse_u64};
 use super::Config;
+use super::DirectiveError;
 
 /// Log line format.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -42,7 +43,7 @@ pub(crate) fn apply_directive(
     cfg: &mut Config,
     name: &str,
     args: &[String],
-) -> Option<Result<(), String>> {
+) -> Option<Result<(), DirectiveError>> {
     let r = match (name, args) {
         ("http-bind", a) if !a.is_empty() => {
             if a.len() > super::defaults::BINDADDR_MAX {
@@ -60,16 +61,20 @@ pub(crate) fn apply_directive(
         ("http-port", [v]) => parse_u64(v)
             .and_then(|p| u16::try_from(p).ok())
             .map(|p| cfg.http_port = (p != 0).then_some(p))
-            .ok_or_else(|| "Invalid http-port".to_string()),
+            .ok_or(DirectiveError::Invalid("Invalid http-port")),
         ("metrics-max-queues", [v]) => parse_u64(v)
             .map(|n| cfg.metrics_max_queues = n)
-            .ok_or_else(|| "Invalid metrics-max-queues value".to_string()),
+            .ok_or(DirectiveError::Invalid("Invalid metrics-max-queues value")),
         ("readyz-require-peer", [v]) => parse_bool(v)
             .map(|b| cfg.readyz_require_peer = b)
-            .ok_or_else(|| "argument must be 'yes' or 'no'".to_string()),
-        ("log-format", [v]) => LogFormat::parse(v)
-            .map(|f| cfg.log_format = f)
-            .ok_or_else(|| "Invalid log format. Must be one of text, json".to_string()),
+            .ok_or(DirectiveError::Invalid("argument must be 'yes' or 'no'")),
+        ("log-format", [v]) => {
+            LogFormat::parse(v)
+                .map(|f| cfg.log_format = f)
+                .ok_or(DirectiveError::Invalid(
+                    "Invalid log format. Must be one of text, json",
+                ))
+        }
         (
             "http-bind" | "http-port" | "metrics-max-queues" | "readyz-require-peer" | "log-format",
             _,
@@ -83,7 +88,7 @@ pub(crate) fn apply_directive(
 mod tests {
     use super::*;
 
-    fn apply(name: &str, args: &[&str]) -> Option<Result<(), String>> {
+    fn apply(name: &str, args: &[&str]) -> Option<Result<(), DirectiveError>> {
         let mut c = Config::default();
         let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
         apply_directive(&mut c, name, &args)
@@ -109,14 +114,14 @@ mod tests {
         assert_eq!(c.metrics_max_queues, 7);
         assert!(!c.readyz_require_peer);
         assert_eq!(
-            apply("http-port", &["70000"]),
+            apply("http-port", &["70000"]).map(|r| r.map_err(|e| e.to_string())),
             Some(Err("Invalid http-port".into()))
         );
         assert_eq!(
-            apply("log-format", &["xml"]),
+            apply("log-format", &["xml"]).map(|r| r.map_err(|e| e.to_string())),
             Some(Err("Invalid log format. Must be one of text, json".into()))
         );
         assert!(matches!(apply("http-port", &[]), Some(Err(_))));
-        assert_eq!(apply("port", &["1"]), None);
+        assert!(apply("port", &["1"]).is_none());
     }
 }

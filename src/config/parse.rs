@@ -57,7 +57,8 @@ pub(crate) fn parse_into(text: &str, cfg: &mut Config, depth: usize) -> Result<(
             parse_into(&content, cfg, depth + 1)?;
             continue;
         }
-        apply_directive(cfg, &name, &argv[1..]).map_err(|m| ConfigError::at(line_no, line, m))?;
+        apply_directive(cfg, &name, &argv[1..])
+            .map_err(|m| ConfigError::at(line_no, line, m.to_string()))?;
     }
     Ok(())
 }

@@ -6,6 +6,7 @@
 
 use super::values::{parse_bool, parse_u64, yes_no};
 use super::Config;
+use super::DirectiveError;
 
 /// `tls-auth-clients`: whether TLS clients must present a certificate.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -112,7 +113,7 @@ pub(crate) fn apply_directive(
     cfg: &mut Config,
     name: &str,
     args: &[String],
-) -> Option<Result<(), String>> {
+) -> Option<Result<(), DirectiveError>> {
     if !GET_NAMES.contains(&name) {
         return None;
     }
@@ -127,7 +128,7 @@ pub(crate) fn apply_directive(
 }
 
 /// Validate and store one value (file, command line or CONFIG SET).
-pub(crate) fn set_value(cfg: &mut Config, name: &str, v: &str) -> Result<(), String> {
+pub(crate) fn set_value(cfg: &mut Config, name: &str, v: &str) -> Result<(), DirectiveError> {
     let t = &mut cfg.tls;
     match name {
         "protected-mode" => cfg.protected_mode = parse_bool(v).ok_or(YES_NO)?,

@@ -1,12 +1,12 @@
 //! Value-level helpers shared by the parser, CONFIG SET and CONFIG REWRITE:
 //! memory units, booleans, and the config's view of the Redis-style
-//! string helpers in `crate::strings` (splitting, quoting, integers).
+//! string helpers in `crate::support::strings` (splitting, quoting, integers).
 
-/// Split a config line like Redis `sdssplitargs` (`crate::strings`), as
+/// Split a config line like Redis `sdssplitargs` (`crate::support::strings`), as
 /// strings: bytes produced by `\xHH` that are not valid UTF-8 are replaced
 /// lossily. `None` for unbalanced quotes or a misplaced closing quote.
 pub fn split_args(line: &str) -> Option<Vec<String>> {
-    let args = crate::strings::split_args(line.as_bytes())?;
+    let args = crate::support::strings::split_args(line.as_bytes())?;
     Some(
         args.into_iter()
             .map(|a| String::from_utf8_lossy(&a).into_owned())
@@ -17,7 +17,7 @@ pub fn split_args(line: &str) -> Option<Vec<String>> {
 /// Quote a string the way Redis `sdscatrepr` does, so that `split_args`
 /// reads it back byte-for-byte: used for string options in CONFIG REWRITE.
 pub(crate) fn repr(s: &str) -> String {
-    crate::strings::repr(s.as_bytes())
+    crate::support::strings::repr(s.as_bytes())
 }
 
 /// Parse a memory amount: a non-negative integer optionally followed by
@@ -61,14 +61,14 @@ pub fn format_memory(bytes: u64) -> String {
     }
 }
 
-/// Strict signed integer (`crate::strings::digits_i64`).
+/// Strict signed integer (`crate::support::strings::digits_i64`).
 pub(crate) fn parse_i64(s: &str) -> Option<i64> {
-    crate::strings::digits_i64(s)
+    crate::support::strings::digits_i64(s)
 }
 
 /// Strict non-negative integer.
 pub(crate) fn parse_u64(s: &str) -> Option<u64> {
-    crate::strings::digits_u64(s)
+    crate::support::strings::digits_u64(s)
 }
 
 /// `yes` / `no`, case-insensitive.

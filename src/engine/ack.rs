@@ -3,7 +3,7 @@
 //! SETACK/GOTACK exchange that lets every holder forget an acked job.
 
 use super::{BusOut, Engine, JobHandle};
-use crate::job::{JobId, JobState, NodeIdx, NodeSet};
+use crate::domain::job::{JobId, JobState, NodeIdx, NodeSet};
 
 impl Engine {
     /// ACKJOB: returns how many IDs were known and not already acked.

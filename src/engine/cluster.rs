@@ -3,7 +3,7 @@
 //! that `NodeIdx` values held by jobs stay valid; forgotten nodes are only
 //! marked deleted. Membership protocol logic builds on this table.
 
-use crate::job::NodeIdx;
+use crate::domain::job::NodeIdx;
 
 pub const FLAG_PFAIL: u16 = 1;
 pub const FLAG_FAIL: u16 = 2;

@@ -5,9 +5,11 @@
 use bytes::Bytes;
 
 use super::{add_ms, rand250, Engine, JobHandle};
-use crate::job::{Job, JobId, JobState, NodeSet, QueueName, F_BCAST_WILLQUEUE, F_DELIVERED, F_EXT};
-use crate::job_codec::{JobRecord, RawNodes, RecordRef};
-use crate::job_ext::JobExt;
+use crate::domain::job::{
+    Job, JobId, JobState, NodeSet, QueueName, F_BCAST_WILLQUEUE, F_DELIVERED, F_EXT,
+};
+use crate::domain::job_ext::JobExt;
+use crate::protocol::job_codec::{JobRecord, RawNodes, RecordRef};
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum Flavor {
@@ -59,7 +61,7 @@ impl Engine {
         job.nacks = r.nacks;
         job.deliv = r.deliv;
         job.queue = Some(queue.unwrap_or_else(|| QueueName::from(r.queue)));
-        job.body = Some(crate::job::Body::from(r.body));
+        job.body = Some(crate::domain::job::Body::from(r.body));
         let mut nodes = NodeSet::default();
         for n in r.nodes.clone() {
             if let Some(i) = self.cluster.find(n) {
@@ -225,8 +227,8 @@ mod tests {
         let e = Engine::new(*b"ad249f8c9b2240cd45f72fd233bd3d5a42a6709d", 7711, 1, 1000);
         let id = JobId::parse(b"D-ad249f8c-OF1sLDglZX7WluoLS7rcXAGl-003d").expect("valid id");
         let mut j = Engine::new_job(id);
-        j.queue = Some(crate::job::QueueName::from(&b"q"[..]));
-        j.body = Some(crate::job::Body::from(&b"body"[..]));
+        j.queue = Some(crate::domain::job::QueueName::from(&b"q"[..]));
+        j.body = Some(crate::domain::job::Body::from(&b"body"[..]));
         j.retry = 7;
         j.ctime = 123_456;
         j.nodes_delivered.insert(0);

@@ -4,9 +4,9 @@
 //! here changes job state.
 
 use super::Engine;
-use crate::histogram::{Histogram, MILLIS};
-use crate::job::NodeIdx;
-use crate::queue::{PAUSE_IN, PAUSE_OUT};
+use crate::domain::job::NodeIdx;
+use crate::domain::queue::{PAUSE_IN, PAUSE_OUT};
+use crate::support::histogram::{Histogram, MILLIS};
 
 /// Totals since the process started (never reset, as Prometheus counters
 /// must only grow).

@@ -16,7 +16,7 @@
 //! same epoch and the usual QUEUED tie-break keeps one queued copy).
 
 use super::{add_ms, rand250, AofRecord, BusOut, Engine, JobHandle};
-use crate::job::{JobId, JobState, NodeIdx, QueueName, F_BCAST_QUEUED, F_BCAST_WILLQUEUE};
+use crate::domain::job::{JobId, JobState, NodeIdx, QueueName, F_BCAST_QUEUED, F_BCAST_WILLQUEUE};
 
 impl Engine {
     /// Must this queueing dead-letter the job instead? Only for re-queues
@@ -178,8 +178,9 @@ impl Engine {
                 j.deliv = 0;
             }
         }
-        if self.aof {
-            // Replace the job's record: LOADJOB of a known ID is ignored.
+        // Replace the job's record: LOADJOB of a known ID is ignored. A
+        // body on disk is read back first (`spill_relog_later`).
+        if self.aof && !self.spill_relog_later(h) {
             self.out.aof.push(AofRecord::DelJob(id));
             self.aof_loadjob(h);
         }

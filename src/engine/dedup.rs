@@ -27,7 +27,7 @@ use std::collections::BTreeSet;
 use bytes::{BufMut, Bytes, BytesMut};
 
 use super::{AofRecord, BusOut, Engine, JobHandle};
-use crate::job::{JobId, NodeIdx};
+use crate::domain::job::{JobId, NodeIdx};
 
 /// Default `dedup-window` in seconds.
 pub const DEFAULT_WINDOW: u64 = 300;

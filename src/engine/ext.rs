@@ -1,11 +1,11 @@
-//! The engine side of the per-job extension fields (`crate::job_ext`):
+//! The engine side of the per-job extension fields (`crate::domain::job_ext`):
 //! the side map that holds them, and the back-off rule (ADDJOB BACKOFF,
 //! NACK DELAY) that replaces Disque's flat RETRY for the jobs that ask.
 //! Plain jobs never touch the map: everything here is behind `F_EXT`.
 
 use super::{add_ms, rand250, BusOut, Engine, JobHandle};
-use crate::job::{Job, JobState, F_BCAST_WILLQUEUE, F_EXT};
-use crate::job_ext::{backoff_ms, JobExt};
+use crate::domain::job::{Job, JobState, F_BCAST_WILLQUEUE, F_EXT};
+use crate::domain::job_ext::{backoff_ms, JobExt};
 
 impl Engine {
     /// Extension fields of a job, if it has any.
@@ -89,7 +89,7 @@ impl Engine {
         };
         if j.state != JobState::Active
             || j.qtime == 0
-            || (j.retry == 0 && j.has(crate::job::F_DELIVERED))
+            || (j.retry == 0 && j.has(crate::domain::job::F_DELIVERED))
             || j.queue.is_none()
         {
             return false;

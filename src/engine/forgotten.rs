@@ -18,7 +18,7 @@
 use std::collections::HashSet;
 use std::hash::BuildHasher;
 
-use crate::job::JobId;
+use crate::domain::job::JobId;
 
 /// How long a generation collects IDs before it becomes the older one.
 const WINDOW_MS: u64 = 60_000;

@@ -9,8 +9,8 @@ use super::cluster::{
     FLAG_DELETED, FLAG_FAIL, FLAG_HANDSHAKE, FLAG_LEAVING, FLAG_MEET, FLAG_NOADDR, FLAG_PFAIL,
 };
 use super::Engine;
-use crate::cluster::message::{Body, GossipEntry, Header, Message};
-use crate::job::NodeIdx;
+use crate::domain::job::NodeIdx;
+use crate::protocol::bus::message::{Body, GossipEntry, Header, Message};
 
 /// Where a bus message arrived.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -32,7 +32,7 @@ impl Engine {
             sender: me.id,
             port: if a.port != 0 { a.port } else { me.port },
             announce: (a.ip.is_some() || a.bus_port != 0).then_some(
-                crate::cluster::message::Announce {
+                crate::protocol::bus::message::Announce {
                     ip: a.ip,
                     bus_port: a.bus_port,
                 },
@@ -42,7 +42,7 @@ impl Engine {
                 FLAG_LEAVING
             } else {
                 0
-            } | crate::cluster::message::HFLAG_ACL,
+            } | crate::protocol::bus::message::HFLAG_ACL,
             mflags,
         }
     }

@@ -3,7 +3,7 @@
 
 use super::cluster::{random_node_id, NodeInfo, FLAG_DELETED, FLAG_HANDSHAKE, FLAG_MEET};
 use super::Engine;
-use crate::job::NodeIdx;
+use crate::domain::job::NodeIdx;
 
 impl Engine {
     /// Start a handshake with ip:port unless one is already pending.

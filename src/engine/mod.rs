@@ -7,6 +7,8 @@
 
 pub mod ack;
 pub mod addjob;
+pub mod async_repl;
+pub mod cancel;
 pub mod cluster;
 pub mod codec;
 pub mod counters;
@@ -20,11 +22,14 @@ pub mod id_index;
 pub mod membership;
 pub mod memory;
 pub mod messages;
+pub mod priority;
 pub mod producers;
+pub mod progress;
 pub mod qlen_cluster;
 pub mod scheduler;
 #[cfg(test)]
 mod sim;
+pub mod spill;
 pub mod store;
 pub mod waitjob;
 pub mod wake;
@@ -35,10 +40,12 @@ use bytes::Bytes;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
+use crate::domain::job::{
+    Job, JobId, JobState, NodeIdx, NodeSet, F_BCAST_QUEUED, F_BCAST_WILLQUEUE,
+};
+use crate::domain::queue::{Queue, PAUSE_OUT};
 use crate::errors::WireError;
-use crate::job::{Job, JobId, JobState, NodeIdx, NodeSet, F_BCAST_QUEUED, F_BCAST_WILLQUEUE};
-use crate::queue::{Queue, PAUSE_OUT};
-use crate::slab::Slab;
+use crate::support::slab::Slab;
 
 pub use cluster::Cluster;
 pub use getjob::GetWaiter;
@@ -48,7 +55,7 @@ pub use wake::{DeliveredJob, JobEnd, Wake};
 
 /// A client connection, as the shell numbers them: blocked clients are
 /// these IDs, never a channel.
-pub use crate::queue::ClientId;
+pub use crate::domain::queue::ClientId;
 
 /// A message for a peer, produced by the engine and sent by the bus layer.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -93,6 +100,20 @@ pub enum BusOut {
         job: JobId,
         epoch: u32,
     },
+    /// Our extension: the job's PRIORITY changed (engine::priority).
+    Priority {
+        job: JobId,
+        level: u8,
+    },
+    /// Our extension: a progress report (engine::progress): job ID then
+    /// `job_ext::Progress` encoding.
+    Progress {
+        data: Bytes,
+    },
+    /// Our extension: the job was cancelled (engine::cancel).
+    Cancel {
+        job: JobId,
+    },
     /// Our extension: a DEDUP key registration (engine::dedup).
     Dedup {
         entry: Bytes,
@@ -113,7 +134,7 @@ pub enum BusOut {
     },
     TotalsRep {
         req: u32,
-        totals: crate::cluster::message::NodeTotals,
+        totals: crate::protocol::bus::message::NodeTotals,
     },
     NeedJobs {
         queue: Bytes,
@@ -145,7 +166,7 @@ pub struct Effects {
     /// Job-level messages; turned into frames by `Engine::take_messages`.
     pub bus: Vec<(NodeIdx, BusOut)>,
     /// Ready-made membership frames (PING/PONG/MEET/FAIL).
-    pub frames: Vec<(NodeIdx, crate::cluster::message::Message)>,
+    pub frames: Vec<(NodeIdx, crate::protocol::bus::message::Message)>,
     /// Open an outbound link to (node, ip, bus port).
     pub connect: Vec<(NodeIdx, String, u16)>,
     /// Close the outbound link of these nodes.
@@ -188,8 +209,8 @@ pub struct Engine {
     wakes: Vec<(ClientId, Wake)>,
     /// nodes_confirmed (SHOW's `nodes-confirmed`) of wait-repl and acked jobs; absent = none.
     confirmed: Map<JobHandle, NodeSet>,
-    /// Extension fields of the jobs flagged `F_EXT` (`crate::job_ext`).
-    ext: Map<JobHandle, crate::job_ext::JobExt>,
+    /// Extension fields of the jobs flagged `F_EXT` (`crate::domain::job_ext`).
+    ext: Map<JobHandle, crate::domain::job_ext::JobExt>,
     /// Clients blocked in WAITJOB.
     waitjobs: waitjob::JobWaiters,
     /// Producers blocked in ADDJOB ... MAXLEN WAIT until their queue has room.
@@ -202,6 +223,8 @@ pub struct Engine {
     /// Jobs with a blocked ADDJOB client, by deadline (u64::MAX = none).
     add_timeouts: BTreeSet<(u64, JobHandle)>,
     add_waiting: usize,
+    /// ASYNC jobs whose copies are not all confirmed yet.
+    async_repl: async_repl::AsyncRepl,
     /// Queues that gained jobs while clients were blocked on them.
     ready: Vec<Bytes>,
     /// Queues that got jobs while other nodes wait for them (federation demand).
@@ -210,7 +233,7 @@ pub struct Engine {
     /// jobs wanted, until when)); moved into the queue when it is created,
     /// so the first jobs produced here after a consumer elsewhere started
     /// waiting go to it at once. Short-lived and capped.
-    early_demand: Vec<(Bytes, (crate::job::NodeIdx, u32, u64))>,
+    early_demand: Vec<(Bytes, (crate::domain::job::NodeIdx, u32, u64))>,
     rng: SmallRng,
     last_ctime: u64,
     out: Effects,
@@ -219,11 +242,18 @@ pub struct Engine {
     aof: bool,
     last_need_jobs_cron: u64,
     last_queue_evict: u64,
+    /// Bumped when a queue is created or destroyed (GETJOB MATCH caches
+    /// the queues a pattern matches until it changes).
+    queue_generation: u64,
     /// Job-lifecycle totals for INFO jobstats and /metrics.
     counters: counters::JobCounters,
     /// Recently acknowledged jobs no longer stored (late messages about
     /// them are answered with SETACK instead of reviving them).
     forgotten: forgotten::Forgotten,
+    /// Recently cancelled jobs (`cancel`), stored or not.
+    cancelled: forgotten::Forgotten,
+    /// Job bodies on disk and the decisions about them (`spill`).
+    spill: spill::SpillState,
     /// Test builds: the path that last queued each job here, so the
     /// simulation can attribute every duplicate delivery to a cause.
     #[cfg(test)]
@@ -262,6 +292,7 @@ impl Engine {
             counts: qlen_cluster::ClusterCounts::default(),
             add_timeouts: BTreeSet::new(),
             add_waiting: 0,
+            async_repl: Default::default(),
             wakes: Vec::new(),
             ready: Vec::new(),
             fed_ready: Vec::new(),
@@ -273,8 +304,11 @@ impl Engine {
             aof: false,
             last_need_jobs_cron: 0,
             last_queue_evict: 0,
+            queue_generation: 0,
             counters: counters::JobCounters::default(),
             forgotten: forgotten::Forgotten::default(),
+            cancelled: forgotten::Forgotten::default(),
+            spill: spill::SpillState::default(),
             #[cfg(test)]
             queued_why: Map::with_hasher(keyed),
             #[cfg(test)]
@@ -419,6 +453,9 @@ impl Engine {
     /// WORKING: postpone the next delivery by a retry period and tell the
     /// other holders. Returns the retry period in seconds.
     pub fn working(&mut self, id: &JobId, now: u64) -> Result<u32, WireError> {
+        if self.is_cancelled(id) {
+            return Err(WireError::Cancelled);
+        }
         let Some(h) = self.lookup(id) else {
             return Err(WireError::NoJob);
         };
@@ -501,7 +538,13 @@ impl Engine {
         }
         let h = self.queues.insert(q);
         self.queue_index.insert(name, h);
+        self.queue_generation += 1;
         h
+    }
+
+    /// Changes whenever the set of queues changes.
+    pub fn queue_generation(&self) -> u64 {
+        self.queue_generation
     }
 
     pub fn queue_len(&self, name: &[u8]) -> usize {
@@ -511,6 +554,7 @@ impl Engine {
     pub fn queue_destroy(&mut self, h: u32) {
         if let Some(q) = self.queues.remove(h) {
             self.queue_index.remove(&q.name);
+            self.queue_generation += 1;
         }
     }
 
@@ -610,8 +654,8 @@ impl Engine {
 
     /// Queue a frame for one peer whose body the node built (the ACL
     /// table's replication, `acl::sync`); it leaves with this call's frames.
-    pub fn send_body(&mut self, to: NodeIdx, body: crate::cluster::message::Body) {
-        let msg = crate::cluster::message::Message::new(self.header(0), body);
+    pub fn send_body(&mut self, to: NodeIdx, body: crate::protocol::bus::message::Body) {
+        let msg = crate::protocol::bus::message::Message::new(self.header(0), body);
         self.out.frames.push((to, msg));
     }
 
@@ -626,9 +670,11 @@ impl Engine {
         j.state = JobState::Active;
         let ctime = j.ctime;
         let qname = j.queue.clone();
+        let has_ext = j.has(crate::domain::job::F_EXT);
+        let level = self.level_of(has_ext, h);
         if let Some(n) = qname {
             if let Some(q) = self.queue_mut(&n) {
-                q.remove(ctime, h);
+                q.remove_prio(level, ctime, h);
             }
             if !self.producers.is_empty() {
                 self.producers.note_room(&n);
@@ -648,7 +694,7 @@ impl Engine {
         };
         if matches!(j.state, JobState::Queued | JobState::Acked)
             || j.qtime == 0
-            || (j.retry == 0 && j.has(crate::job::F_DELIVERED))
+            || (j.retry == 0 && j.has(crate::domain::job::F_DELIVERED))
         {
             return false;
         }
@@ -675,6 +721,7 @@ impl Engine {
         }
         let id = j.id;
         let key = j.ctime;
+        let has_ext = j.has(crate::domain::job::F_EXT);
         #[cfg(test)]
         self.queued_why.insert(id, self.why);
         if broadcast {
@@ -705,8 +752,9 @@ impl Engine {
                 self.queue_create(&name, now)
             }
         };
+        let level = self.level_of(has_ext, h);
         if let Some(q) = self.queues.get_mut(qh) {
-            q.insert(key, h);
+            q.insert_prio(level, key, h);
             q.atime = now / 1000;
             q.jobs_in += 1;
             if !q.blocked.is_empty() && q.paused & PAUSE_OUT == 0 {
@@ -715,12 +763,13 @@ impl Engine {
                 self.fed_ready.push(q.name.clone());
             }
         }
+        self.spill_on_enqueue(qh, h);
         // Share the queue's name allocation instead of one copy per job.
         if let (Some(q), Some(j)) = (self.queues.get(qh), self.store.get_mut(h)) {
             let shared = j
                 .queue
                 .as_ref()
-                .is_some_and(|n| crate::job::QueueName::ptr_eq(n, &q.shared_name));
+                .is_some_and(|n| crate::domain::job::QueueName::ptr_eq(n, &q.shared_name));
             if !shared {
                 j.queue = Some(q.shared_name.clone());
             }
@@ -731,6 +780,10 @@ impl Engine {
 
     /// Pop the oldest job of a queue for delivery.
     pub fn pop(&mut self, qh: u32, now: u64) -> Option<JobHandle> {
+        // A job whose body is on disk waits for its page-in.
+        if !self.spill_head_ready(qh) {
+            return None;
+        }
         let q = self.queues.get_mut(qh)?;
         let h = q.pop()?;
         q.atime = now / 1000;
@@ -741,8 +794,9 @@ impl Engine {
         }
         if let Some(j) = self.store.get_mut(h) {
             j.state = JobState::Active;
-            j.flags |= crate::job::F_DELIVERED;
+            j.flags |= crate::domain::job::F_DELIVERED;
         }
+        self.spill_after_pop(qh);
         Some(h)
     }
 
@@ -753,9 +807,14 @@ impl Engine {
         if !self.confirmed.is_empty() {
             self.confirmed.remove(&h);
         }
-        if self.store.get(h).is_some_and(|j| j.has(crate::job::F_EXT)) {
+        if self
+            .store
+            .get(h)
+            .is_some_and(|j| j.has(crate::domain::job::F_EXT))
+        {
             self.ext.remove(&h);
         }
+        self.spill_forget(h);
         self.store.remove(h)
     }
 
@@ -803,6 +862,7 @@ impl Engine {
         self.ext.clear();
         self.dedup = dedup::DedupTable::default();
         self.forgotten.clear();
+        self.cancelled.clear();
         let ids: Vec<ClientId> = self.waiters.keys().copied().collect();
         for id in ids {
             if self.remove_waiter(id).is_some() {
@@ -811,6 +871,7 @@ impl Engine {
         }
         self.queues.clear();
         self.queue_index.clear();
+        self.queue_generation += 1;
         self.ready.clear();
         self.fed_ready.clear();
         self.early_demand.clear();

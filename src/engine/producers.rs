@@ -238,8 +238,8 @@ impl Engine {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::domain::job::JobId;
     use crate::engine::getjob::{GetJobOutcome, GetJobRequest};
-    use crate::job::JobId;
 
     fn engine() -> Engine {
         Engine::new(*b"ad249f8c9b2240cd45f72fd233bd3d5a42a6709d", 7711, 1, 1000)

@@ -24,8 +24,8 @@ use std::collections::BTreeSet;
 use bytes::Bytes;
 
 use super::{BusOut, ClientId, Engine, Wake};
-use crate::cluster::message::NodeTotals;
-use crate::job::NodeIdx;
+use crate::domain::job::NodeIdx;
+use crate::protocol::bus::message::NodeTotals;
 
 /// Upper bound of the wait for peers' answers.
 pub const MAX_WAIT_MS: u64 = 1000;

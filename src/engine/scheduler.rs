@@ -7,9 +7,9 @@ use rand::Rng;
 
 use super::cluster::{FLAG_DELETED, FLAG_FAIL, FLAG_HANDSHAKE, FLAG_NOADDR, FLAG_PFAIL};
 use super::{add_ms, rand250, BusOut, Engine};
+use crate::domain::job::{JobState, F_BCAST_WILLQUEUE};
+use crate::domain::queue::PAUSE_IN;
 use crate::errors::WireError;
-use crate::job::{JobState, F_BCAST_WILLQUEUE};
-use crate::queue::PAUSE_IN;
 
 /// Max jobs processed per tick, so a mass expiry cannot stall the node.
 const MAX_JOBS_PER_TICK: usize = 10_000;
@@ -42,10 +42,12 @@ impl Engine {
             self.dedup_purge(now);
             self.waiters_cron(now);
             self.replication_cron(now);
+            self.async_repl_cron(now);
         }
         if now.saturating_sub(self.last_queue_evict) >= 100 {
             self.last_queue_evict = now;
             self.evict_idle_queues(now);
+            self.spill_cron(now);
         }
         self.serve_ready(now);
     }

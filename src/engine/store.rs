@@ -19,8 +19,8 @@ use std::collections::BTreeMap;
 use std::hash::BuildHasher;
 
 use super::id_index::IdShard;
-use crate::job::{Job, JobId};
-use crate::slab::Slab;
+use crate::domain::job::{Job, JobId};
+use crate::support::slab::Slab;
 
 pub type JobHandle = u32;
 

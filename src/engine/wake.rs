@@ -15,8 +15,8 @@ use bytes::Bytes;
 
 use super::qlen_cluster::{PeerTotals, QStat};
 use super::{ClientId, Engine, JobHandle};
+use crate::domain::job::{JobId, QueueName};
 use crate::errors::WireError;
-use crate::job::{JobId, QueueName};
 
 /// A job as GETJOB hands it out.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -35,6 +35,8 @@ pub enum JobEnd {
     Expired,
     Deleted,
     Dead,
+    /// Acknowledged by CANCEL (`engine::cancel`).
+    Cancelled,
     /// The WAITJOB timeout passed first.
     Timeout,
 }
@@ -47,6 +49,7 @@ impl JobEnd {
             JobEnd::Expired => Some("expired"),
             JobEnd::Deleted => Some("deleted"),
             JobEnd::Dead => Some("dead"),
+            JobEnd::Cancelled => Some("cancelled"),
             JobEnd::Timeout => None,
         }
     }

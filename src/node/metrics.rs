@@ -2,7 +2,7 @@
 //! histograms (one bucket add per command, beside commandstats) and -OOM
 //! refusals.
 
-use crate::histogram::{Histogram, MICROS};
+use crate::support::histogram::{Histogram, MICROS};
 
 /// Figures counted on the owner thread.
 #[derive(Clone, Debug)]

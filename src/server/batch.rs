@@ -15,9 +15,9 @@ use super::Shared;
 use crate::commands::{self, Outcome};
 use crate::errors::WireError;
 use crate::node::{ClientState, Node, ReplyMode};
-use crate::resp::encode::encode;
-use crate::resp::parse::RequestParser;
-use crate::resp::Reply;
+use crate::protocol::resp::encode::encode;
+use crate::protocol::resp::parse::RequestParser;
+use crate::protocol::resp::Reply;
 
 /// At most this many requests per batch, so one pipelining client cannot
 /// hold the owner for long.

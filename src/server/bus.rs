@@ -16,10 +16,10 @@ use tokio::sync::{mpsc, Notify};
 use tracing::Instrument;
 
 use super::Shared;
-use crate::cluster::auth;
-use crate::cluster::message::{decode, Body, BusError, Message, MAGIC, PREFIX_LEN};
+use crate::domain::job::NodeIdx;
 use crate::engine::gossip::LinkKind;
-use crate::job::NodeIdx;
+use crate::protocol::bus::auth;
+use crate::protocol::bus::message::{decode, Body, BusError, Message, MAGIC, PREFIX_LEN};
 
 /// Frames queued per outbound link before the link is dropped.
 const LINK_QUEUE: usize = 4096;
@@ -245,7 +245,7 @@ async fn outbound_link<S: BusStream>(
         return;
     }
     let (gen, wake) = shared.bus.register(idx);
-    crate::metrics::shell().link_connected(idx);
+    crate::observe::metrics::shell().link_connected(idx);
     shared
         .call(move |node, now| node.engine.on_link_up(idx, now))
         .await;
@@ -499,7 +499,7 @@ async fn run_link<S: BusStream>(
                             .engine
                             .on_bus_message(kind, local_ip, peer_ip, msg, now)
                         {
-                            crate::metrics::shell().bus_sent(r.body.msg_type());
+                            crate::observe::metrics::shell().bus_sent(r.body.msg_type());
                             r.encode(&mut w);
                         }
                     }
@@ -553,11 +553,11 @@ async fn run_link<S: BusStream>(
 fn decode_all(
     rbuf: &mut BytesMut,
     batch: &mut Vec<Message>,
-) -> Option<crate::cluster::message::BusError> {
+) -> Option<crate::protocol::bus::message::BusError> {
     loop {
         match decode(rbuf) {
             Ok(Some(msg)) => {
-                crate::metrics::shell().bus_received(msg.body.msg_type());
+                crate::observe::metrics::shell().bus_received(msg.body.msg_type());
                 batch.push(msg);
             }
             Ok(None) => return None,
@@ -615,7 +615,7 @@ async fn flush<S: BusStream>(stream: &mut S, wbuf: &mut BytesMut) -> std::io::Re
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cluster::message::{Header, JobMsg};
+    use crate::protocol::bus::message::{Header, JobMsg};
 
     fn header() -> Header {
         Header {

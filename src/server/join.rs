@@ -18,7 +18,7 @@ use tokio::sync::{mpsc, oneshot};
 use super::Shared;
 use crate::engine::cluster::{FLAG_FAIL, FLAG_HANDSHAKE, FLAG_PFAIL};
 use crate::errors::WireError;
-use crate::resp::Reply;
+use crate::protocol::resp::Reply;
 
 /// `CLUSTER MEET <host> <port>` waiting for its name to resolve.
 pub type MeetRequest = (String, u16, oneshot::Sender<Reply>);

@@ -19,6 +19,7 @@ pub mod nodes_conf;
 pub mod owner;
 pub mod persistence;
 pub mod signals;
+mod spill;
 pub mod ticker;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -26,8 +27,8 @@ use std::sync::{Arc, Mutex};
 
 use tokio::sync::{watch, Notify};
 
-use crate::clock::unix_ms;
 use crate::node::Node;
+use crate::support::clock::unix_ms;
 pub use error::ServerError;
 
 /// How `run` ended.
@@ -55,6 +56,13 @@ pub struct Shared {
     pub idle_timeout: AtomicU64,
     /// `tcp-keepalive` seconds for new client sockets, 0 = off.
     pub tcp_keepalive: AtomicU64,
+    /// client-output-buffer-limit soft bytes (0 = none): a client whose
+    /// pending replies stay above it for `obuf_soft_secs` is closed.
+    pub obuf_soft: AtomicU64,
+    /// client-output-buffer-limit soft seconds.
+    pub obuf_soft_secs: AtomicU64,
+    /// `proto-max-bulk-len`, applied by every connection's parser.
+    pub proto_max_bulk_len: AtomicU64,
     pub bus: Arc<bus::Bus>,
     connect_tx: tokio::sync::mpsc::UnboundedSender<bus::ConnectRequest>,
     /// CLUSTER MEET <host>: resolved by `join::meet_resolver`.
@@ -88,6 +96,8 @@ impl Shared {
     )> {
         let idle = node.config.timeout;
         let keepalive = node.config.tcp_keepalive;
+        let obuf = node.config.client_output_buffer_limit;
+        let max_bulk = node.config.proto_max_bulk_len;
         let node_timeout = node.config.cluster_node_timeout;
         let bus_secret = node.config.cluster_secret.clone().map(String::into_bytes);
         let tls = node.tls.clone();
@@ -105,6 +115,9 @@ impl Shared {
             shutdown_tx,
             idle_timeout: AtomicU64::new(idle),
             tcp_keepalive: AtomicU64::new(keepalive),
+            obuf_soft: AtomicU64::new(obuf.soft),
+            obuf_soft_secs: AtomicU64::new(obuf.soft_seconds),
+            proto_max_bulk_len: AtomicU64::new(max_bulk),
             bus: Arc::new(bus::Bus::default()),
             connect_tx,
             meet_tx,
@@ -166,7 +179,10 @@ impl Shared {
         &self,
         node: &mut Node,
         now: u64,
-        frames: &mut Vec<(crate::job::NodeIdx, crate::cluster::message::Message)>,
+        frames: &mut Vec<(
+            crate::domain::job::NodeIdx,
+            crate::protocol::bus::message::Message,
+        )>,
     ) {
         let taken = node.engine.take_messages(now);
         if frames.is_empty() {
@@ -191,6 +207,12 @@ impl Shared {
             (&self.idle_timeout, c.timeout),
             (&self.tcp_keepalive, c.tcp_keepalive),
             (&self.node_timeout, c.cluster_node_timeout),
+            (&self.obuf_soft, c.client_output_buffer_limit.soft),
+            (
+                &self.obuf_soft_secs,
+                c.client_output_buffer_limit.soft_seconds,
+            ),
+            (&self.proto_max_bulk_len, c.proto_max_bulk_len),
         ] {
             if cell.load(Ordering::Relaxed) != v {
                 cell.store(v, Ordering::Relaxed);
@@ -203,15 +225,18 @@ impl Shared {
     pub(crate) fn send_frames(
         &self,
         node: &mut Node,
-        frames: Vec<(crate::job::NodeIdx, crate::cluster::message::Message)>,
+        frames: Vec<(
+            crate::domain::job::NodeIdx,
+            crate::protocol::bus::message::Message,
+        )>,
     ) {
         // With appendfsync always a replica's GOTJOB must not leave before
         // its LOADJOB record is on disk (the origin then tells its client).
-        let is_gotjob = |m: &crate::cluster::message::Message| {
+        let is_gotjob = |m: &crate::protocol::bus::message::Message| {
             matches!(
                 m.body,
-                crate::cluster::message::Body::Job {
-                    kind: crate::cluster::message::JobMsg::GotJob,
+                crate::protocol::bus::message::Body::Job {
+                    kind: crate::protocol::bus::message::JobMsg::GotJob,
                     ..
                 }
             )
@@ -222,10 +247,10 @@ impl Shared {
             .then(|| crate::node::persistence::produced_sync(node))
             .flatten();
         for (_, msg) in &frames {
-            crate::metrics::shell().bus_sent(msg.body.msg_type());
+            crate::observe::metrics::shell().bus_sent(msg.body.msg_type());
         }
         if let Some(wait) = durable {
-            let deferred: Vec<(crate::job::NodeIdx, bytes::Bytes)> = frames
+            let deferred: Vec<(crate::domain::job::NodeIdx, bytes::Bytes)> = frames
                 .iter()
                 .filter(|(_, m)| is_gotjob(m))
                 .map(|(to, m)| (*to, m.to_bytes()))
@@ -277,7 +302,7 @@ pub async fn run(config: crate::config::Config) -> Result<Exit, ServerError> {
     let mut stop_signals = StopSignals::register();
     warn_unsupported(&config);
     let mut config = config;
-    crate::cgroup::size_maxmemory(&mut config);
+    crate::os::cgroup::size_maxmemory(&mut config);
     let now = unix_ms();
     let (nodes_conf, loaded) = nodes_conf::NodesConf::open(&config.cluster_config_file, now)?;
     let tls = Arc::new(crate::tls::Tls::default());
@@ -312,7 +337,7 @@ pub async fn run(config: crate::config::Config) -> Result<Exit, ServerError> {
         bus_port: config.deploy.announce_bus_port,
     });
     engine.set_port(port);
-    engine.set_memory_counter(crate::memory::allocated);
+    engine.set_memory_counter(crate::os::allocator::allocated);
     engine.set_memory_limit(config.maxmemory, crate::node::memory_policy(&config));
     engine.set_dedup_window(config.dedup_window);
     // With `port 0` the node picked a port: report and rewrite the real one.
@@ -373,6 +398,7 @@ pub async fn run(config: crate::config::Config) -> Result<Exit, ServerError> {
         "disque-server loading {ports} pid={}{http_field}",
         std::process::id()
     );
+    spill::start(&shared).await;
     loading::load(&shared).await?;
     for l in bound.bus {
         tokio::spawn(bus::accept_loop(shared.clone(), l));

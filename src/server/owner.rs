@@ -18,8 +18,8 @@ use std::sync::Arc;
 use tokio::sync::{mpsc, oneshot};
 
 use super::Shared;
-use crate::clock::unix_ms;
 use crate::node::Node;
+use crate::support::clock::unix_ms;
 
 /// Work for the owner: runs with the node, the current time, and the turn
 /// it belongs to (where it leaves what must wait for the end of the turn).
@@ -34,7 +34,10 @@ const MAX_TURN: usize = 512;
 pub struct Turn {
     releases: Vec<Box<dyn FnOnce() + Send>>,
     /// Bus frames of the turn's tasks, in engine order.
-    frames: Vec<(crate::job::NodeIdx, crate::cluster::message::Message)>,
+    frames: Vec<(
+        crate::domain::job::NodeIdx,
+        crate::protocol::bus::message::Message,
+    )>,
     /// The task's answer waits for its AOF records itself (a client
     /// batch's `SyncWait` writes what is queued): the lock owner leaves
     /// the write to it, so connections ready at the same moment share it.

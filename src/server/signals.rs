@@ -15,7 +15,7 @@ pub fn spawn_hangup_handler() {
     };
     tokio::spawn(async move {
         while hup.recv().await.is_some() {
-            match crate::logging::reopen() {
+            match crate::observe::logging::reopen() {
                 Ok(()) => tracing::info!("Received SIGHUP: log file reopened."),
                 Err(e) => {
                     tracing::warn!(error = %e, "Received SIGHUP: cannot reopen the log file.")

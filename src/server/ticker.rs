@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::Shared;
-use crate::clock::unix_ms;
+use crate::support::clock::unix_ms;
 
 pub async fn run(shared: Arc<Shared>) {
     let mut shutdown = shared.shutdown_rx();

@@ -611,7 +611,7 @@ fn garbage_on_the_cluster_bus_is_dropped_without_harm() {
 /// serving clients and replicating.
 #[test]
 fn bus_frames_batched_split_or_cut_off_are_handled() {
-    use disque::cluster::message::{decode, Body, Header, Message};
+    use disque::protocol::bus::message::{decode, Body, Header, Message};
     use std::io::{Read, Write};
     let nodes = cluster(2);
     let bus = nodes[0].bus_port();
@@ -680,7 +680,7 @@ fn bus_frames_batched_split_or_cut_off_are_handled() {
 /// kept: the PING after it gets its PONG on the same connection.
 #[test]
 fn bus_frame_of_an_unknown_type_is_skipped_and_the_link_kept() {
-    use disque::cluster::message::{decode, Body, Header, Message};
+    use disque::protocol::bus::message::{decode, Body, Header, Message};
     use std::io::{Read, Write};
     let nodes = cluster(2);
     let header = Header {

@@ -1,8 +1,8 @@
 //! Acknowledgement GC: SETACK from the acking node and the
 //! GOTACK answers that let it delete the job everywhere.
 
+use crate::domain::job::{JobId, JobState, NodeIdx};
 use crate::engine::{BusOut, Engine};
-use crate::job::{JobId, JobState, NodeIdx};
 
 impl Engine {
     pub(super) fn on_setack(&mut self, from: NodeIdx, id: &[u8; 40], may_have: u32, now: u64) {

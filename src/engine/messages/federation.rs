@@ -4,13 +4,13 @@
 use bytes::Bytes;
 
 use super::MAX_YOURJOBS_BYTES;
-use crate::cluster::message::{Body, Message};
+use crate::domain::job::{JobId, JobState, NodeIdx, F_BCAST_QUEUED};
+use crate::domain::queue::PAUSE_OUT;
 use crate::engine::codec::Flavor;
 use crate::engine::getjob::NeedReason;
 use crate::engine::{BusOut, Engine, JobHandle};
-use crate::job::{JobId, JobState, NodeIdx, F_BCAST_QUEUED};
-use crate::job_codec::JobRecord;
-use crate::queue::PAUSE_OUT;
+use crate::protocol::bus::message::{Body, Message};
+use crate::protocol::job_codec::JobRecord;
 
 /// How long a node's unanswered part of a NEEDJOBS stays valid (ms). Its
 /// consumers ask again every 25 ms to 2 s while they wait (and right away
@@ -219,7 +219,7 @@ impl Engine {
             j.flags &= !F_BCAST_QUEUED;
             if j.retry == 0 {
                 j.qtime = now.max(1);
-                j.flags &= !crate::job::F_DELIVERED;
+                j.flags &= !crate::domain::job::F_DELIVERED;
             }
             if j.state == JobState::Queued {
                 continue;

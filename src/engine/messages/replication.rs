@@ -7,12 +7,12 @@
 
 use bytes::Bytes;
 
-use crate::cluster::message::MFLAG_NOREPLY;
+use crate::domain::job::{JobId, JobState, NodeIdx, F_BCAST_QUEUED};
+use crate::domain::queue::PAUSE_IN;
 use crate::engine::codec::Flavor;
 use crate::engine::{BusOut, Engine};
-use crate::job::{JobId, JobState, NodeIdx, F_BCAST_QUEUED};
-use crate::job_codec::RecordRef;
-use crate::queue::PAUSE_IN;
+use crate::protocol::bus::message::MFLAG_NOREPLY;
+use crate::protocol::job_codec::RecordRef;
 
 impl Engine {
     pub(super) fn on_repljob(&mut self, from: NodeIdx, blob: &Bytes, mflags: u8, now: u64) {

@@ -2,10 +2,10 @@
 //! WORKING and WILLQUEUE, and the job-keyed tie break when two holders
 //! queue the same job.
 
-use crate::cluster::message::{MFLAG_INCR_DELIV, MFLAG_INCR_NACKS};
+use crate::domain::job::{JobId, JobState, NodeIdx, F_BCAST_QUEUED, F_BCAST_WILLQUEUE};
+use crate::domain::queue::PAUSE_IN;
 use crate::engine::{add_ms, rand250, BusOut, Engine};
-use crate::job::{JobId, JobState, NodeIdx, F_BCAST_QUEUED, F_BCAST_WILLQUEUE};
-use crate::queue::PAUSE_IN;
+use crate::protocol::bus::message::{MFLAG_INCR_DELIV, MFLAG_INCR_NACKS};
 
 impl Engine {
     pub(super) fn on_enqueue_msg(&mut self, id: &[u8; 40], delay: u32, now: u64) {
@@ -25,7 +25,7 @@ impl Engine {
             j.flags &= !F_BCAST_QUEUED;
             // OUR FIX (docs/COMPATIBILITY.md): an at-most-once job handed
             // over by external replication gets queued once instead of never.
-            if j.qtime == 0 && j.retry == 0 && !j.has(crate::job::F_DELIVERED) {
+            if j.qtime == 0 && j.retry == 0 && !j.has(crate::domain::job::F_DELIVERED) {
                 j.qtime = now.max(1);
             }
             if delay == 0 {

@@ -13,9 +13,9 @@ use bytes::Bytes;
 use rand::Rng;
 
 use super::{Faults, Sim};
+use crate::domain::job::JobId;
 use crate::engine::addjob::{AddJobOutcome, AddJobRequest};
 use crate::engine::{ClientId, Wake};
-use crate::job::JobId;
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub(super) enum Fault {

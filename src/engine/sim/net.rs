@@ -9,12 +9,12 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
-use crate::cluster::message::Message;
+use crate::domain::job::NodeIdx;
 use crate::engine::cluster::NodeInfo;
 use crate::engine::gossip::LinkKind;
 use crate::engine::qlen_cluster::PeerTotals;
 use crate::engine::{ClientId, Engine, Wake};
-use crate::job::NodeIdx;
+use crate::protocol::bus::message::Message;
 
 pub(super) const START: u64 = 1_700_000_000_000;
 pub(super) const STEP: u64 = 10;
@@ -75,6 +75,8 @@ pub(super) struct Sim {
     /// bytes): equal for two runs of a seed exactly when they went the
     /// same way.
     pub(super) trace: u64,
+    /// Each node's spill disk, when the run spills (`super::spill`).
+    pub(super) spill: Option<super::spill::SimDisks>,
 }
 
 pub(super) fn ip(i: usize) -> String {
@@ -112,6 +114,7 @@ impl Sim {
             answers: HashMap::new(),
             totals: HashMap::new(),
             trace: 0,
+            spill: None,
         }
     }
 
@@ -199,6 +202,9 @@ impl Sim {
             self.totals.insert((a, req), totals);
         }
         let frames = e.take_messages(now);
+        if let Some(d) = &mut self.spill {
+            d.issued(a, e.take_spill_ops());
+        }
         let connects: Vec<_> = e.out.connect.drain(..).collect();
         let disconnects: Vec<_> = e.out.disconnect.drain(..).collect();
         e.out.aof.clear();
@@ -284,6 +290,7 @@ impl Sim {
                 e.on_link_down(idx, self.now);
             }
         }
+        self.complete_spill();
         for a in 0..self.nodes.len() {
             if let Some(e) = self.nodes[a].as_mut() {
                 e.tick(self.now);

@@ -6,10 +6,10 @@
 use bytes::Bytes;
 
 use super::{Faults, Sim};
-use crate::cluster::message::NodeTotals;
+use crate::domain::job::NodeIdx;
 use crate::engine::addjob::{AddJobOutcome, AddJobRequest};
 use crate::engine::qlen_cluster::{PeerTotals, MAX_WAIT_MS};
-use crate::job::NodeIdx;
+use crate::protocol::bus::message::NodeTotals;
 
 fn add(sim: &mut Sim, node: usize, queue: &'static [u8], n: usize) {
     for _ in 0..n {

@@ -12,10 +12,10 @@ use bytes::Bytes;
 use serde_json::{json, Map, Value};
 
 use super::AppState;
-use crate::cluster::message::NodeTotals;
 use crate::commands::{self, Outcome};
 use crate::node::{ClientState, Node, ReplyMode};
-use crate::resp::Reply;
+use crate::protocol::bus::message::NodeTotals;
+use crate::protocol::resp::Reply;
 
 /// Client id used for dashboard commands (never handed to a connection;
 /// none of the commands it runs can block).
@@ -159,7 +159,7 @@ pub(super) async fn overview(State(st): State<AppState>) -> Json<Value> {
                     "jobs": node.engine.store().len(), "clients": node.clients.len(),
                 },
                 "memory": {
-                    "used": crate::memory::allocated(),
+                    "used": crate::os::allocator::allocated(),
                     "max": node.engine.maxmemory(),
                     "level": node.engine.memory_level(),
                 },
@@ -169,6 +169,15 @@ pub(super) async fn overview(State(st): State<AppState>) -> Json<Value> {
                     "rewriting": node.aof.rewrite_in_progress,
                     "error": node.aof_write_error(),
                 },
+                "spill": node.config.spill.then(|| {
+                    let sp = node.engine.spill_stats();
+                    json!({
+                        "jobs": sp.jobs, "disk_bytes": sp.disk_bytes,
+                        "live_bytes": sp.live_bytes, "active": sp.active,
+                        "paused": sp.fault.map(|f| f.name())
+                            .or(sp.disk_budget_full.then_some("disk-budget")),
+                    })
+                }),
                 "cluster": peers,
                 "features": { "redrive": commands::lookup(node, b"redrive").is_some() },
                 "now": now,
@@ -277,7 +286,7 @@ pub(super) async fn queue_history(
     State(st): State<AppState>,
     Path(name): Path<String>,
 ) -> Json<Value> {
-    let now = crate::clock::unix_ms();
+    let now = crate::support::clock::unix_ms();
     let mut h = st.history.lock();
     h.viewed(name.as_bytes(), now);
     Json(h.queue_json(name.as_bytes()))

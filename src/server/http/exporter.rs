@@ -13,11 +13,11 @@ use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
 
-use crate::cluster::message::type_name;
 use crate::commands::COMMANDS;
 use crate::engine::counters::{JobCounters, PeerStat, QueueStat};
-use crate::histogram;
 use crate::node::Node;
+use crate::protocol::bus::message::type_name;
+use crate::support::histogram;
 
 /// Everything one scrape reports.
 #[derive(Clone, Debug)]
@@ -46,6 +46,9 @@ pub struct Snapshot {
     pub memory_level: u8,
     pub connected_clients: u64,
     pub uptime_s: u64,
+    /// The spill tier's figures, when `spill yes`: engine stats, then
+    /// (corrupt records, I/O errors) seen by the spill thread.
+    pub spill: Option<(crate::engine::spill::SpillStats, u64, u64)>,
 }
 
 impl Snapshot {
@@ -83,17 +86,28 @@ impl Snapshot {
             producers_waiting: node.engine.producers_waiting() as u64,
             registered_jobs: node.engine.store().len() as u64,
             peers: node.engine.peer_stats(),
-            link_connects: crate::metrics::shell().link_connects(),
+            link_connects: crate::observe::metrics::shell().link_connects(),
             aof_enabled: node.aof.state != crate::node::persistence::AofState::Off,
             aof_size: node.aof.current_size,
             aof_rewrite_in_progress: node.aof.rewrite_in_progress,
             aof_last_write_ok: node.aof.last_write_error.is_none(),
             aof_last_rewrite_ok: node.aof.last_rewrite_ok,
-            memory_used: crate::memory::allocated() as u64,
+            memory_used: crate::os::allocator::allocated() as u64,
             memory_max: node.engine.maxmemory(),
             memory_level: node.engine.memory_level(),
             connected_clients: node.clients.len() as u64,
             uptime_s: now.saturating_sub(node.start_time) / 1000,
+            spill: node.config.spill.then(|| {
+                let io = node.spill.io.as_ref().map(|io| &io.stats);
+                let load = |f: fn(&crate::spill::IoStats) -> &std::sync::atomic::AtomicU64| {
+                    io.map_or(0, |s| f(s).load(std::sync::atomic::Ordering::Relaxed))
+                };
+                (
+                    node.engine.spill_stats(),
+                    load(|s| &s.corrupt),
+                    load(|s| &s.io_errors),
+                )
+            }),
         }
     }
 }
@@ -324,6 +338,86 @@ impl Collector for NodeCollector {
             1e6,
         )?;
 
+        if let Some((st, corrupt, io_errors)) = &s.spill {
+            for (name, help, v) in [
+                (
+                    "disque_spill_jobs",
+                    "Jobs whose body is only on disk (spill tier).",
+                    st.jobs,
+                ),
+                (
+                    "disque_spill_disk_bytes",
+                    "Bytes of spill segment files, live and dead records.",
+                    st.disk_bytes,
+                ),
+                (
+                    "disque_spill_live_bytes",
+                    "Bytes of live records in the spill segments.",
+                    st.live_bytes,
+                ),
+                ("disque_spill_segments", "Spill segment files.", st.segments),
+                (
+                    "disque_spill_active",
+                    "1 while job bodies are being spilled (memory above spill-watermark).",
+                    u64::from(st.active),
+                ),
+            ] {
+                gauge(e, name, help, v)?;
+            }
+            gauge_family(
+                e,
+                "disque_spill_paused",
+                "1 when spilling is paused, by reason: disk-full and write-error (a failed write, retried later), disk-budget (spill-max-disk spent). Disque's memory levels then apply.",
+                &[
+                    (
+                        vec![("reason", "disk-full".into())],
+                        u64::from(st.fault == Some(crate::engine::spill::SpillFault::DiskFull)),
+                    ),
+                    (
+                        vec![("reason", "write-error".into())],
+                        u64::from(st.fault == Some(crate::engine::spill::SpillFault::WriteError)),
+                    ),
+                    (
+                        vec![("reason", "disk-budget".into())],
+                        u64::from(st.disk_budget_full),
+                    ),
+                ],
+            )?;
+            for (name, help, v) in [
+                (
+                    "disque_spill_jobs_written",
+                    "Job bodies moved to disk.",
+                    st.spilled_total,
+                ),
+                (
+                    "disque_spill_disk_reads",
+                    "Job bodies read back into RAM (page-ins).",
+                    st.reads,
+                ),
+                (
+                    "disque_spill_compactions",
+                    "Spill segments whose live records were copied forward.",
+                    st.compactions,
+                ),
+                (
+                    "disque_spill_segments_deleted",
+                    "Spill segment files deleted (no live record left).",
+                    st.unlinked,
+                ),
+                (
+                    "disque_spill_corrupt_records",
+                    "Spill records that failed their checksum, length or ID check (never served).",
+                    (*corrupt).max(st.corrupt),
+                ),
+                (
+                    "disque_spill_io_errors",
+                    "Spill segment reads and writes that failed.",
+                    st.write_errors + io_errors,
+                ),
+            ] {
+                counter(e, name, help, v)?;
+            }
+        }
         gauge(
             e,
             "disque_registered_jobs",
@@ -409,7 +503,7 @@ impl Collector for NodeCollector {
             &rows(&|x| x.jobs_out),
         )?;
 
-        let bus = crate::metrics::shell().bus_counts();
+        let bus = crate::observe::metrics::shell().bus_counts();
         let by_type = |sent: bool| -> Vec<(Labels, u64)> {
             bus.iter()
                 .map(|&(t, sn, rc)| {
@@ -500,7 +594,7 @@ impl Collector for NodeCollector {
             e,
             "disque_aof_fsync_duration_seconds",
             "Time spent in fsync of the AOF.",
-            &[(vec![], &crate::metrics::shell().fsync.snapshot())],
+            &[(vec![], &crate::observe::metrics::shell().fsync.snapshot())],
             1e6,
         )?;
         gauge(

@@ -169,7 +169,7 @@ impl Raw {
             delivered: c.delivered,
             acked: c.acked,
             queued,
-            used_memory: crate::memory::allocated() as u64,
+            used_memory: crate::os::allocator::allocated() as u64,
             spilled: spilled_bytes(node),
             queues,
         }
@@ -423,7 +423,7 @@ pub(super) async fn sampler(shared: Arc<Shared>, shelf: Shelf) {
         let raw = shared
             .call(move |node, now| Raw::take(node, now, &tracked))
             .await;
-        let rss = crate::sys::rss_bytes();
+        let rss = crate::os::sys::rss_bytes();
         shelf.lock().record(raw, rss);
     }
 }

@@ -1,12 +1,12 @@
 //! A blocking RESP client for tests: send commands (or raw bytes), read
 //! replies decoded by the library's client-side decoder
-//! ([`disque::resp::reply`]) or as exact bytes, all with I/O timeouts.
+//! ([`disque::protocol::resp::reply`]) or as exact bytes, all with I/O timeouts.
 
 use std::io::{self, ErrorKind, Read, Write};
 use std::net::{Shutdown, TcpStream};
 use std::time::{Duration, Instant};
 
-use disque::resp::reply::{decode, encode_command, Reply};
+use disque::protocol::resp::reply::{decode, encode_command, Reply};
 
 use super::ReplyExt;
 

@@ -1,7 +1,7 @@
 //! Harness shared by every integration test: [`process`] starts and stops
 //! real `disque-server` processes, [`client`] talks RESP to them, and the
 //! replies are decoded by the library's client-side decoder
-//! (`disque::resp::reply`, the one the benchmark uses too). [`ReplyExt`]
+//! (`disque::protocol::resp::reply`, the one the benchmark uses too). [`ReplyExt`]
 //! adds the panicking accessors tests want; [`wait_until`] polls a
 //! condition with a deadline instead of sleeping.
 
@@ -14,7 +14,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 pub use client::{encode_cmd, info_value, Client};
-pub use disque::resp::reply::{decode, Reply};
+pub use disque::protocol::resp::reply::{decode, Reply};
 pub use process::{Server, ServerOpts, SERVER_BIN};
 
 /// Poll `f` every `poll` until it returns true or `timeout` elapses.

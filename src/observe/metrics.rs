@@ -8,8 +8,8 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{LazyLock, Mutex};
 
-use crate::histogram::{AtomicHistogram, MICROS};
-use crate::job::NodeIdx;
+use crate::domain::job::NodeIdx;
+use crate::support::histogram::{AtomicHistogram, MICROS};
 
 /// Bus message types are small integers; anything newer lands in the last slot.
 const BUS_TYPES: usize = 32;

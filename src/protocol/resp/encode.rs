@@ -7,7 +7,7 @@
 
 use bytes::{Bytes, BytesMut};
 
-use crate::resp::Reply;
+use crate::protocol::resp::Reply;
 
 /// Append `reply` to `out` in protocol `proto` (3 = RESP3, anything else RESP2).
 pub fn encode(reply: &Reply, proto: u8, out: &mut BytesMut) {

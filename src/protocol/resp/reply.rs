@@ -14,7 +14,7 @@
 
 use std::fmt;
 
-use crate::strings::string2ll;
+use crate::support::strings::string2ll;
 
 /// Longest blob accepted (Redis' default `proto-max-bulk-len`).
 const MAX_BLOB_LEN: i64 = 512 * 1024 * 1024;

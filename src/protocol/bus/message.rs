@@ -46,8 +46,11 @@
 //! | QLENREP | 21 | u32 request, u32 8, u64 queued jobs | 16 |
 //! | QLENREP (totals) | 21 | u32 request, u32 32, u64 queued, jobs, queues, blocked | 40 |
 //! | ACL | 22 | u8 kind, then the kind's body (`acl::sync`) | >= 1 |
+//! | PRIORITY | 30 | job ID[40], u32 level | 44 |
+//! | CANCEL | 31 | job ID[40], u32 0 | 44 |
+//! | PROGRESS | 32 | job ID[40], u64 ms, u8 percent, u16 n, text[n], u32 m, data[m] | >= 40 |
 //!
-//! Types 18..22 carry our extensions (docs/COMPATIBILITY.md).
+//! Types 18..22 and 30..32 carry our extensions (docs/COMPATIBILITY.md).
 //!
 //! A receiver drops the link on a type it does not know, so a node sends
 //! an ACL frame only to peers whose frames carry [`HFLAG_ACL`] in the
@@ -82,7 +85,7 @@
 //! `mac = HMAC-SHA256(secret, nonce)`. A wrong or missing answer drops the
 //! link. Only the codec exists today.
 
-use crate::job_codec::{CodecError, JobRecord};
+use crate::protocol::job_codec::{CodecError, JobRecord};
 use bytes::{BufMut, Bytes, BytesMut};
 use std::fmt;
 
@@ -142,6 +145,10 @@ pub mod msg_type {
     pub const QLENREQ: u16 = 20;
     pub const QLENREP: u16 = 21;
     pub const ACL: u16 = 22;
+    // Job controls: 30-39.
+    pub const PRIORITY: u16 = 30;
+    pub const CANCEL: u16 = 31;
+    pub const PROGRESS: u16 = 32;
 }
 
 /// Common header fields (framing fields are implicit).
@@ -209,6 +216,10 @@ pub enum JobMsg {
     Working,
     /// aux = the job's dead-letter epoch (odd = dead, even = redriven).
     DeadLetter,
+    /// aux = the job's new PRIORITY level.
+    Priority,
+    /// The job was cancelled (aux unused); a SETACK follows.
+    Cancel,
 }
 
 impl JobMsg {
@@ -225,6 +236,8 @@ impl JobMsg {
             JobMsg::DelJob => DELJOB,
             JobMsg::Working => WORKING,
             JobMsg::DeadLetter => DEADLETTER,
+            JobMsg::Priority => PRIORITY,
+            JobMsg::Cancel => CANCEL,
         }
     }
 
@@ -240,6 +253,8 @@ impl JobMsg {
             DELJOB => JobMsg::DelJob,
             WORKING => JobMsg::Working,
             DEADLETTER => JobMsg::DeadLetter,
+            PRIORITY => JobMsg::Priority,
+            CANCEL => JobMsg::Cancel,
             _ => return None,
         })
     }
@@ -310,6 +325,11 @@ pub enum Body {
     /// The user table's replication (`acl::sync` encodes and checks the
     /// payload; here it is only a non-empty byte string).
     Acl {
+        data: Bytes,
+    },
+    /// A worker's progress report: job ID[40] then `job_ext::Progress`'s
+    /// encoding (checked by its consumer, `engine::progress`).
+    Progress {
         data: Bytes,
     },
 }
@@ -433,6 +453,7 @@ impl Body {
             Body::QLenReq { .. } => QLENREQ,
             Body::QLenRep { .. } | Body::QLenTotals { .. } => QLENREP,
             Body::Acl { .. } => ACL,
+            Body::Progress { .. } => PROGRESS,
         }
     }
 
@@ -457,7 +478,9 @@ impl Body {
                 2 + GOSSIP_ENTRY_LEN * gossip_slice(g).len()
             }
             Body::Fail { .. } => 40,
-            Body::ReplJob { job } | Body::Acl { data: job } => job.len(),
+            Body::ReplJob { job } | Body::Acl { data: job } | Body::Progress { data: job } => {
+                job.len()
+            }
             Body::NeedJobs { queue, .. }
             | Body::Pause { queue, .. }
             | Body::QLenReq { queue, .. }
@@ -493,7 +516,9 @@ impl Body {
                 }
             }
             Body::Fail { node } => out.put_slice(node),
-            Body::ReplJob { job } | Body::Acl { data: job } => out.put_slice(job),
+            Body::ReplJob { job } | Body::Acl { data: job } | Body::Progress { data: job } => {
+                out.put_slice(job)
+            }
             Body::QLenRep { req, len } => {
                 out.put_u32(*req);
                 out.put_u32(8);
@@ -560,6 +585,9 @@ pub fn type_name(t: u16) -> &'static str {
         QLENREQ => "QLENREQ",
         QLENREP => "QLENREP",
         ACL => "ACL",
+        PRIORITY => "PRIORITY",
+        CANCEL => "CANCEL",
+        PROGRESS => "PROGRESS",
         _ => "UNKNOWN",
     }
 }
@@ -711,7 +739,7 @@ pub fn decode(buf: &mut BytesMut) -> Result<Option<Message>, BusError> {
         return Err(BusError::BadChecksum);
     }
     let ty = be_u16(frame, 6);
-    if ty > msg_type::ACL {
+    if type_name(ty) == "UNKNOWN" {
         return Err(BusError::UnknownType(ty));
     }
     let mut sender = [0u8; 40];
@@ -843,6 +871,8 @@ fn parse_body_shape(ty: u16, p: &[u8]) -> Result<Shape, BusError> {
         AUTH => exact(48, "AUTH payload must be 48 bytes"),
         ACL if p.is_empty() => Err(BusError::BadPayload("ACL payload is empty")),
         ACL => Ok(Shape::Opaque),
+        PROGRESS if p.len() < 40 => Err(BusError::BadPayload("PROGRESS payload too short")),
+        PROGRESS => Ok(Shape::Opaque),
         QLENREP => match (p.len(), p.get(4..8)) {
             (16, Some([0, 0, 0, 8])) | (40, Some([0, 0, 0, 32])) => Ok(Shape::Fixed),
             _ => Err(BusError::BadPayload(
@@ -907,6 +937,7 @@ impl Shape {
                 _ => Body::Meet(g),
             },
             Shape::Job => Body::ReplJob { job: p.clone() },
+            Shape::Opaque if ty == PROGRESS => Body::Progress { data: p.clone() },
             Shape::Opaque => Body::Acl { data: p.clone() },
             Shape::Jobs(ranges) => Body::YourJobs {
                 jobs: ranges.into_iter().map(|(a, b)| p.slice(a..b)).collect(),
@@ -1099,6 +1130,19 @@ mod tests {
                 job_id: id,
                 aux: 3,
             },
+            Body::Job {
+                kind: JobMsg::Priority,
+                job_id: id,
+                aux: 9,
+            },
+            Body::Job {
+                kind: JobMsg::Cancel,
+                job_id: id,
+                aux: 0,
+            },
+            Body::Progress {
+                data: Bytes::from_static(&[b'x'; 60]),
+            },
             Body::Dedup {
                 window: 300,
                 entry: Bytes::from_static(b"entry"),
@@ -1142,7 +1186,7 @@ mod tests {
         let msgs = all_messages();
         let mut types: Vec<u16> = msgs.iter().map(|m| m.body.msg_type()).collect();
         types.dedup();
-        assert_eq!(types.len(), 23, "all types covered");
+        assert_eq!(types.len(), 26, "all types covered");
         for m in &msgs {
             let mut b = BytesMut::new();
             m.encode(&mut b);

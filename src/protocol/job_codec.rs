@@ -25,7 +25,7 @@
 //! ```
 //!
 //! The extension section is our addition: it carries the fields of the
-//! opt-in extensions (back-off, dead letters, dedup; `crate::job_ext`).
+//! opt-in extensions (back-off, dead letters, dedup; `crate::domain::job_ext`).
 //! Flag bit 7 is never set by Disque 1.0 or by jobs that use no extension,
 //! so records written by earlier versions decode unchanged and plain jobs
 //! keep the documented byte layout.
@@ -72,7 +72,7 @@ pub struct JobRecord {
     pub queue: Bytes,
     pub body: Bytes,
     pub nodes: Vec<RawNodeId>,
-    /// Opaque extension section (`crate::job_ext`), None for plain jobs.
+    /// Opaque extension section (`crate::domain::job_ext`), None for plain jobs.
     pub ext: Option<Bytes>,
 }
 

@@ -135,7 +135,7 @@ pub const F_BCAST_WILLQUEUE: u8 = 2;
 /// Handed to a consumer by this node at least once (local only).
 pub const F_DELIVERED: u8 = 4;
 /// The job has an entry in the engine's extension side map (local only,
-/// never serialized; `crate::job_ext`).
+/// never serialized; `crate::domain::job_ext`).
 pub const F_EXT: u8 = 8;
 
 /// Index into the engine's node table (0 is always this node).
