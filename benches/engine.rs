@@ -20,7 +20,7 @@ use disque::engine::getjob::{GetJobOutcome, GetJobRequest};
 use disque::engine::Engine;
 
 #[global_allocator]
-static ALLOC: disque::os::memory::Counting = disque::os::memory::Counting;
+static ALLOC: disque::os::allocator::Counting = disque::os::allocator::Counting;
 
 const NOW: u64 = 1_800_000_000_000;
 /// Operations per timed chunk: the untimed undo after each chunk keeps the
@@ -72,11 +72,11 @@ impl Setup {
         let names: Vec<Bytes> = (0..queues)
             .map(|i| Bytes::from(format!("queue:{i}")))
             .collect();
-        let before = disque::os::memory::allocated();
+        let before = disque::os::allocator::allocated();
         for i in 0..jobs {
             add(&mut engine, &names[i % queues], &body);
         }
-        let heap = disque::os::memory::allocated() - before;
+        let heap = disque::os::allocator::allocated() - before;
         let per_job = heap as f64 / jobs as f64;
         eprintln!("{jobs} jobs in {queues} queue(s): heap {per_job:.0} B/job");
         if queues == 1 {
@@ -132,12 +132,12 @@ fn accounting(e: &Engine, heap: usize, queue: &Bytes) {
     let n = f.jobs.max(1) as f64;
     // The queue's order index, measured alone: the same ascending inserts
     // into a fresh queue, counted by the allocator.
-    let before = disque::os::memory::allocated();
+    let before = disque::os::allocator::allocated();
     let mut q = disque::domain::queue::Queue::new(queue.clone(), 0);
     for h in 0..f.jobs as u32 {
         q.insert(NOW * 1_000_000 + u64::from(h), h);
     }
-    let qindex = disque::os::memory::allocated() - before;
+    let qindex = disque::os::allocator::allocated() - before;
     drop(q);
     let known = f.slab + f.bodies + f.index + f.timers + f.node_lists + qindex;
     eprintln!(

@@ -134,6 +134,18 @@ pub enum WireError {
     WaitNeedsMaxlen,
     ExtNeedsRetry,
     NackDelayRange,
+    ScheduleUsage,
+    NoSchedule,
+    ScheduleNameEmpty,
+    ScheduleEvery,
+    /// croner's explanation.
+    ScheduleCron(String),
+    /// The zone as sent.
+    ScheduleTz(String),
+    ScheduleTzNeedsCron,
+    ScheduleSpec,
+    ScheduleCatchup,
+    ScheduleGrace,
 
     /// Any other error; the text follows `ERR `.
     Other(String),
@@ -262,6 +274,16 @@ impl WireError {
             WaitNeedsMaxlen => "ERR WAIT requires MAXLEN (the queue length to wait below)",
             ExtNeedsRetry => "ERR BACKOFF and MAXDELIVERIES need RETRY > 0 (at-least-once delivery)",
             NackDelayRange => "ERR NACK DELAY must be a non negative number of seconds",
+            ScheduleUsage => "ERR Unknown SCHEDULE subcommand, try ADD, DEL, PAUSE, RESUME, SHOW or LIST",
+            NoSchedule => "NOSCHEDULE No such schedule",
+            ScheduleNameEmpty => "ERR schedule name must not be empty",
+            ScheduleEvery => "ERR EVERY must be a positive number of seconds",
+            ScheduleCron(m) => return format!("ERR invalid CRON expression: {m}").into(),
+            ScheduleTz(z) => return format!("ERR unknown time zone '{z}'").into(),
+            ScheduleTzNeedsCron => "ERR TZ requires CRON",
+            ScheduleSpec => "ERR exactly one of EVERY or CRON is required",
+            ScheduleCatchup => "ERR CATCHUP must be a non negative number of seconds",
+            ScheduleGrace => "ERR GRACE must be a positive number of milliseconds",
             Other(m) => return format!("ERR {m}").into(),
             Verbatim(m) => return m.clone().into(),
         };

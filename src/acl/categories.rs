@@ -32,7 +32,7 @@ fn listed(name: &str) -> Option<&'static [&'static str]> {
         ],
         "write" => &[
             "addjob", "getjob", "ackjob", "fastack", "deljob", "loadjob", "enqueue", "nack",
-            "dequeue", "working", "pause", "redrive",
+            "dequeue", "working", "pause", "redrive", "schedule",
         ],
         "admin" => &[
             "shutdown",
@@ -50,6 +50,7 @@ fn listed(name: &str) -> Option<&'static [&'static str]> {
             "dequeue",
             "pause",
             "redrive",
+            "schedule",
         ],
         "dangerous" => &[
             "shutdown",
@@ -97,6 +98,8 @@ fn listed(name: &str) -> Option<&'static [&'static str]> {
             "latency|doctor",
             "acl|whoami",
             "acl|cat",
+            "schedule|list",
+            "schedule|show",
         ],
         "cluster" => &["cluster", "hello"],
         _ => return None,

@@ -204,6 +204,13 @@ pub fn for_each_queue(
                 f(b"*");
             }
         }
+        // The queue a schedule adds its jobs to; the other subcommands
+        // name schedules, not queues.
+        "schedule" if rest.first().is_some_and(|a| eq_ic(a, "add")) => {
+            if let Some(q) = rest.get(2) {
+                f(q);
+            }
+        }
         "redrive" => {
             if rest.first().is_some_and(|a| eq_ic(a, "from")) {
                 if let Some(q) = rest.get(1) {

@@ -4,7 +4,7 @@
 //! layer; `commands` checks in a test that both lists agree.
 
 /// (name, fast) in command-table order.
-pub const COMMANDS: [(&str, bool); 35] = [
+pub const COMMANDS: [(&str, bool); 36] = [
     ("auth", true),
     ("ping", true),
     ("info", false),
@@ -40,6 +40,7 @@ pub const COMMANDS: [(&str, bool); 35] = [
     ("waitjob", false),
     ("redrive", true),
     ("acl", false),
+    ("schedule", false),
 ];
 
 /// Table index of a command by its (lower-case) name.

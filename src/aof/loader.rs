@@ -207,6 +207,11 @@ pub fn apply(
                 return Err(RecordError::BadDedup);
             }
         }
+        Record::Schedule(payload) => {
+            if !engine.schedule_load(&payload, now) {
+                return Err(RecordError::BadSchedule);
+            }
+        }
     }
     Ok(())
 }

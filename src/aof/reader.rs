@@ -26,6 +26,8 @@ pub enum Record {
     DelJob(JobId),
     /// Our extension: a DEDUP key (`engine::dedup::encode_aof` payload).
     Dedup(Bytes),
+    /// Our extension: a schedule definition (`engine::schedule`).
+    Schedule(Bytes),
 }
 
 /// Record kinds as parsed.
@@ -34,6 +36,7 @@ enum Kind {
     Load,
     Del,
     Dedup,
+    Schedule,
 }
 
 /// Why reading stopped before the end of the file.
@@ -178,7 +181,8 @@ fn parse(buf: &[u8]) -> Parse {
     let is_load = name.eq_ignore_ascii_case(b"LOADJOB");
     let is_del = name.eq_ignore_ascii_case(b"DELJOB");
     let is_dedup = name.eq_ignore_ascii_case(b"DEDUP");
-    if !is_load && !is_del && !is_dedup {
+    let is_schedule = name.eq_ignore_ascii_case(b"SCHEDULE");
+    if !is_load && !is_del && !is_dedup && !is_schedule {
         return Parse::Corrupt(format!(
             "unknown command '{}'",
             String::from_utf8_lossy(&name[..name.len().min(32)])
@@ -190,6 +194,14 @@ fn parse(buf: &[u8]) -> Parse {
         Err(e) => return Parse::Corrupt(e.to_string()),
     };
     let arg = &buf[as_..ae];
+    if is_schedule {
+        let def = crate::engine::schedule::ScheduleDef::decode(&Bytes::copy_from_slice(arg));
+        return if def.is_some() {
+            Parse::Done(Kind::Schedule, (as_, ae), end)
+        } else {
+            Parse::Corrupt("SCHEDULE argument is not a schedule definition".into())
+        };
+    }
     if is_dedup {
         return if crate::engine::dedup::valid_aof(arg) {
             Parse::Done(Kind::Dedup, (as_, ae), end)
@@ -232,7 +244,11 @@ fn partial_name_check(buf: &[u8]) -> Parse {
         let n = rest.len().min(full.len());
         rest[..n].eq_ignore_ascii_case(&full[..n])
     };
-    if prefix_of(b"$7\r\nLOADJOB") || prefix_of(b"$6\r\nDELJOB") || prefix_of(b"$5\r\nDEDUP") {
+    if prefix_of(b"$7\r\nLOADJOB")
+        || prefix_of(b"$6\r\nDELJOB")
+        || prefix_of(b"$5\r\nDEDUP")
+        || prefix_of(b"$8\r\nSCHEDULE")
+    {
         Parse::Incomplete
     } else {
         Parse::Corrupt("unknown command".into())
@@ -296,6 +312,7 @@ impl<R: Read> AofReader<R> {
                         let rec = match kind {
                             Kind::Load => Record::LoadJob(raw.slice(a..b)),
                             Kind::Dedup => Record::Dedup(raw.slice(a..b)),
+                            Kind::Schedule => Record::Schedule(raw.slice(a..b)),
                             Kind::Del => {
                                 let mut id = [0u8; 40];
                                 id.copy_from_slice(&raw[a..b]);
@@ -350,6 +367,13 @@ pub fn encode_record(rec: &crate::engine::AofRecord, out: &mut Vec<u8>) {
         crate::engine::AofRecord::DelJob(id) => {
             out.extend_from_slice(b"*2\r\n$6\r\nDELJOB\r\n$40\r\n");
             out.extend_from_slice(&id.0);
+            out.extend_from_slice(b"\r\n");
+        }
+        crate::engine::AofRecord::Schedule(payload) => {
+            out.extend_from_slice(b"*2\r\n$8\r\nSCHEDULE\r\n$");
+            push_decimal(payload.len(), out);
+            out.extend_from_slice(b"\r\n");
+            out.extend_from_slice(payload);
             out.extend_from_slice(b"\r\n");
         }
         crate::engine::AofRecord::Dedup(payload) => {

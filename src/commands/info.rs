@@ -115,8 +115,8 @@ fn section(node: &Node, name: &str, now: u64, out: &mut String) {
             line("blocked_clients", &node.engine.blocked_clients());
         }
         "memory" => {
-            let used = crate::os::memory::allocated() as u64;
-            let peak = crate::os::memory::peak() as u64;
+            let used = crate::os::allocator::allocated() as u64;
+            let peak = crate::os::allocator::peak() as u64;
             let rss = crate::os::sys::rss_bytes();
             line("# Memory\r\nused_memory", &used);
             line("used_memory_human", &human_bytes(used));
@@ -234,6 +234,7 @@ fn section(node: &Node, name: &str, now: u64, out: &mut String) {
 /// extension, only shown by `INFO jobstats` / `INFO all`).
 fn info_jobstats(node: &Node, out: &mut String) {
     let c = node.engine.counters();
+    let t = node.engine.schedule_totals();
     let _ = write!(
         out,
         "# Jobstats\r\n\
@@ -251,7 +252,12 @@ fn info_jobstats(node: &Node, out: &mut String) {
          producers_waiting:{}\r\n\
          producer_waits:{}\r\n\
          producer_timeouts:{}\r\n\
-         producer_wait_ms:{}\r\n",
+         producer_wait_ms:{}\r\n\
+         schedules:{}\r\n\
+         schedule_ticks_fired:{}\r\n\
+         schedule_ticks_deduplicated:{}\r\n\
+         schedule_ticks_skipped:{}\r\n\
+         schedule_ticks_expired:{}\r\n",
         c.added,
         c.delivered,
         c.acked,
@@ -267,6 +273,11 @@ fn info_jobstats(node: &Node, out: &mut String) {
         c.producer_waits,
         c.producer_timeouts,
         c.producer_wait_ms,
+        node.engine.schedule_count(),
+        t.fired,
+        t.deduplicated,
+        t.skipped,
+        t.expired,
     );
 }
 

@@ -24,6 +24,7 @@ pub mod pause;
 pub mod queues;
 pub mod redrive;
 pub mod scan;
+pub mod schedule;
 pub mod show;
 pub mod waitjob;
 pub mod wake;
@@ -289,6 +290,12 @@ pub static COMMANDS: &[CommandSpec] = &[
         flags: R | F_ADMIN | F_LOADING,
         handler: acl::acl,
     },
+    CommandSpec {
+        name: "schedule",
+        arity: -2,
+        flags: W,
+        handler: schedule::schedule,
+    },
 ];
 
 /// What the connection must do after a command.
@@ -474,7 +481,7 @@ mod tests {
 
     #[test]
     fn table_has_32_commands() {
-        // Disque's 32 plus WAITJOB, REDRIVE and ACL.
-        assert_eq!(COMMANDS.len(), 35);
+        // Disque's 32 plus WAITJOB, REDRIVE, ACL and SCHEDULE.
+        assert_eq!(COMMANDS.len(), 36);
     }
 }

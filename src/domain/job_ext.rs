@@ -16,6 +16,8 @@ const TAG_DEAD_QUEUE: u8 = 3;
 const TAG_DEDUP_KEY: u8 = 4;
 const TAG_ORIGIN: u8 = 5;
 const TAG_EPOCH: u8 = 6;
+// Tags 20..29: schedules and workflows (engine::schedule).
+const TAG_SCHEDULE_TICK: u8 = 20;
 
 /// Suffix of the default dead-letter queue: jobs of `q` die into `q:dead`.
 pub const DEAD_SUFFIX: &[u8] = b":dead";
@@ -39,6 +41,10 @@ pub struct JobExt {
     /// Local only: a NACK is waiting for its DELAY; the queueing that ends
     /// the wait counts as that nack.
     pub nack_pending: bool,
+    /// A schedule's tick job: its DEDUP key counts only once the job is
+    /// replicated (engine::schedule), so replicas do not learn it from the
+    /// record.
+    pub schedule_tick: bool,
 }
 
 impl JobExt {
@@ -71,6 +77,7 @@ impl JobExt {
         int(TAG_BACKOFF_MAX, self.backoff_max);
         int(TAG_MAX_DELIVERIES, self.max_deliveries);
         int(TAG_EPOCH, self.epoch);
+        int(TAG_SCHEDULE_TICK, u32::from(self.schedule_tick));
         for (tag, v) in [
             (TAG_DEAD_QUEUE, &self.dead_queue),
             (TAG_DEDUP_KEY, &self.dedup_key),
@@ -106,6 +113,7 @@ impl JobExt {
                 TAG_BACKOFF_MAX => ext.backoff_max = int()?,
                 TAG_MAX_DELIVERIES => ext.max_deliveries = int()?,
                 TAG_EPOCH => ext.epoch = int()?,
+                TAG_SCHEDULE_TICK => ext.schedule_tick = int()? != 0,
                 TAG_DEAD_QUEUE => ext.dead_queue = Some(src.slice(start..end)),
                 TAG_DEDUP_KEY => ext.dedup_key = Some(src.slice(start..end)),
                 TAG_ORIGIN => ext.origin = Some(src.slice(start..end)),
@@ -141,6 +149,7 @@ mod tests {
             origin: Some(Bytes::from_static(b"q")),
             epoch: 3,
             nack_pending: false,
+            schedule_tick: true,
         };
         let enc = x.encode();
         assert_eq!(JobExt::decode(&enc).unwrap(), x);

@@ -91,6 +91,7 @@ impl Engine {
                 BusOut::NeedJobs { queue, count } => (0, Body::NeedJobs { count, queue }),
                 BusOut::DeadLetter { job, epoch } => (0, job_msg(JobMsg::DeadLetter, &job, epoch)),
                 BusOut::Dedup { entry, window } => (0, Body::Dedup { window, entry }),
+                BusOut::Schedule { data } => (0, Body::Schedule { data }),
                 BusOut::QLenReq { queue, req } => (0, Body::QLenReq { req, queue }),
                 BusOut::QLenRep { req, len } => (0, Body::QLenRep { req, len }),
                 BusOut::TotalsReq { req } => (
@@ -165,6 +166,7 @@ impl Engine {
                 aux,
             } => self.on_deadletter(from, &job_id, aux, now),
             Body::Dedup { window, entry } => self.on_dedup(&entry, window, now),
+            Body::Schedule { data } => self.on_schedule(&data, now),
             Body::QLenReq { req, .. } if mflags & MFLAG_TOTALS != 0 => {
                 self.on_totals_req(from, req)
             }

@@ -22,6 +22,7 @@ pub mod memory;
 pub mod messages;
 pub mod producers;
 pub mod qlen_cluster;
+pub mod schedule;
 pub mod scheduler;
 #[cfg(test)]
 mod sim;
@@ -128,6 +129,10 @@ pub enum BusOut {
         queue: Bytes,
         flags: u8,
     },
+    /// Our extension: a schedule definition (engine::schedule).
+    Schedule {
+        data: Bytes,
+    },
 }
 
 /// A record for the append-only file.
@@ -138,6 +143,8 @@ pub enum AofRecord {
     DelJob(JobId),
     /// Our extension: a DEDUP key (`engine::dedup::encode_aof` payload).
     Dedup(Bytes),
+    /// Our extension: a schedule definition (`ScheduleDef::encode`).
+    Schedule(Bytes),
 }
 
 /// Effects accumulated by engine calls, drained by the shell.
@@ -199,6 +206,8 @@ pub struct Engine {
     /// DEDUP keys and `dedup-window` (seconds).
     dedup: dedup::DedupTable,
     dedup_window: u64,
+    /// Schedule definitions and this node's pending ticks.
+    schedules: schedule::ScheduleTable,
     /// QLEN/QSTAT CLUSTER counts waiting for peers.
     counts: qlen_cluster::ClusterCounts,
     /// Jobs with a blocked ADDJOB client, by deadline (u64::MAX = none).
@@ -261,6 +270,7 @@ impl Engine {
             producers: producers::Producers::new(keyed.clone()),
             dedup: dedup::DedupTable::with_hasher(keyed.clone()),
             dedup_window: dedup::DEFAULT_WINDOW,
+            schedules: schedule::ScheduleTable::default(),
             counts: qlen_cluster::ClusterCounts::default(),
             add_timeouts: BTreeSet::new(),
             add_waiting: 0,

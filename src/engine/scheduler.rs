@@ -42,6 +42,7 @@ impl Engine {
             self.dedup_purge(now);
             self.waiters_cron(now);
             self.replication_cron(now);
+            self.schedule_cron(now);
         }
         if now.saturating_sub(self.last_queue_evict) >= 100 {
             self.last_queue_evict = now;

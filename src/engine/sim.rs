@@ -9,6 +9,7 @@ mod duplicates;
 mod extensions;
 mod federation;
 mod net;
+mod schedules;
 mod totals;
 
 use std::collections::{HashMap, HashSet};
@@ -76,12 +77,22 @@ fn poll_adds(sim: &mut Sim, w: &mut Workload) {
 /// GETJOB NOHANG COUNT 10 FROM q on one engine: the ids handed out, or
 /// None when the reply is not a job list.
 fn getjob_ids(e: &mut super::Engine, client: u64, now: u64) -> Option<Vec<JobId>> {
+    getjob_ids_from(e, client, now, b"q")
+}
+
+/// `getjob_ids` from any queue.
+fn getjob_ids_from(
+    e: &mut super::Engine,
+    client: u64,
+    now: u64,
+    queue: &'static [u8],
+) -> Option<Vec<JobId>> {
     let req = GetJobRequest {
         nohang: true,
         timeout: 0,
         count: 10,
         withcounters: false,
-        queues: vec![Bytes::from_static(b"q")],
+        queues: vec![Bytes::from_static(queue)],
     };
     let GetJobOutcome::Jobs(jobs) = e.getjob(client, req, now) else {
         return None;

@@ -318,7 +318,7 @@ pub async fn run(config: crate::config::Config) -> Result<Exit, ServerError> {
         bus_port: config.deploy.announce_bus_port,
     });
     engine.set_port(port);
-    engine.set_memory_counter(crate::os::memory::allocated);
+    engine.set_memory_counter(crate::os::allocator::allocated);
     engine.set_memory_limit(config.maxmemory, crate::node::memory_policy(&config));
     engine.set_dedup_window(config.dedup_window);
     // With `port 0` the node picked a port: report and rewrite the real one.

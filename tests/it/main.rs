@@ -31,5 +31,6 @@ mod protocol;
 mod queues;
 mod resp3;
 mod scan;
+mod schedules;
 mod tls;
 mod tls_cluster;

@@ -63,6 +63,8 @@ pub(super) struct Sim {
     pub(super) faults: Faults,
     /// Pairs that cannot talk.
     pub(super) cut: BTreeSet<(usize, usize)>,
+    /// Per-node clock offset (ms): node i reads `now + skew[i]`.
+    pub(super) skew: Vec<i64>,
     pub(super) next_client: u64,
     /// Blocked clients, by the node they wait on.
     waiting: BTreeMap<ClientId, usize>,
@@ -107,12 +109,18 @@ impl Sim {
             seq: 0,
             faults,
             cut: BTreeSet::new(),
+            skew: vec![0; n],
             next_client: 1,
             waiting: BTreeMap::new(),
             answers: HashMap::new(),
             totals: HashMap::new(),
             trace: 0,
         }
+    }
+
+    /// Node i's wall clock.
+    pub(super) fn clock(&self, i: usize) -> u64 {
+        crate::engine::add_ms(self.now, self.skew.get(i).copied().unwrap_or(0))
     }
 
     pub(super) fn blocked(&self, a: usize, b: usize) -> bool {
@@ -187,7 +195,7 @@ impl Sim {
 
     /// Collect effects of node `a`: frames onto links, connect/disconnect.
     pub(super) fn flush(&mut self, a: usize) {
-        let now = self.now;
+        let now = self.clock(a);
         let Some(e) = self.nodes[a].as_mut() else {
             return;
         };
@@ -229,7 +237,7 @@ impl Sim {
     }
 
     pub(super) fn deliver(&mut self, f: InFlight) {
-        let now = self.now;
+        let now = self.clock(f.to);
         if self.blocked(f.from, f.to) {
             return;
         }
@@ -285,8 +293,9 @@ impl Sim {
             }
         }
         for a in 0..self.nodes.len() {
+            let now = self.clock(a);
             if let Some(e) = self.nodes[a].as_mut() {
-                e.tick(self.now);
+                e.tick(now);
             }
             self.flush(a);
         }

@@ -46,8 +46,11 @@
 //! | QLENREP | 21 | u32 request, u32 8, u64 queued jobs | 16 |
 //! | QLENREP (totals) | 21 | u32 request, u32 32, u64 queued, jobs, queues, blocked | 40 |
 //! | ACL | 22 | u8 kind, then the kind's body (`acl::sync`) | >= 1 |
+//! | SCHEDULE | 40 | a schedule definition (`engine::schedule`) | >= 1 |
 //!
-//! Types 18..22 carry our extensions (docs/COMPATIBILITY.md).
+//! Types 18..22 and 40 carry our extensions (docs/COMPATIBILITY.md). A
+//! node sends SCHEDULE frames only once a schedule exists, so a cluster
+//! that defines none keeps its links with nodes that predate the type.
 //!
 //! A receiver drops the link on a type it does not know, so a node sends
 //! an ACL frame only to peers whose frames carry [`HFLAG_ACL`] in the
@@ -142,6 +145,8 @@ pub mod msg_type {
     pub const QLENREQ: u16 = 20;
     pub const QLENREP: u16 = 21;
     pub const ACL: u16 = 22;
+    /// Schedules and workflows (types 40..49 are theirs).
+    pub const SCHEDULE: u16 = 40;
 }
 
 /// Common header fields (framing fields are implicit).
@@ -312,6 +317,11 @@ pub enum Body {
     Acl {
         data: Bytes,
     },
+    /// A schedule definition (`engine::schedule` checks the payload; here
+    /// it is only a non-empty byte string).
+    Schedule {
+        data: Bytes,
+    },
 }
 
 /// One node's queue totals (the dashboard's cluster view).
@@ -433,6 +443,7 @@ impl Body {
             Body::QLenReq { .. } => QLENREQ,
             Body::QLenRep { .. } | Body::QLenTotals { .. } => QLENREP,
             Body::Acl { .. } => ACL,
+            Body::Schedule { .. } => SCHEDULE,
         }
     }
 
@@ -457,7 +468,9 @@ impl Body {
                 2 + GOSSIP_ENTRY_LEN * gossip_slice(g).len()
             }
             Body::Fail { .. } => 40,
-            Body::ReplJob { job } | Body::Acl { data: job } => job.len(),
+            Body::ReplJob { job } | Body::Acl { data: job } | Body::Schedule { data: job } => {
+                job.len()
+            }
             Body::NeedJobs { queue, .. }
             | Body::Pause { queue, .. }
             | Body::QLenReq { queue, .. }
@@ -493,7 +506,9 @@ impl Body {
                 }
             }
             Body::Fail { node } => out.put_slice(node),
-            Body::ReplJob { job } | Body::Acl { data: job } => out.put_slice(job),
+            Body::ReplJob { job } | Body::Acl { data: job } | Body::Schedule { data: job } => {
+                out.put_slice(job)
+            }
             Body::QLenRep { req, len } => {
                 out.put_u32(*req);
                 out.put_u32(8);
@@ -560,6 +575,7 @@ pub fn type_name(t: u16) -> &'static str {
         QLENREQ => "QLENREQ",
         QLENREP => "QLENREP",
         ACL => "ACL",
+        SCHEDULE => "SCHEDULE",
         _ => "UNKNOWN",
     }
 }
@@ -711,7 +727,7 @@ pub fn decode(buf: &mut BytesMut) -> Result<Option<Message>, BusError> {
         return Err(BusError::BadChecksum);
     }
     let ty = be_u16(frame, 6);
-    if ty > msg_type::ACL {
+    if ty > msg_type::ACL && ty != msg_type::SCHEDULE {
         return Err(BusError::UnknownType(ty));
     }
     let mut sender = [0u8; 40];
@@ -843,6 +859,8 @@ fn parse_body_shape(ty: u16, p: &[u8]) -> Result<Shape, BusError> {
         AUTH => exact(48, "AUTH payload must be 48 bytes"),
         ACL if p.is_empty() => Err(BusError::BadPayload("ACL payload is empty")),
         ACL => Ok(Shape::Opaque),
+        SCHEDULE if p.is_empty() => Err(BusError::BadPayload("SCHEDULE payload is empty")),
+        SCHEDULE => Ok(Shape::Opaque),
         QLENREP => match (p.len(), p.get(4..8)) {
             (16, Some([0, 0, 0, 8])) | (40, Some([0, 0, 0, 32])) => Ok(Shape::Fixed),
             _ => Err(BusError::BadPayload(
@@ -907,6 +925,7 @@ impl Shape {
                 _ => Body::Meet(g),
             },
             Shape::Job => Body::ReplJob { job: p.clone() },
+            Shape::Opaque if ty == SCHEDULE => Body::Schedule { data: p.clone() },
             Shape::Opaque => Body::Acl { data: p.clone() },
             Shape::Jobs(ranges) => Body::YourJobs {
                 jobs: ranges.into_iter().map(|(a, b)| p.slice(a..b)).collect(),
@@ -1123,6 +1142,9 @@ mod tests {
             Body::Acl {
                 data: Bytes::from_static(b"\x01table"),
             },
+            Body::Schedule {
+                data: Bytes::from_static(b"\x01def"),
+            },
         ];
         bodies
             .into_iter()
@@ -1142,7 +1164,7 @@ mod tests {
         let msgs = all_messages();
         let mut types: Vec<u16> = msgs.iter().map(|m| m.body.msg_type()).collect();
         types.dedup();
-        assert_eq!(types.len(), 23, "all types covered");
+        assert_eq!(types.len(), 24, "all types covered");
         for m in &msgs {
             let mut b = BytesMut::new();
             m.encode(&mut b);

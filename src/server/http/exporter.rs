@@ -46,6 +46,10 @@ pub struct Snapshot {
     pub memory_level: u8,
     pub connected_clients: u64,
     pub uptime_s: u64,
+    /// Live schedules, and their tick counters on this node (deleted
+    /// schedules' included).
+    pub schedules: u64,
+    pub schedule_ticks: crate::engine::schedule::TickStats,
 }
 
 impl Snapshot {
@@ -89,11 +93,13 @@ impl Snapshot {
             aof_rewrite_in_progress: node.aof.rewrite_in_progress,
             aof_last_write_ok: node.aof.last_write_error.is_none(),
             aof_last_rewrite_ok: node.aof.last_rewrite_ok,
-            memory_used: crate::os::memory::allocated() as u64,
+            memory_used: crate::os::allocator::allocated() as u64,
             memory_max: node.engine.maxmemory(),
             memory_level: node.engine.memory_level(),
             connected_clients: node.clients.len() as u64,
             uptime_s: now.saturating_sub(node.start_time) / 1000,
+            schedules: node.engine.schedule_count() as u64,
+            schedule_ticks: node.engine.schedule_totals(),
         }
     }
 }
@@ -274,9 +280,35 @@ impl Collector for NodeCollector {
                 "Jobs received from other nodes (YOURJOBS).",
                 c.imported,
             ),
+            (
+                "disque_schedule_ticks_fired",
+                "Schedule ticks this node added (SCHEDULE).",
+                s.schedule_ticks.fired,
+            ),
+            (
+                "disque_schedule_ticks_deduplicated",
+                "Schedule ticks this node found added by another node.",
+                s.schedule_ticks.deduplicated,
+            ),
+            (
+                "disque_schedule_ticks_skipped",
+                "Schedule ticks not added because the previous one was unacknowledged (OVERLAP skip).",
+                s.schedule_ticks.skipped,
+            ),
+            (
+                "disque_schedule_ticks_expired",
+                "Schedule ticks given up after dedup-window without seeing them added.",
+                s.schedule_ticks.expired,
+            ),
         ] {
             counter(e, name, help, v)?;
         }
+        gauge(
+            e,
+            "disque_schedules",
+            "Schedules defined (SCHEDULE LIST).",
+            s.schedules,
+        )?;
         counter(
             e,
             "disque_producer_waits",

@@ -169,7 +169,7 @@ impl Raw {
             delivered: c.delivered,
             acked: c.acked,
             queued,
-            used_memory: crate::os::memory::allocated() as u64,
+            used_memory: crate::os::allocator::allocated() as u64,
             spilled: spilled_bytes(node),
             queues,
         }
