@@ -63,6 +63,9 @@ pub enum WireError {
     Leaving,
     CountRange,
     TooLate,
+    /// A reply needed the body of a job spilled to disk and its record
+    /// failed its checks or could not be read (our extension: spill).
+    SpillUnreadable,
 
     // ----- JSCAN / QSCAN -----
     InvalidCursor,
@@ -119,6 +122,8 @@ pub enum WireError {
     ConfigRewrite(String),
     AofCantTurnOn,
     InvalidRestartDelay,
+    /// ACL GENPASS with a bit count that is not 1 to 4096 (Redis's text).
+    AclGenpassBits,
     /// CONFIG SET of a tls-* parameter whose files do not load (Redis 6's text).
     TlsReload,
     /// The subcommand as sent.
@@ -132,8 +137,15 @@ pub enum WireError {
     DedupEmpty,
     WaitRange,
     WaitNeedsMaxlen,
+    /// ADDJOB body above `job-max-body-size`: (body bytes, limit).
+    BodyTooLarge(u64, u64),
     ExtNeedsRetry,
     NackDelayRange,
+    PriorityRange,
+    Cancelled,
+    ProgressRange,
+    ProgressDescTooLong,
+    ProgressDataTooLarge,
     ScheduleUsage,
     NoSchedule,
     ScheduleNameEmpty,
@@ -159,6 +171,12 @@ impl WireError {
         use WireError::*;
         let s: &'static str = match self {
             UnknownCommand(name) => return format!("ERR unknown command '{name}'").into(),
+            BodyTooLarge(len, max) => {
+                return format!(
+                    "ERR job body too large ({len} bytes, job-max-body-size is {max})"
+                )
+                .into()
+            }
             WrongArity(cmd) => {
                 return format!("ERR wrong number of arguments for '{cmd}' command").into()
             }
@@ -212,6 +230,7 @@ impl WireError {
             Leaving => "LEAVING This node is leaving the cluster, please connect to a different one",
             CountRange => "ERR COUNT must be a number greater than zero",
             TooLate => "TOOLATE Half of job TTL already elapsed, you are no longer allowed to postpone the next delivery.",
+            SpillUnreadable => "ERR The job body is spilled to disk and could not be read back, try later or on another node",
 
             InvalidCursor => "ERR invalid cursor or option name",
             InvalidJobState => "ERR Invalid job state name",
@@ -257,6 +276,7 @@ impl WireError {
             ConfigRewrite(e) => return format!("ERR Rewriting config file: {e}").into(),
             AofCantTurnOn => "ERR Unable to turn on AOF. Check server logs.",
             InvalidRestartDelay => "ERR Invalid restart delay",
+            AclGenpassBits => "ERR ACL GENPASS argument must be the number of bits for the output password, a positive number up to 4096",
             TlsReload => "ERR Unable to update TLS configuration. Check server logs.",
             DebugUsage(sub) => {
                 return format!(
@@ -274,6 +294,11 @@ impl WireError {
             WaitNeedsMaxlen => "ERR WAIT requires MAXLEN (the queue length to wait below)",
             ExtNeedsRetry => "ERR BACKOFF and MAXDELIVERIES need RETRY > 0 (at-least-once delivery)",
             NackDelayRange => "ERR NACK DELAY must be a non negative number of seconds",
+            PriorityRange => "ERR PRIORITY must be between 1 (lowest) and 9 (highest)",
+            Cancelled => "CANCELLED The job was cancelled: stop working on it.",
+            ProgressRange => "ERR PROGRESS must be between 0 and 100",
+            ProgressDescTooLong => "ERR DESC must be at most 256 bytes",
+            ProgressDataTooLarge => "ERR DATA must be at most 4096 bytes",
             ScheduleUsage => "ERR Unknown SCHEDULE subcommand, try ADD, DEL, PAUSE, RESUME, SHOW or LIST",
             NoSchedule => "NOSCHEDULE No such schedule",
             ScheduleNameEmpty => "ERR schedule name must not be empty",

@@ -3,37 +3,35 @@
 //! # Layout
 //!
 //! Imports point one way: server → commands → node → {aof, engine,
-//! config}; engine → cluster (frames) → job, queue; docs/ARCHITECTURE.md
+//! config, acl}; engine → protocol::bus (frames) → domain; docs/ARCHITECTURE.md
 //! draws it and `layering` (a test) enforces it.
 //!
-//! - `resp`: RESP2/RESP3 request parsing and reply encoding (pure).
-//! - `job`, `queue`: the domain data (job IDs, states, flags; queues).
-//! - `engine`: the synchronous, I/O-free owner of a node's state. Every
+//! - `engine`: the synchronous, wire-free owner of a node's state. Every
 //!   command, bus message and timer tick is one call with `now` passed in;
-//!   effects (AOF records, bus messages) are collected for the shell.
-//! - `commands`: the command table and one module per command family.
-//! - `acl`: ACL users and their permissions, ACL LOG, the aclfile and
-//!   the user table's replication over the bus (`node` holds the table;
-//!   `commands::acl` is the ACL command and the per-command check).
-//! - `node`: everything the owner thread holds (engine, config, clients,
+//!   effects (AOF records, bus messages, wakes) are collected for the shell.
+//! - `domain`: the data the engine stores (job IDs, states and flags; the
+//!   extension fields; queues).
+//! - `protocol`: the wire formats: RESP (`resp`), bus frames (`bus`), the
+//!   serialized job (`job_codec`).
+//! - `commands`: the command table, the argument cursor and one module per
+//!   command family; replies are encoded here.
+//! - `acl`: ACL users and their permissions, ACL LOG, the aclfile and the
+//!   user table's replication over the bus.
+//! - `node`: everything the node's owner holds (engine, config, clients,
 //!   stats, slow log); `node::persistence` drives the AOF writer.
-//! - `server`: the tokio shell: listener, connections, timer, shutdown.
+//! - `server`: the tokio shell: owner, listeners, connections, bus links,
+//!   timer, HTTP, shutdown.
 //! - `config`: directives, config files, CONFIG GET/SET/REWRITE.
-//! - `cluster`: bus message framing; `job_codec`: serialized jobs.
-//! - `aof`: the AOF file side (reader, writer thread, rewrite, loader,
-//!   check); it knows records, never nodes.
+//! - `aof`: the AOF file side (reader, writer, rewrite, loader, check); it
+//!   knows records, never nodes.
+//! - `spill`: the spill tier's segment files and the thread that reads
+//!   and writes them for the engine's spill decisions (`engine::spill`).
 //! - `errors`: every client-visible error with its exact text.
-//! - `strings`: Redis-style splitting, quoting and integer parsing.
-//! - `clock`: the one wall-clock read. `memory`: counting allocator.
-//!   `sys`: OS queries.
-//! - `cgroup`: the container memory limit behind a default `maxmemory`.
-//! - `healthcheck`: `--healthcheck`, the probe for shell-less images.
-//! - `logging`: tracing setup with a level CONFIG SET can change.
-//! - `metrics`, `histogram`: counters kept off the owner thread (bus,
-//!   fsync) and the fixed-bucket histograms; `server::http` serves them
-//!   with the engine's job counters as Prometheus metrics, beside
-//!   /healthz, /readyz and the dashboard.
-
+//! - `tls`: rustls configuration for clients and the bus.
+//! - `observe`: metrics kept off the owner, logging, `--healthcheck`.
+//! - `support`: Redis-style strings and integers, the one wall-clock read,
+//!   histograms, the slab.
+//! - `os`: the counting allocator, cgroup memory limits, OS queries.
 //!
 //! # Public surface
 //!
@@ -64,6 +62,7 @@ pub mod os;
 #[doc(hidden)]
 pub mod protocol;
 pub(crate) mod server;
+pub(crate) mod spill;
 pub(crate) mod support;
 pub(crate) mod tls;
 

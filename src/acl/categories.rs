@@ -31,8 +31,20 @@ fn listed(name: &str) -> Option<&'static [&'static str]> {
             "show", "qlen", "qpeek", "qstat", "qscan", "jscan", "waitjob",
         ],
         "write" => &[
-            "addjob", "getjob", "ackjob", "fastack", "deljob", "loadjob", "enqueue", "nack",
-            "dequeue", "working", "pause", "redrive", "schedule",
+            "addjob",
+            "getjob",
+            "ackjob",
+            "fastack",
+            "deljob",
+            "loadjob",
+            "enqueue",
+            "nack",
+            "dequeue",
+            "working",
+            "pause",
+            "redrive",
+            "jobpriority",
+            "schedule",
         ],
         "admin" => &[
             "shutdown",
@@ -67,7 +79,7 @@ fn listed(name: &str) -> Option<&'static [&'static str]> {
         ],
         "connection" => &["auth", "ping", "hello", "client", "acl|whoami"],
         // Producers add jobs and may wait for them to be processed.
-        "produce" => &["addjob", "enqueue", "waitjob"],
+        "produce" => &["addjob", "enqueue", "waitjob", "jobpriority", "cancel"],
         // Workers fetch jobs, report progress and acknowledge them.
         "consume" => &["getjob", "ackjob", "fastack", "nack", "working"],
         // Everything a dashboard or a monitoring probe reads, nothing it

@@ -183,6 +183,10 @@ pub fn for_each_queue(
                         f(q);
                     }
                     break;
+                } else if eq_ic(a, "match") {
+                    // MATCH may reach any queue: as JSCAN without QUEUE.
+                    f(b"*");
+                    i += 2;
                 } else if eq_ic(a, "timeout") || eq_ic(a, "count") {
                     i += 2;
                 } else {
@@ -220,8 +224,23 @@ pub fn for_each_queue(
                 rest.iter().for_each(&mut job);
             }
         }
-        "ackjob" | "fastack" | "deljob" | "show" | "enqueue" | "nack" | "dequeue" | "working"
-        | "waitjob" => rest.iter().for_each(&mut job),
+        "ackjob" | "fastack" | "deljob" | "show" | "enqueue" | "nack" | "dequeue" | "waitjob" => {
+            rest.iter().for_each(&mut job)
+        }
+        // WORKING <id> [PROGRESS ...]: the option values are not jobs.
+        "working" => rest.iter().take(1).for_each(&mut job),
+        // JOBPRIORITY <level> <id> ...
+        "jobpriority" => rest.iter().skip(1).for_each(&mut job),
+        // CANCEL QUEUE <queue> [MATCH <glob>] | CANCEL <id> ...
+        "cancel" => {
+            if rest.first().is_some_and(|a| eq_ic(a, "queue")) {
+                if let Some(q) = rest.get(1) {
+                    f(q);
+                }
+            } else {
+                rest.iter().for_each(&mut job);
+            }
+        }
         _ => {}
     }
 }

@@ -4,7 +4,7 @@
 //! layer; `commands` checks in a test that both lists agree.
 
 /// (name, fast) in command-table order.
-pub const COMMANDS: [(&str, bool); 36] = [
+pub const COMMANDS: [(&str, bool); 38] = [
     ("auth", true),
     ("ping", true),
     ("info", false),
@@ -40,6 +40,8 @@ pub const COMMANDS: [(&str, bool); 36] = [
     ("waitjob", false),
     ("redrive", true),
     ("acl", false),
+    ("jobpriority", true),
+    ("cancel", true),
     ("schedule", false),
 ];
 

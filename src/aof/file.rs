@@ -194,6 +194,19 @@ impl FileState {
                     rw.chunk(&bytes);
                 }
             }
+            Msg::RewriteSpilled { dir, jobs } => {
+                if let Some(rw) = &mut self.rewrite {
+                    match spilled_loadjobs(&dir, jobs) {
+                        Ok(bytes) => rw.chunk(&bytes),
+                        Err(e) => {
+                            // A job missing from the new file would be lost
+                            // at the next restart: keep the old file.
+                            tracing::warn!(error = %e, "Background AOF rewrite aborted: a spilled job could not be read.");
+                            self.abort_rewrite();
+                        }
+                    }
+                }
+            }
             Msg::RewriteFinish { done } => {
                 // Records before this point must be in the diff first.
                 let report = self.finish_rewrite();
@@ -419,4 +432,34 @@ impl FileState {
             rw.abort();
         }
     }
+}
+
+/// LOADJOB records for spilled jobs, their bodies read back from the
+/// spill segments (checked: a bad record fails the whole chunk).
+fn spilled_loadjobs(
+    dir: &std::path::Path,
+    jobs: Vec<(
+        crate::protocol::job_codec::JobRecord,
+        crate::engine::spill::Loc,
+    )>,
+) -> Result<Vec<u8>, crate::spill::SegmentError> {
+    let mut files: std::collections::HashMap<u32, File> = std::collections::HashMap::new();
+    let mut out = Vec::new();
+    for (mut rec, loc) in jobs {
+        let path = crate::spill::segment::path(dir, loc.seg);
+        let f = match files.entry(loc.seg) {
+            std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+            std::collections::hash_map::Entry::Vacant(v) => {
+                let f = File::open(&path).map_err(|source| crate::spill::SegmentError::Open {
+                    path: path.clone(),
+                    source,
+                })?;
+                v.insert(f)
+            }
+        };
+        let id = crate::domain::job::JobId(rec.id);
+        rec.body = crate::spill::segment::read(f, &path, &id, loc)?;
+        crate::aof::reader::encode_loadjob(&rec.to_bytes(), &mut out);
+    }
+    Ok(out)
 }

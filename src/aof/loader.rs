@@ -170,8 +170,12 @@ pub fn apply(
             if u64::from(job.etime) <= now / 1000 {
                 return Ok(()); // expired while the node was down
             }
-            if engine.lookup(&job.id).is_some() {
-                return Ok(()); // duplicate (e.g. rewrite snapshot + captured record)
+            if let Some(h) = engine.lookup(&job.id) {
+                // Duplicate (e.g. rewrite snapshot + captured record, or a
+                // JOBPRIORITY change): the later record's level wins.
+                let ext = crate::engine::codec::ext_of_record(&r);
+                engine.load_priority(h, ext.map_or(0, |x| x.priority));
+                return Ok(());
             }
             let was_queued = job.state == JobState::Queued;
             // Nobody waits for replication of a job loaded from disk, and a

@@ -81,6 +81,16 @@ pub enum Msg {
     },
     /// Encoded LOADJOB records of a snapshot chunk.
     RewriteChunk(Vec<u8>),
+    /// Jobs of a snapshot chunk whose body is spilled to disk: the record
+    /// without its body and where the body is, in the spill segments of
+    /// `dir` (the engine keeps those files until the rewrite ends).
+    RewriteSpilled {
+        dir: std::path::PathBuf,
+        jobs: Vec<(
+            crate::protocol::job_codec::JobRecord,
+            crate::engine::spill::Loc,
+        )>,
+    },
     /// Append the captured records, fsync, rename over the AOF.
     RewriteFinish {
         done: Option<Done>,

@@ -5,7 +5,8 @@
 
 use bytes::Bytes;
 
-use super::{eq_ic, err, string2ll, Ctx, Outcome};
+use super::args::Args;
+use super::{err, Ctx, Outcome};
 use crate::acl::check::{self, Denied};
 use crate::acl::log::Reason;
 use crate::acl::{categories, protect, store, sync, RuleError, DEFAULT_USER};
@@ -174,16 +175,17 @@ const HELP: &[&str] = &[
 ];
 
 pub fn acl(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
-    let sub = &args[1];
-    let n = args.len();
+    let mut a = Args::new(args);
+    let sub = a.word();
+    let n = a.remaining();
     let now = ctx.now;
     let acl = &mut ctx.node.acl;
-    if eq_ic(sub, "setuser") && n >= 3 {
-        let name = &args[2];
+    if sub.is("setuser") && n >= 1 {
+        let name = a.arg();
         if !crate::acl::user::valid_name(name) {
             return Reply::err("ERR Usernames can't contain spaces or null characters").into();
         }
-        let rules: Vec<&[u8]> = args[3..].iter().map(|a| &a[..]).collect();
+        let rules: Vec<&[u8]> = a.rest().iter().map(|r| &r[..]).collect();
         return match acl.set_user(&text(name), &rules) {
             Ok(()) => {
                 changed(ctx.node);
@@ -192,8 +194,8 @@ pub fn acl(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
             Err((op, e)) => setuser_error(&op, e),
         };
     }
-    if eq_ic(sub, "getuser") && n == 3 {
-        let Some(u) = acl.get(&text(&args[2])) else {
+    if sub.is("getuser") && n == 1 {
+        let Some(u) = acl.get(&text(a.arg())) else {
             return Reply::NullBulk.into();
         };
         return Reply::map(vec![
@@ -217,17 +219,18 @@ pub fn acl(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
         ])
         .into();
     }
-    if eq_ic(sub, "deluser") && n >= 3 {
+    if sub.is("deluser") && n >= 1 {
+        let names = a.rest();
         let mut deleted = 0;
-        for a in &args[2..] {
-            let name = text(a);
+        for name in names {
+            let name = text(name);
             if name == DEFAULT_USER {
                 return Reply::err("ERR The 'default' user cannot be removed").into();
             }
         }
         let mut kill = Vec::new();
-        for a in &args[2..] {
-            let name = text(a);
+        for name in names {
+            let name = text(name);
             if ctx.node.acl.del_user(&name) {
                 deleted += 1;
                 kill.extend(ctx.node.acl.sessions_of(&name));
@@ -248,7 +251,7 @@ pub fn acl(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
         }
         return Reply::Integer(deleted).into();
     }
-    if eq_ic(sub, "list") && n == 2 {
+    if sub.is("list") && n == 0 {
         return Reply::Array(
             acl.users()
                 .map(|(name, u)| Reply::bulk_str(&format!("user {name} {}", u.describe())))
@@ -256,14 +259,14 @@ pub fn acl(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
         )
         .into();
     }
-    if eq_ic(sub, "users") && n == 2 {
+    if sub.is("users") && n == 0 {
         return Reply::Array(acl.users().map(|(name, _)| Reply::bulk_str(name)).collect()).into();
     }
-    if eq_ic(sub, "whoami") && n == 2 {
+    if sub.is("whoami") && n == 0 {
         return Reply::bulk_str(&ctx.client.acl.user).into();
     }
-    if eq_ic(sub, "cat") && (n == 2 || n == 3) {
-        return match args.get(2) {
+    if sub.is("cat") && n <= 1 {
+        return match a.next() {
             None => Reply::Array(
                 categories::NAMES
                     .iter()
@@ -278,21 +281,22 @@ pub fn acl(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
             },
         };
     }
-    if eq_ic(sub, "log") && (n == 2 || n == 3) {
-        let count = match args.get(2) {
-            None => 10,
-            Some(a) if eq_ic(a, "reset") => {
-                acl.log.reset();
-                return Reply::ok().into();
+    if sub.is("log") && n <= 1 {
+        if a.eat("reset") {
+            acl.log.reset();
+            return Reply::ok().into();
+        }
+        let count = if a.is_done() {
+            10
+        } else {
+            match a.int_in(0..=i64::MAX, WireError::NotInteger) {
+                Ok(c) => usize::try_from(c).unwrap_or(usize::MAX),
+                Err(e) => return err(e),
             }
-            Some(a) => match string2ll(a) {
-                Some(c) if c >= 0 => usize::try_from(c).unwrap_or(usize::MAX),
-                _ => return err(WireError::NotInteger),
-            },
         };
         return acl.log.reply(count, now).into();
     }
-    if eq_ic(sub, "save") && n == 2 {
+    if sub.is("save") && n == 0 {
         if acl.files.as_ref().is_none_or(|f| f.aclfile.is_none()) {
             return Reply::err(format!("ERR {}", store::NO_ACLFILE)).into();
         }
@@ -304,7 +308,7 @@ pub fn acl(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
             }
         };
     }
-    if eq_ic(sub, "load") && n == 2 {
+    if sub.is("load") && n == 0 {
         return match store::load(acl) {
             Ok(()) => {
                 sync::broadcast(&ctx.node.acl, &mut ctx.node.engine);
@@ -313,29 +317,27 @@ pub fn acl(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
             Err(e) => Reply::err(format!("ERR {e}")).into(),
         };
     }
-    if eq_ic(sub, "genpass") && (n == 2 || n == 3) {
-        let bits = match args.get(2) {
-            None => 256,
-            Some(a) => match string2ll(a) {
-                Some(b) if (1..=4096).contains(&b) => b as usize,
-                _ => {
-                    return Reply::err(
-                        "ERR ACL GENPASS argument must be the number of bits for the output password, a positive number up to 4096",
-                    )
-                    .into()
-                }
-            },
+    if sub.is("genpass") && n <= 1 {
+        let bits = if a.is_done() {
+            256
+        } else {
+            match a.int_in(1..=4096, WireError::AclGenpassBits) {
+                Ok(b) => b as usize,
+                Err(e) => return err(e),
+            }
         };
         return Reply::bulk_str(&genpass(bits)).into();
     }
-    if eq_ic(sub, "dryrun") && n >= 4 {
-        let name = text(&args[2]);
+    if sub.is("dryrun") && n >= 2 {
+        let name = text(a.arg());
         let Some(u) = ctx.node.acl.get(&name) else {
             return Reply::err(format!("ERR User '{name}' not found")).into();
         };
-        let cmd = &args[3..];
-        let Some(idx) = crate::acl::names::index(&text(&cmd[0]).to_ascii_lowercase()) else {
-            return Reply::err(format!("ERR Command '{}' not found", text(&cmd[0]))).into();
+        // The command to judge, name first (the arity check keeps it).
+        let cmd = a.rest();
+        let cmd_name = text(cmd.first().map_or(&[][..], |c| &c[..]));
+        let Some(idx) = crate::acl::names::index(&cmd_name.to_ascii_lowercase()) else {
+            return Reply::err(format!("ERR Command '{cmd_name}' not found")).into();
         };
         return match check::judge(u, &ctx.node.engine, idx, cmd) {
             Ok(()) => Reply::ok().into(),
@@ -351,12 +353,12 @@ pub fn acl(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
             Err(Denied::NoUser) => Reply::err(format!("ERR User '{name}' not found")).into(),
         };
     }
-    if eq_ic(sub, "help") && n == 2 {
+    if sub.is("help") && n == 0 {
         return Reply::Array(HELP.iter().map(|l| Reply::Status(l.to_string())).collect()).into();
     }
     Reply::err(format!(
         "ERR unknown subcommand or wrong number of arguments for '{}'. Try ACL HELP.",
-        text(sub)
+        sub.text()
     ))
     .into()
 }

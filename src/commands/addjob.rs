@@ -2,7 +2,8 @@
 
 use bytes::Bytes;
 
-use super::{blocked, eq_ic, err, string2ll, syntax_error, Ctx, Outcome};
+use super::args::{Args, Word};
+use super::{blocked, err, Ctx, Outcome};
 use crate::domain::job::JobId;
 use crate::domain::job_ext::JobExt;
 use crate::engine::addjob::{AddJobOutcome, AddJobRequest};
@@ -10,11 +11,42 @@ use crate::errors::WireError;
 use crate::protocol::resp::Reply;
 
 pub fn addjob(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
-    let mut req = AddJobRequest::new(args[1].clone(), args[2].clone());
-    let mut i = 4;
-    while i < args.len() {
-        let opt = &args[i];
-        let value = args.get(i + 1);
+    // Checked first: a body over the limit is refused whatever else is
+    // wrong with the request.
+    let max_body = ctx.node.config.job_max_body_size;
+    let mut a = Args::new(args);
+    a.next();
+    let body_len = a.arg().len() as u64;
+    if max_body != 0 && body_len > max_body {
+        return err(WireError::BodyTooLarge(body_len, max_body));
+    }
+    let req = match parse(args) {
+        Ok(req) => req,
+        Err(e) => return err(e),
+    };
+    match ctx.node.engine.addjob(ctx.client.id, req, ctx.now) {
+        AddJobOutcome::Added(id) => Outcome::Reply(encode_added(id)),
+        AddJobOutcome::Blocked => blocked(ctx),
+        AddJobOutcome::Error(e) => err(e),
+    }
+}
+
+/// `ADDJOB <queue> <body> <timeout> [options]`, checked in Disque's order:
+/// each option as it comes, then the timeout, then the checks across
+/// options.
+fn parse(args: &[Bytes]) -> Result<AddJobRequest, WireError> {
+    let mut a = Args::new(args);
+    let queue = a.arg().clone();
+    let mut req = AddJobRequest::new(queue, a.arg().clone());
+    // Disque checks the timeout after the options.
+    let mut timeout = a;
+    a.next();
+    while !a.is_done() {
+        if a.eat("async") {
+            req.asynchronous = true;
+            continue;
+        }
+        let opt = a.word();
         let needs_value = [
             "replicate",
             "delay",
@@ -26,71 +58,39 @@ pub fn addjob(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
             "deadletter",
             "dedup",
             "wait",
+            "priority",
         ]
         .iter()
-        .any(|o| eq_ic(opt, o));
-        if eq_ic(opt, "async") {
-            req.asynchronous = true;
-            i += 1;
+        .any(|o| opt.is(o));
+        if !needs_value || a.is_done() {
+            return Err(WireError::Syntax);
+        }
+        if let Some(r) = ext_option(&mut req, opt, &mut a) {
+            r?;
             continue;
         }
-        let Some(value) = value.filter(|_| needs_value) else {
-            return syntax_error();
-        };
-        let n = string2ll(value);
-        if let Some(r) = ext_option(&mut req, opt, value, n) {
-            match r {
-                Ok(()) => {
-                    i += 2;
-                    continue;
-                }
-                Err(e) => return err(e),
-            }
-        }
-        if eq_ic(opt, "replicate") {
-            match n {
-                Some(n) if (1..=65535).contains(&n) => req.replicate = Some(n as u32),
-                _ => return err(WireError::ReplicateRange),
-            }
-        } else if eq_ic(opt, "ttl") {
-            match n {
-                Some(n) if n > 0 => req.ttl = Some(n.min(i64::from(u32::MAX)) as u32),
-                _ => return err(WireError::TtlRange),
-            }
-        } else if eq_ic(opt, "retry") {
-            match n {
-                Some(n) if n >= 0 => req.retry = Some(n.min(i64::from(u32::MAX)) as u32),
-                _ => return err(WireError::RetryRange),
-            }
-        } else if eq_ic(opt, "delay") {
-            match n {
-                Some(n) if n >= 0 => req.delay = n.min(i64::from(u32::MAX)) as u32,
-                _ => return err(WireError::DelayRange),
-            }
+        let max = i64::MAX;
+        if opt.is("replicate") {
+            req.replicate = Some(a.int_in(1..=65535, WireError::ReplicateRange)? as u32);
+        } else if opt.is("ttl") {
+            let n = a.int_in(1..=max, WireError::TtlRange)?;
+            req.ttl = Some(n.min(i64::from(u32::MAX)) as u32);
+        } else if opt.is("retry") {
+            let n = a.int_in(0..=max, WireError::RetryRange)?;
+            req.retry = Some(n.min(i64::from(u32::MAX)) as u32);
+        } else if opt.is("delay") {
+            let n = a.int_in(0..=max, WireError::DelayRange)?;
+            req.delay = n.min(i64::from(u32::MAX)) as u32;
         } else {
-            match n {
-                Some(n) if n > 0 => req.maxlen = Some(n as u64),
-                _ => return err(WireError::MaxlenRange),
-            }
+            req.maxlen = Some(a.int_in(1..=max, WireError::MaxlenRange)? as u64);
         }
-        i += 2;
     }
-    match string2ll(&args[3]) {
-        None => return err(WireError::TimeoutNotInteger),
-        Some(t) if t < 0 => return err(WireError::TimeoutNegative),
-        Some(t) => req.timeout = t as u64,
-    }
+    req.timeout = timeout.timeout()?;
     if req.wait.is_some() && req.maxlen.is_none() {
-        return err(WireError::WaitNeedsMaxlen);
+        return Err(WireError::WaitNeedsMaxlen);
     }
-    if let Err(e) = check_ext(&req) {
-        return err(e);
-    }
-    match ctx.node.engine.addjob(ctx.client.id, req, ctx.now) {
-        AddJobOutcome::Added(id) => Outcome::Reply(encode_added(id)),
-        AddJobOutcome::Blocked => blocked(ctx),
-        AddJobOutcome::Error(e) => err(e),
-    }
+    check_ext(&req)?;
+    Ok(req)
 }
 
 /// ADDJOB's reply: the job ID as a status line.
@@ -98,31 +98,18 @@ pub fn encode_added(id: JobId) -> Reply {
     Reply::Id(id.0)
 }
 
-/// Our ADDJOB options (docs/COMPATIBILITY.md). None: not one of ours.
-/// (WAIT is not job data: it stays out of `JobExt`.)
-fn ext_option(
-    req: &mut AddJobRequest,
-    opt: &[u8],
-    value: &Bytes,
-    n: Option<i64>,
-) -> Option<Result<(), WireError>> {
-    let r = if eq_ic(opt, "backoff") {
-        match n {
-            Some(n) if n > 0 => {
-                ext_fields(req).backoff_max = n.min(i64::from(u32::MAX)) as u32;
-                Ok(())
-            }
-            _ => Err(WireError::BackoffRange),
-        }
-    } else if eq_ic(opt, "maxdeliveries") {
-        match n {
-            Some(n) if (1..=65535).contains(&n) => {
-                ext_fields(req).max_deliveries = n as u32;
-                Ok(())
-            }
-            _ => Err(WireError::MaxDeliveriesRange),
-        }
-    } else if eq_ic(opt, "deadletter") {
+/// Our ADDJOB options (docs/COMPATIBILITY.md), `a` at the value. None:
+/// not one of ours. (WAIT is not job data: it stays out of `JobExt`.)
+fn ext_option(req: &mut AddJobRequest, opt: Word, a: &mut Args) -> Option<Result<(), WireError>> {
+    let r = if opt.is("backoff") {
+        a.int_in(1..=i64::MAX, WireError::BackoffRange).map(|n| {
+            ext_fields(req).backoff_max = n.min(i64::from(u32::MAX)) as u32;
+        })
+    } else if opt.is("maxdeliveries") {
+        a.int_in(1..=65535, WireError::MaxDeliveriesRange)
+            .map(|n| ext_fields(req).max_deliveries = n as u32)
+    } else if opt.is("deadletter") {
+        let value = a.arg();
         if value.is_empty() {
             Err(WireError::DeadLetterEmpty)
         } else {
@@ -131,15 +118,14 @@ fn ext_option(
             ext_fields(req).dead_queue = Some(Bytes::copy_from_slice(value));
             Ok(())
         }
-    } else if eq_ic(opt, "wait") {
-        match n {
-            Some(n) if n >= 0 => {
-                req.wait = Some(n as u64);
-                Ok(())
-            }
-            _ => Err(WireError::WaitRange),
-        }
-    } else if eq_ic(opt, "dedup") {
+    } else if opt.is("wait") {
+        a.int_in(0..=i64::MAX, WireError::WaitRange)
+            .map(|n| req.wait = Some(n as u64))
+    } else if opt.is("priority") {
+        let n = a.next().and_then(|v| super::string2ll(v));
+        super::priority::parse_level(n).map(|level| ext_fields(req).priority = level)
+    } else if opt.is("dedup") {
+        let value = a.arg();
         if value.is_empty() {
             Err(WireError::DedupEmpty)
         } else {

@@ -3,14 +3,16 @@
 
 use bytes::Bytes;
 
-use super::{eq_ic, err, string2ll, syntax_error, Ctx, Outcome, COMMANDS, FLAG_NAMES};
+use super::args::Args;
+use super::{err, syntax_error, Ctx, Outcome, COMMANDS, FLAG_NAMES};
 use crate::errors::WireError;
 use crate::protocol::resp::Reply;
 
 pub fn ping(_ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
-    match args.len() {
-        1 => Reply::Status("PONG".into()).into(),
-        2 => Reply::Bulk(args[1].clone()).into(),
+    let mut a = Args::new(args);
+    match (a.next(), a.is_done()) {
+        (None, _) => Reply::Status("PONG".into()).into(),
+        (Some(message), true) => Reply::Bulk(message.clone()).into(),
         _ => err(WireError::WrongArity("ping")),
     }
 }
@@ -25,11 +27,11 @@ pub fn time(_ctx: &mut Ctx, _args: &[Bytes]) -> Outcome {
 }
 
 pub fn shutdown(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
-    let rewrite = match args.len() {
-        1 => false,
-        2 if eq_ic(&args[1], "rewrite-aof") => true,
-        _ => return syntax_error(),
-    };
+    let mut a = Args::new(args);
+    let rewrite = a.eat("rewrite-aof");
+    if !a.is_done() {
+        return syntax_error();
+    }
     if rewrite {
         if let Err(e) = crate::node::persistence::rewrite_now(ctx.node, ctx.now) {
             tracing::warn!(error = %e, "SHUTDOWN REWRITE-AOF failed.");
@@ -46,21 +48,23 @@ pub fn monitor(_ctx: &mut Ctx, _args: &[Bytes]) -> Outcome {
 }
 
 pub fn slowlog(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
-    let sub = &args[1];
-    if eq_ic(sub, "reset") && args.len() == 2 {
+    let mut a = Args::new(args);
+    let sub = a.word();
+    if sub.is("reset") && a.is_done() {
         ctx.node.slowlog.clear();
         return Reply::ok().into();
     }
-    if eq_ic(sub, "len") && args.len() == 2 {
+    if sub.is("len") && a.is_done() {
         return Reply::Integer(ctx.node.slowlog.len() as i64).into();
     }
-    if eq_ic(sub, "get") && args.len() <= 3 {
-        let n = match args.get(2) {
-            None => 10,
-            Some(v) => match string2ll(v) {
-                Some(n) => n,
-                None => return err(WireError::NotInteger),
-            },
+    if sub.is("get") && a.remaining() <= 1 {
+        let n = if a.is_done() {
+            10
+        } else {
+            match a.int(WireError::NotInteger) {
+                Ok(n) => n,
+                Err(e) => return err(e),
+            }
         };
         let n = if n < 0 { usize::MAX } else { n as usize };
         let entries = ctx
@@ -100,14 +104,17 @@ fn command_info(i: usize) -> Reply {
 }
 
 pub fn command(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
-    if args.len() == 1 {
+    let mut a = Args::new(args);
+    if a.is_done() {
         return Reply::Array((0..COMMANDS.len()).map(command_info).collect()).into();
     }
-    if eq_ic(&args[1], "count") && args.len() == 2 {
+    let sub = a.word();
+    if sub.is("count") && a.is_done() {
         return Reply::Integer(COMMANDS.len() as i64).into();
     }
-    if eq_ic(&args[1], "info") {
-        let items = args[2..]
+    if sub.is("info") {
+        let items = a
+            .rest()
             .iter()
             .map(|n| match super::lookup(ctx.node, n) {
                 Some(i) => command_info(i),
@@ -121,23 +128,22 @@ pub fn command(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
 
 pub fn latency(_ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
     // Latency monitoring is off (latency-monitor-threshold 0): nothing sampled.
-    let sub = &args[1];
-    if eq_ic(sub, "latest") {
+    let mut a = Args::new(args);
+    let sub = a.word();
+    if sub.is("latest") {
         return Reply::Array(Vec::new()).into();
     }
-    if eq_ic(sub, "history") && args.len() == 3 {
+    if sub.is("history") && a.remaining() == 1 {
         return Reply::Array(Vec::new()).into();
     }
-    if eq_ic(sub, "reset") {
+    if sub.is("reset") {
         return Reply::Integer(0).into();
     }
-    if eq_ic(sub, "doctor") {
+    if sub.is("doctor") {
         return Reply::bulk_str("Dave, no latency spike was observed during the lifetime of this Disque instance, not in the slightest bit. I honestly think you ought to sleep better.\n").into();
     }
-    if eq_ic(sub, "graph") && args.len() == 3 {
-        return err(WireError::NoLatencySamples(
-            String::from_utf8_lossy(&args[2]).into_owned(),
-        ));
+    if sub.is("graph") && a.remaining() == 1 {
+        return err(WireError::NoLatencySamples(a.word().text()));
     }
     syntax_error()
 }

@@ -4,11 +4,39 @@
 //! (`WireError`); the caller decides which one a bad value gets, because
 //! Disque's texts differ by option.
 
+use std::ops::RangeInclusive;
+
 use bytes::Bytes;
 
 use super::eq_ic;
+use crate::domain::job::JobId;
 use crate::errors::WireError;
 use crate::support::strings::string2ll;
+
+/// What a missing argument reads as where arity checks guarantee one.
+static EMPTY: Bytes = Bytes::new();
+
+/// A keyword argument (a subcommand, or an option's word value), compared
+/// ignoring case.
+#[derive(Clone, Copy)]
+pub struct Word<'a>(&'a Bytes);
+
+impl<'a> Word<'a> {
+    /// True when this is `word` (any case).
+    pub fn is(self, word: &str) -> bool {
+        eq_ic(self.0, word)
+    }
+
+    /// The argument as sent.
+    pub fn bytes(self) -> &'a Bytes {
+        self.0
+    }
+
+    /// The argument as text for a reply or an error (invalid UTF-8 replaced).
+    pub fn text(self) -> String {
+        String::from_utf8_lossy(self.0).into_owned()
+    }
+}
 
 /// A request's arguments after the command name.
 #[derive(Clone, Copy)]
@@ -67,9 +95,20 @@ impl<'a> Args<'a> {
         }
     }
 
+    /// The next argument where the command's arity guarantees one,
+    /// consumed; a missing one reads as empty (which no check accepts).
+    pub fn arg(&mut self) -> &'a Bytes {
+        self.next().unwrap_or(&EMPTY)
+    }
+
+    /// The next argument as a keyword (a subcommand name, say), consumed;
+    /// a missing one reads as empty, which is no keyword.
+    pub fn word(&mut self) -> Word<'a> {
+        Word(self.arg())
+    }
+
     /// The value of an option that takes one: a syntax error when the
     /// option was the last argument.
-    #[allow(dead_code)] // the option parsers of ADDJOB and GETJOB are next
     pub fn value(&mut self) -> Result<&'a Bytes, WireError> {
         self.next().ok_or(WireError::Syntax)
     }
@@ -78,6 +117,49 @@ impl<'a> Args<'a> {
     /// it is missing, which arity checks make the caller's concern).
     pub fn int(&mut self, bad: WireError) -> Result<i64, WireError> {
         self.next().and_then(|v| string2ll(v)).ok_or(bad)
+    }
+
+    /// The value of an option as an integer in `range`: a syntax error when
+    /// it is missing (as `value`), `bad` when it is not an integer or out
+    /// of range.
+    pub fn int_in(&mut self, range: RangeInclusive<i64>, bad: WireError) -> Result<i64, WireError> {
+        match string2ll(self.value()?) {
+            Some(n) if range.contains(&n) => Ok(n),
+            _ => Err(bad),
+        }
+    }
+
+    /// A timeout in milliseconds, with Disque's errors for one that is not
+    /// an integer and for a negative one; a syntax error when missing.
+    pub fn timeout(&mut self) -> Result<u64, WireError> {
+        match string2ll(self.value()?) {
+            None => Err(WireError::TimeoutNotInteger),
+            Some(t) if t < 0 => Err(WireError::TimeoutNegative),
+            Some(t) => Ok(t as u64),
+        }
+    }
+
+    /// The next argument as a job ID: Disque's bad-ID error otherwise.
+    pub fn id(&mut self) -> Result<JobId, WireError> {
+        self.next()
+            .and_then(|a| JobId::parse(a))
+            .ok_or(WireError::BadId)
+    }
+
+    /// An option given as the last two arguments (`<word> <value>`, as
+    /// NACK's DELAY after its IDs): cut off the end, so the rest reads as a
+    /// plain list, and returned as a cursor at its value.
+    pub fn cut_last(&mut self, word: &str) -> Option<Args<'a>> {
+        let at = self.argv.len().checked_sub(2)?;
+        if at < self.pos || !eq_ic(&self.argv[at], word) {
+            return None;
+        }
+        let value = Args {
+            argv: self.argv,
+            pos: at + 1,
+        };
+        self.argv = &self.argv[..at];
+        Some(value)
     }
 }
 
@@ -112,5 +194,70 @@ mod tests {
             Err(WireError::TtlRange)
         );
         assert!(Args::new(&[]).is_done());
+    }
+
+    #[test]
+    fn words_and_guaranteed_arguments() {
+        let v = argv(&["cmd", "FlushAll", "x"]);
+        let mut a = Args::new(&v);
+        let sub = a.word();
+        assert!(sub.is("flushall") && !sub.is("flush"));
+        assert_eq!(sub.text(), "FlushAll");
+        assert_eq!(&a.arg()[..], b"x");
+        // Past the end: empty, matching no keyword.
+        assert!(a.arg().is_empty());
+        assert!(!a.word().is("x"));
+        assert_eq!(a.word().text(), "");
+    }
+
+    #[test]
+    fn ranged_integers() {
+        let v = argv(&["cmd", "0", "7", "x"]);
+        let mut a = Args::new(&v);
+        let bad = || WireError::CountRange;
+        assert_eq!(a.int_in(1..=10, bad()), Err(bad()));
+        assert_eq!(a.int_in(1..=10, bad()), Ok(7));
+        assert_eq!(a.int_in(1..=10, bad()), Err(bad()));
+        assert_eq!(a.int_in(1..=10, bad()), Err(WireError::Syntax));
+    }
+
+    #[test]
+    fn timeouts_get_disques_errors() {
+        let v = argv(&["cmd", "250", "-1", "soon"]);
+        let mut a = Args::new(&v);
+        assert_eq!(a.timeout(), Ok(250));
+        assert_eq!(a.timeout(), Err(WireError::TimeoutNegative));
+        assert_eq!(a.timeout(), Err(WireError::TimeoutNotInteger));
+        assert_eq!(a.timeout(), Err(WireError::Syntax));
+    }
+
+    #[test]
+    fn job_ids() {
+        let id = "D-dcb833cf-8YL1NT17e9+wsA/09NqxscQI-05a1";
+        let v = argv(&["cmd", id, "nope"]);
+        let mut a = Args::new(&v);
+        assert_eq!(a.id().map(|j| j.0.to_vec()), Ok(id.as_bytes().to_vec()));
+        assert_eq!(a.id().map(|j| j.0.to_vec()), Err(WireError::BadId));
+        assert_eq!(a.id().map(|j| j.0.to_vec()), Err(WireError::BadId));
+    }
+
+    #[test]
+    fn a_trailing_option_is_cut_off() {
+        let v = argv(&["nack", "a", "b", "DELAY", "5"]);
+        let mut a = Args::new(&v);
+        assert!(a.cut_last("timeout").is_none());
+        let mut delay = a.cut_last("delay").expect("DELAY is last");
+        assert_eq!(delay.int(WireError::NotInteger), Ok(5));
+        assert!(delay.is_done());
+        assert_eq!(a.rest().len(), 2);
+        // The word must be second to last, and after the cursor.
+        let v = argv(&["nack", "delay", "5", "x"]);
+        assert!(Args::new(&v).cut_last("delay").is_none());
+        let v = argv(&["nack", "delay"]);
+        assert!(Args::new(&v).cut_last("delay").is_none());
+        let v = argv(&["nack", "delay", "5"]);
+        let mut a = Args::new(&v);
+        assert!(a.cut_last("delay").is_some());
+        assert!(a.is_done());
     }
 }

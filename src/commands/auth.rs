@@ -7,6 +7,7 @@
 
 use bytes::Bytes;
 
+use super::args::Args;
 use super::{err, syntax_error, Ctx, Outcome};
 use crate::acl::DEFAULT_USER;
 use crate::errors::WireError;
@@ -29,15 +30,16 @@ pub fn login(ctx: &mut Ctx, user: &[u8], pass: &[u8]) -> bool {
 
 /// `AUTH <password>` (Disque 1.0) or `AUTH <user> <password>` (Redis 6).
 pub fn auth(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
-    match args.len() {
-        2 => {
+    let mut a = Args::new(args);
+    match a.remaining() {
+        1 => {
             // Redis 6: the default user's password. With no password to
             // check (nopass), Disque's and Redis's error.
             let nopass = ctx.node.acl.get(DEFAULT_USER).is_none_or(|d| d.nopass);
             if nopass {
                 return err(WireError::AuthNoPassword);
             }
-            if login(ctx, DEFAULT_USER.as_bytes(), &args[1]) {
+            if login(ctx, DEFAULT_USER.as_bytes(), a.arg()) {
                 Reply::ok().into()
             } else {
                 // As in Disque, a failed AUTH logs the connection out.
@@ -46,8 +48,9 @@ pub fn auth(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
                 err(WireError::InvalidPassword)
             }
         }
-        3 => {
-            if login(ctx, &args[1], &args[2]) {
+        2 => {
+            let user = a.arg();
+            if login(ctx, user, a.arg()) {
                 Reply::ok().into()
             } else {
                 log_failure(ctx, "AUTH <user> <password>");

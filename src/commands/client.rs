@@ -2,7 +2,8 @@
 
 use bytes::Bytes;
 
-use super::{eq_ic, err, string2ll, syntax_error, Ctx, Outcome};
+use super::args::Args;
+use super::{err, syntax_error, Ctx, Outcome};
 use crate::errors::WireError;
 use crate::node::ReplyMode;
 use crate::protocol::resp::Reply;
@@ -23,9 +24,10 @@ pub fn set_name(ctx: &mut Ctx, name: Bytes) -> Result<(), Outcome> {
 }
 
 pub fn client(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
-    let sub = &args[1];
+    let mut a = Args::new(args);
+    let sub = a.word();
     let now = ctx.now;
-    if eq_ic(sub, "list") && args.len() == 2 {
+    if sub.is("list") && a.is_done() {
         let mut ids: Vec<&u64> = ctx.node.clients.keys().collect();
         ids.sort();
         let mut out = String::new();
@@ -54,7 +56,7 @@ pub fn client(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
         }
         return Reply::Bulk(Bytes::from(out)).into();
     }
-    if eq_ic(sub, "getname") && args.len() == 2 {
+    if sub.is("getname") && a.is_done() {
         return match ctx
             .node
             .clients
@@ -65,25 +67,25 @@ pub fn client(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
             None => Reply::NullBulk.into(),
         };
     }
-    if eq_ic(sub, "setname") && args.len() == 3 {
-        return match set_name(ctx, args[2].clone()) {
+    if sub.is("setname") && a.remaining() == 1 {
+        return match set_name(ctx, a.arg().clone()) {
             Ok(()) => Reply::ok().into(),
             Err(e) => e,
         };
     }
     // Redis 7.2+ client libraries announce themselves on connect.
-    if eq_ic(sub, "setinfo") && args.len() == 4 {
+    if sub.is("setinfo") && a.remaining() == 2 {
         return Reply::ok().into();
     }
-    if eq_ic(sub, "id") && args.len() == 2 {
+    if sub.is("id") && a.is_done() {
         return Reply::Integer(ctx.client.id as i64).into();
     }
-    if eq_ic(sub, "reply") && args.len() == 3 {
-        let mode = if eq_ic(&args[2], "on") {
+    if sub.is("reply") && a.remaining() == 1 {
+        let mode = if a.eat("on") {
             ReplyMode::On
-        } else if eq_ic(&args[2], "off") {
+        } else if a.eat("off") {
             ReplyMode::Off
-        } else if eq_ic(&args[2], "skip") {
+        } else if a.eat("skip") {
             ReplyMode::Skip
         } else {
             return syntax_error();
@@ -91,19 +93,18 @@ pub fn client(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
         ctx.client.reply_mode = mode;
         return Reply::ok().into();
     }
-    if eq_ic(sub, "pause") && args.len() == 3 {
-        return match string2ll(&args[2]) {
-            None => err(WireError::TimeoutNotInteger),
-            Some(t) if t < 0 => err(WireError::TimeoutNegative),
-            Some(t) => {
-                ctx.node.clients_paused_until = now + t as u64;
+    if sub.is("pause") && a.remaining() == 1 {
+        return match a.timeout() {
+            Err(e) => err(e),
+            Ok(t) => {
+                ctx.node.clients_paused_until = now + t;
                 Reply::ok().into()
             }
         };
     }
-    if eq_ic(sub, "kill") {
-        if args.len() == 3 {
-            let addr = String::from_utf8_lossy(&args[2]).into_owned();
+    if sub.is("kill") {
+        if a.remaining() == 1 {
+            let addr = a.word().text();
             let victim = ctx
                 .node
                 .clients
@@ -118,48 +119,18 @@ pub fn client(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
                 None => err(WireError::NoSuchClient),
             };
         }
-        let mut id_filter = None;
-        let mut addr_filter = None;
-        let mut skipme = true;
-        let mut i = 2;
-        while i + 1 < args.len() + 1 && i < args.len() {
-            let Some(v) = args.get(i + 1) else {
-                return syntax_error();
-            };
-            if eq_ic(&args[i], "id") {
-                match string2ll(v) {
-                    Some(n) => id_filter = Some(n as u64),
-                    None => return syntax_error(),
-                }
-            } else if eq_ic(&args[i], "type") {
-                if !eq_ic(v, "normal") {
-                    return err(WireError::UnknownClientType(
-                        String::from_utf8_lossy(v).into_owned(),
-                    ));
-                }
-            } else if eq_ic(&args[i], "addr") {
-                addr_filter = Some(String::from_utf8_lossy(v).into_owned());
-            } else if eq_ic(&args[i], "skipme") {
-                if eq_ic(v, "yes") {
-                    skipme = true;
-                } else if eq_ic(v, "no") {
-                    skipme = false;
-                } else {
-                    return syntax_error();
-                }
-            } else {
-                return syntax_error();
-            }
-            i += 2;
-        }
+        let f = match KillFilter::parse(&mut a) {
+            Ok(f) => f,
+            Err(e) => return err(e),
+        };
         let me = ctx.client.id;
         let victims: Vec<u64> = ctx
             .node
             .clients
             .values()
-            .filter(|c| id_filter.is_none_or(|id| c.id == id))
-            .filter(|c| addr_filter.as_ref().is_none_or(|a| &c.addr == a))
-            .filter(|c| !(skipme && c.id == me))
+            .filter(|c| f.id.is_none_or(|id| c.id == id))
+            .filter(|c| f.addr.as_ref().is_none_or(|a| &c.addr == a))
+            .filter(|c| !(f.skipme && c.id == me))
             .map(|c| c.id)
             .collect();
         for &v in &victims {
@@ -168,6 +139,51 @@ pub fn client(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
         return Reply::Integer(victims.len() as i64).into();
     }
     err(WireError::ClientUsage)
+}
+
+/// The filters of `CLIENT KILL <filter> <value> ...`.
+struct KillFilter {
+    id: Option<u64>,
+    addr: Option<String>,
+    skipme: bool,
+}
+
+impl KillFilter {
+    /// Filter and value pairs, in any order; a filter without a value is
+    /// a syntax error.
+    fn parse(a: &mut Args) -> Result<Self, WireError> {
+        let mut f = KillFilter {
+            id: None,
+            addr: None,
+            skipme: true,
+        };
+        while !a.is_done() {
+            if a.remaining() < 2 {
+                return Err(WireError::Syntax);
+            }
+            if a.eat("id") {
+                f.id = Some(a.int(WireError::Syntax)? as u64);
+            } else if a.eat("type") {
+                let kind = a.word();
+                if !kind.is("normal") {
+                    return Err(WireError::UnknownClientType(kind.text()));
+                }
+            } else if a.eat("addr") {
+                f.addr = Some(a.word().text());
+            } else if a.eat("skipme") {
+                f.skipme = if a.eat("yes") {
+                    true
+                } else if a.eat("no") {
+                    false
+                } else {
+                    return Err(WireError::Syntax);
+                };
+            } else {
+                return Err(WireError::Syntax);
+            }
+        }
+        Ok(f)
+    }
 }
 
 fn kill(ctx: &mut Ctx, id: u64) {

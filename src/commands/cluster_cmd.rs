@@ -3,31 +3,34 @@
 
 use bytes::Bytes;
 
-use super::{eq_ic, err, syntax_error, Ctx, Outcome};
+use super::args::Args;
+use super::{err, syntax_error, Ctx, Outcome};
 use crate::errors::WireError;
 use crate::protocol::resp::Reply;
 
 pub fn cluster(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
-    let sub = &args[1];
+    let mut a = Args::new(args);
+    let sub = a.word();
     let now = ctx.now;
-    let n = args.len();
-    if eq_ic(sub, "nodes") && n == 2 {
+    let n = a.remaining();
+    if sub.is("nodes") && n == 0 {
         return Reply::Bulk(Bytes::from(ctx.node.engine.cluster().nodes_text(true))).into();
     }
-    if eq_ic(sub, "myid") && n == 2 {
+    if sub.is("myid") && n == 0 {
         return Reply::bulk(ctx.node.engine.cluster().my_id()).into();
     }
-    if eq_ic(sub, "info") && n == 2 {
+    if sub.is("info") && n == 0 {
         let (known, reachable, size, sent, received) = ctx.node.engine.cluster_info();
         let text = format!(
             "cluster_state:ok\r\ncluster_known_nodes:{known}\r\ncluster_reachable_nodes:{reachable}\r\ncluster_size:{size}\r\ncluster_stats_messages_sent:{sent}\r\ncluster_stats_messages_received:{received}\r\n",
         );
         return Reply::Bulk(Bytes::from(text)).into();
     }
-    if eq_ic(sub, "meet") && n == 4 {
-        let ip = String::from_utf8_lossy(&args[2]).into_owned();
-        let port_s = String::from_utf8_lossy(&args[3]).into_owned();
-        let Some(port) = super::string2ll(&args[3]) else {
+    if sub.is("meet") && n == 2 {
+        let ip = a.word().text();
+        let port = a.word();
+        let port_s = port.text();
+        let Some(port) = super::string2ll(port.bytes()) else {
             return err(WireError::InvalidPort(port_s));
         };
         if !(1..=55535).contains(&port) {
@@ -45,8 +48,8 @@ pub fn cluster(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
             .cluster_meet(addr.to_string(), port as u16, now);
         return Reply::ok().into();
     }
-    if eq_ic(sub, "forget") && n == 3 {
-        let id = &args[2];
+    if sub.is("forget") && n == 1 {
+        let id = a.arg();
         if id.len() != 40 {
             return err(WireError::InvalidNodeId);
         }
@@ -62,24 +65,25 @@ pub fn cluster(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
         ctx.node.engine.cluster_forget(idx, now);
         return Reply::ok().into();
     }
-    if eq_ic(sub, "reset") && n <= 3 {
-        let hard = match args.get(2) {
-            None => false,
-            Some(a) if eq_ic(a, "soft") => false,
-            Some(a) if eq_ic(a, "hard") => true,
-            Some(_) => return syntax_error(),
+    if sub.is("reset") && n <= 1 {
+        let hard = if a.is_done() || a.eat("soft") {
+            false
+        } else if a.eat("hard") {
+            true
+        } else {
+            return syntax_error();
         };
         ctx.node.engine.cluster_reset(hard, now);
         return Reply::ok().into();
     }
-    if eq_ic(sub, "leaving") && n == 2 {
+    if sub.is("leaving") && n == 0 {
         let yes = ctx.node.engine.cluster().leaving();
         return Reply::Status(if yes { "yes" } else { "no" }.into()).into();
     }
-    if eq_ic(sub, "leaving") && n == 3 {
-        let on = if eq_ic(&args[2], "yes") {
+    if sub.is("leaving") && n == 1 {
+        let on = if a.eat("yes") {
             true
-        } else if eq_ic(&args[2], "no") {
+        } else if a.eat("no") {
             false
         } else {
             return err(WireError::LeavingArg);
@@ -87,7 +91,7 @@ pub fn cluster(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
         ctx.node.engine.set_leaving(on);
         return Reply::ok().into();
     }
-    if eq_ic(sub, "saveconfig") && n == 2 {
+    if sub.is("saveconfig") && n == 0 {
         ctx.node.engine.request_nodes_save();
         return Reply::ok().into();
     }

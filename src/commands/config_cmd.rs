@@ -3,22 +3,20 @@
 
 use bytes::Bytes;
 
-use super::{eq_ic, Ctx, Outcome};
+use super::args::Args;
+use super::{Ctx, Outcome};
 use crate::errors::WireError;
 use crate::protocol::resp::Reply;
 
 pub fn config(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
-    let sub = &args[1];
-    let wrong = || {
-        super::err(WireError::ConfigArity(
-            String::from_utf8_lossy(sub).into_owned(),
-        ))
-    };
-    if eq_ic(sub, "get") {
-        if args.len() != 3 {
+    let mut a = Args::new(args);
+    let sub = a.word();
+    let wrong = || super::err(WireError::ConfigArity(sub.text()));
+    if sub.is("get") {
+        if a.remaining() != 1 {
             return wrong();
         }
-        let pairs = ctx.node.config.get(&args[2]);
+        let pairs = ctx.node.config.get(a.arg());
         let mut out = Vec::with_capacity(pairs.len() * 2);
         for (k, v) in pairs {
             out.push(Reply::bulk_str(&k));
@@ -26,19 +24,20 @@ pub fn config(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
         }
         return Reply::Array(out).into();
     }
-    if eq_ic(sub, "set") {
-        if args.len() != 4 {
+    if sub.is("set") {
+        if a.remaining() != 2 {
             return wrong();
         }
-        let name = String::from_utf8_lossy(&args[2]).to_ascii_lowercase();
+        let name = a.word().text().to_ascii_lowercase();
+        let value = a.arg();
         // enable-protected-configs (default local) for the paths.
         if let Err(refused) = super::acl::config_set_allowed(ctx, &name) {
             return refused;
         }
         if crate::config::security::reloads_tls(&name) {
-            return set_tls(ctx, &name, &args[3]);
+            return set_tls(ctx, &name, value);
         }
-        return match ctx.node.config.set(&name, &args[3]) {
+        return match ctx.node.config.set(&name, value) {
             Ok(canonical) => match ctx.node.apply_config(canonical, ctx.now) {
                 Ok(()) => Reply::ok().into(),
                 Err(e) => super::err(e),
@@ -46,8 +45,8 @@ pub fn config(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
             Err(e) => super::err(e.wire()),
         };
     }
-    if eq_ic(sub, "resetstat") {
-        if args.len() != 2 {
+    if sub.is("resetstat") {
+        if !a.is_done() {
             return wrong();
         }
         let n = ctx.node.stats.cmd.len();
@@ -57,8 +56,8 @@ pub fn config(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
         };
         return Reply::ok().into();
     }
-    if eq_ic(sub, "rewrite") {
-        if args.len() != 2 {
+    if sub.is("rewrite") {
+        if !a.is_done() {
             return wrong();
         }
         return match ctx.node.config.rewrite() {

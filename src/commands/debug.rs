@@ -2,7 +2,8 @@
 
 use bytes::Bytes;
 
-use super::{eq_ic, Ctx, Outcome};
+use super::args::Args;
+use super::{Ctx, Outcome};
 use crate::errors::WireError;
 use crate::protocol::resp::Reply;
 
@@ -11,21 +12,24 @@ pub fn debug(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
     if let Err(refused) = super::acl::debug_allowed(ctx) {
         return refused;
     }
-    let sub = &args[1];
-    let n = args.len();
-    if eq_ic(sub, "flushall") && n == 2 {
+    let mut a = Args::new(args);
+    let sub = a.word();
+    let n = a.remaining();
+    if sub.is("flushall") && n == 0 {
         ctx.node.engine.flushall(ctx.now);
         return Reply::ok().into();
     }
-    if eq_ic(sub, "error") && n == 3 {
-        let msg: String = String::from_utf8_lossy(&args[2])
+    if sub.is("error") && n == 1 {
+        let msg: String = a
+            .word()
+            .text()
             .chars()
             .map(|c| if c == '\r' || c == '\n' { ' ' } else { c })
             .collect();
         return Reply::from(WireError::Verbatim(msg)).into();
     }
-    if eq_ic(sub, "sleep") && n == 3 {
-        let secs: f64 = std::str::from_utf8(&args[2])
+    if sub.is("sleep") && n == 1 {
+        let secs: f64 = std::str::from_utf8(a.arg())
             .ok()
             .and_then(|s| s.parse().ok())
             .unwrap_or(0.0);
@@ -35,24 +39,25 @@ pub fn debug(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
         }
         return Reply::ok().into();
     }
-    if eq_ic(sub, "loadaof") && n == 2 {
+    if sub.is("loadaof") && n == 0 {
         return match crate::node::persistence::debug_reload(ctx.node, ctx.now) {
             Ok(()) => Reply::ok().into(),
             Err(e) => Reply::from(WireError::from(e)).into(),
         };
     }
-    if eq_ic(sub, "disk-fault") && (n == 3 || n == 4) {
+    if sub.is("disk-fault") && (n == 1 || n == 2) {
         // Test and drill hook (docs/PERSISTENCE.md, "Disk faults").
         use crate::aof::faults::{self, Fault};
-        let fault = match (args.get(2), args.get(3)) {
-            (Some(f), None) if eq_ic(f, "none") => Fault::None,
-            (Some(f), None) if eq_ic(f, "fsync-error") => Fault::FsyncError,
-            (Some(f), Some(ms)) if eq_ic(f, "slow-writes") => match super::string2ll(ms) {
-                Some(ms) if (0..=60_000).contains(&ms) => {
-                    Fault::SlowWrites(std::time::Duration::from_millis(ms as u64))
+        let f = a.word();
+        let fault = match a.is_done() {
+            true if f.is("none") => Fault::None,
+            true if f.is("fsync-error") => Fault::FsyncError,
+            false if f.is("slow-writes") => {
+                match a.int_in(0..=60_000, WireError::Other("invalid delay".into())) {
+                    Ok(ms) => Fault::SlowWrites(std::time::Duration::from_millis(ms as u64)),
+                    Err(e) => return Reply::from(e).into(),
                 }
-                _ => return Reply::from(WireError::Other("invalid delay".into())).into(),
-            },
+            }
             _ => {
                 return Reply::from(WireError::Other(
                     "DEBUG DISK-FAULT none | fsync-error | slow-writes <ms>".into(),
@@ -63,7 +68,7 @@ pub fn debug(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
         faults::set(fault);
         return Reply::ok().into();
     }
-    if eq_ic(sub, "structsize") && n == 2 {
+    if sub.is("structsize") && n == 0 {
         let text = format!(
             "bits:{} job:{} queue:{} nodeset:{}\r\n",
             usize::BITS,
@@ -73,19 +78,20 @@ pub fn debug(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
         );
         return Reply::Bulk(Bytes::from(text)).into();
     }
-    if (eq_ic(sub, "segfault") || eq_ic(sub, "assert") || eq_ic(sub, "oom")) && n == 2 {
+    if (sub.is("segfault") || sub.is("assert") || sub.is("oom")) && n == 0 {
         tracing::warn!("DEBUG crash requested by a client.");
         std::process::abort();
     }
-    if (eq_ic(sub, "restart") || eq_ic(sub, "crash-and-recover")) && n <= 3 {
-        let delay_ms = match args.get(2) {
-            None => 0,
-            Some(v) => match super::string2ll(v) {
-                Some(ms) if ms >= 0 => ms as u64,
-                _ => return Reply::from(WireError::InvalidRestartDelay).into(),
-            },
+    if (sub.is("restart") || sub.is("crash-and-recover")) && n <= 1 {
+        let delay_ms = if a.is_done() {
+            0
+        } else {
+            match a.int_in(0..=i64::MAX, WireError::InvalidRestartDelay) {
+                Ok(ms) => ms as u64,
+                Err(e) => return Reply::from(e).into(),
+            }
         };
-        if eq_ic(sub, "restart") {
+        if sub.is("restart") {
             // RESTART keeps the configuration changes made at runtime.
             if let Err(e) = ctx.node.config.rewrite() {
                 if !matches!(e, crate::config::RewriteError::NoConfigFile) {
@@ -97,8 +103,5 @@ pub fn debug(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
             restart_after_ms: Some(delay_ms),
         };
     }
-    Reply::from(WireError::DebugUsage(
-        String::from_utf8_lossy(sub).into_owned(),
-    ))
-    .into()
+    Reply::from(WireError::DebugUsage(sub.text())).into()
 }

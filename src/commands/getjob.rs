@@ -3,7 +3,8 @@
 
 use bytes::Bytes;
 
-use super::{blocked, eq_ic, err, string2ll, syntax_error, Ctx, Outcome};
+use super::args::Args;
+use super::{blocked, err, Ctx, Outcome};
 use crate::domain::job::JobId;
 use crate::engine::getjob::{GetJobOutcome, GetJobRequest};
 use crate::engine::DeliveredJob;
@@ -11,6 +12,29 @@ use crate::errors::WireError;
 use crate::protocol::resp::Reply;
 
 pub fn getjob(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
+    let (mut req, pattern) = match parse(args) {
+        Ok(r) => r,
+        Err(e) => return err(e),
+    };
+    if let Some(p) = pattern {
+        // MATCH <glob> instead of FROM (our extension).
+        req.queues = ctx.node.queue_patterns.queues_for(&ctx.node.engine, p);
+        if req.queues.is_empty() {
+            return Outcome::Reply(Reply::NullArray);
+        }
+    }
+    match ctx.node.engine.getjob(ctx.client.id, req, ctx.now) {
+        GetJobOutcome::Jobs(jobs) => Outcome::Reply(encode_jobs(jobs)),
+        GetJobOutcome::NoJobs => Outcome::Reply(Reply::NullArray),
+        GetJobOutcome::Blocked => blocked(ctx),
+        GetJobOutcome::Error(e) => err(e),
+    }
+}
+
+/// GETJOB's options, then `FROM` and the queues (at least one), or
+/// `MATCH <glob>` (our extension), returned apart: the caller resolves it
+/// against the node's queues.
+fn parse(args: &[Bytes]) -> Result<(GetJobRequest, Option<&Bytes>), WireError> {
     let mut req = GetJobRequest {
         nohang: false,
         timeout: 0,
@@ -18,50 +42,32 @@ pub fn getjob(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
         withcounters: false,
         queues: Vec::new(),
     };
-    let mut i = 1;
+    let mut a = Args::new(args);
     let mut from = false;
-    while i < args.len() {
-        let a = &args[i];
-        if eq_ic(a, "nohang") {
+    let mut pattern: Option<&Bytes> = None;
+    while !a.is_done() {
+        if a.eat("nohang") {
             req.nohang = true;
-        } else if eq_ic(a, "withcounters") {
+        } else if a.eat("withcounters") {
             req.withcounters = true;
-        } else if eq_ic(a, "timeout") {
-            let Some(v) = args.get(i + 1) else {
-                return syntax_error();
-            };
-            match string2ll(v) {
-                None => return err(WireError::TimeoutNotInteger),
-                Some(t) if t < 0 => return err(WireError::TimeoutNegative),
-                Some(t) => req.timeout = t as u64,
-            }
-            i += 1;
-        } else if eq_ic(a, "count") {
-            let Some(v) = args.get(i + 1) else {
-                return syntax_error();
-            };
-            match string2ll(v) {
-                Some(c) if c > 0 => req.count = c as u64,
-                _ => return err(WireError::CountRange),
-            }
-            i += 1;
-        } else if eq_ic(a, "from") {
+        } else if a.eat("timeout") {
+            req.timeout = a.timeout()?;
+        } else if a.eat("count") {
+            req.count = a.int_in(1..=i64::MAX, WireError::CountRange)? as u64;
+        } else if a.eat("from") {
             from = true;
-            req.queues = args[i + 1..].to_vec();
-            break;
+            req.queues = a.rest().to_vec();
+        } else if pattern.is_none() && a.eat("match") {
+            pattern = Some(a.value()?);
         } else {
-            return syntax_error();
+            return Err(WireError::Syntax);
         }
-        i += 1;
     }
-    if !from || req.queues.is_empty() {
-        return syntax_error();
-    }
-    match ctx.node.engine.getjob(ctx.client.id, req, ctx.now) {
-        GetJobOutcome::Jobs(jobs) => Outcome::Reply(encode_jobs(jobs)),
-        GetJobOutcome::NoJobs => Outcome::Reply(Reply::NullArray),
-        GetJobOutcome::Blocked => blocked(ctx),
-        GetJobOutcome::Error(e) => err(e),
+    match pattern {
+        Some(_) if from => Err(WireError::Syntax),
+        Some(_) => Ok((req, pattern)),
+        None if !from || req.queues.is_empty() => Err(WireError::Syntax),
+        None => Ok((req, None)),
     }
 }
 

@@ -4,35 +4,33 @@
 
 use bytes::Bytes;
 
-use super::{eq_ic, err, string2ll, Ctx, Outcome};
+use super::args::Args;
+use super::{err, Ctx, Outcome};
 use crate::engine::cluster::{FLAG_FAIL, FLAG_LEAVING, FLAG_PFAIL};
 use crate::errors::WireError;
 use crate::protocol::resp::Reply;
 
 pub fn hello(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
-    if args.len() == 1 {
+    let mut a = Args::new(args);
+    if a.is_done() {
         if ctx.node.requires_auth() && !ctx.client.authenticated {
             return err(WireError::NoAuth);
         }
         return disque_hello(ctx);
     }
-    let Some(proto) = string2ll(&args[1]) else {
-        return err(WireError::HelloProtoNotInteger);
+    let proto = match a.int(WireError::HelloProtoNotInteger) {
+        Ok(p) => p,
+        Err(e) => return err(e),
     };
-    let mut i = 2;
     let mut auth: Option<(Bytes, Bytes)> = None;
     let mut setname: Option<Bytes> = None;
-    while i < args.len() {
-        if eq_ic(&args[i], "auth") && i + 2 < args.len() {
-            auth = Some((args[i + 1].clone(), args[i + 2].clone()));
-            i += 3;
-        } else if eq_ic(&args[i], "setname") && i + 1 < args.len() {
-            setname = Some(args[i + 1].clone());
-            i += 2;
+    while !a.is_done() {
+        if a.remaining() >= 3 && a.eat("auth") {
+            auth = Some((a.arg().clone(), a.arg().clone()));
+        } else if a.remaining() >= 2 && a.eat("setname") {
+            setname = Some(a.arg().clone());
         } else {
-            return err(WireError::HelloOption(
-                String::from_utf8_lossy(&args[i]).into_owned(),
-            ));
+            return err(WireError::HelloOption(a.word().text()));
         }
     }
     if !(2..=3).contains(&proto) {

@@ -4,13 +4,14 @@ use std::fmt::Write;
 
 use bytes::Bytes;
 
+use super::args::Args;
 use super::{syntax_error, Ctx, Outcome, COMMANDS};
 use crate::node::Node;
 use crate::protocol::resp::Reply;
 
-/// `jobstats` and `readiness` (our extensions) are last so the default
+/// `jobstats`, `readiness` and `spill` (our extensions) are last so the default
 /// set stays Disque's.
-const SECTIONS: [&str; 11] = [
+const SECTIONS: [&str; 12] = [
     "server",
     "clients",
     "memory",
@@ -22,15 +23,17 @@ const SECTIONS: [&str; 11] = [
     "commandstats",
     "jobstats",
     "readiness",
+    "spill",
 ];
 
 pub fn info(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
-    if args.len() > 2 {
+    let mut a = Args::new(args);
+    if a.remaining() > 1 {
         return syntax_error();
     }
-    let which = args
-        .get(1)
-        .map(|a| String::from_utf8_lossy(a).to_ascii_lowercase());
+    let which = a
+        .next()
+        .map(|s| String::from_utf8_lossy(s).to_ascii_lowercase());
     let wanted: Vec<&str> = match which.as_deref() {
         None | Some("default") => SECTIONS[..8].to_vec(),
         Some("all") | Some("everything") => SECTIONS.to_vec(),
@@ -64,6 +67,11 @@ pub fn human_bytes(n: u64) -> String {
 fn section(node: &Node, name: &str, now: u64, out: &mut String) {
     if name == "jobstats" {
         info_jobstats(node, out);
+        return;
+    }
+    if name == "spill" {
+        out.push_str("# Spill\r\n");
+        crate::node::spill::info(node, out);
         return;
     }
     if name == "readiness" {
@@ -257,7 +265,8 @@ fn info_jobstats(node: &Node, out: &mut String) {
          schedule_ticks_fired:{}\r\n\
          schedule_ticks_deduplicated:{}\r\n\
          schedule_ticks_skipped:{}\r\n\
-         schedule_ticks_expired:{}\r\n",
+         schedule_ticks_expired:{}\r\n\
+         async_copies_pending:{}\r\n",
         c.added,
         c.delivered,
         c.acked,
@@ -278,6 +287,7 @@ fn info_jobstats(node: &Node, out: &mut String) {
         t.deduplicated,
         t.skipped,
         t.expired,
+        node.engine.async_copies_pending(),
     );
 }
 

@@ -5,19 +5,18 @@ use bytes::Bytes;
 
 use super::args::Args;
 use super::{err, parse_ids, Ctx, Outcome};
-use crate::domain::job::{JobId, JobState};
+use crate::domain::job::JobState;
 use crate::engine::{Engine, JobHandle};
-use crate::errors::WireError;
 use crate::protocol::resp::Reply;
 
 /// Validate every ID first (one bad ID fails the whole command), then
 /// apply `f` to each known job; reply with how many `f` accepted.
 pub(super) fn count_known(
     ctx: &mut Ctx,
-    args: &[Bytes],
+    mut ids: Args,
     mut f: impl FnMut(&mut Engine, JobHandle, u64) -> bool,
 ) -> Outcome {
-    let ids = match parse_ids(&mut Args::new(args)) {
+    let ids = match parse_ids(&mut ids) {
         Ok(ids) => ids,
         Err(e) => return e,
     };
@@ -36,26 +35,31 @@ pub(super) fn count_known(
 
 /// Only active jobs go through the enqueue procedure (docs/COMMANDS.md#enqueue).
 pub fn enqueue(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
-    count_known(ctx, args, |e, h, now| {
+    count_known(ctx, Args::new(args), |e, h, now| {
         e.job(h).is_some_and(|j| j.state == JobState::Active) && e.enqueue(h, false, now)
     })
 }
 
 pub fn dequeue(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
-    count_known(ctx, args, |e, h, _| e.dequeue(h))
+    count_known(ctx, Args::new(args), |e, h, _| e.dequeue(h))
 }
 
 pub fn deljob(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
-    count_known(ctx, args, |e, h, now| {
+    count_known(ctx, Args::new(args), |e, h, now| {
         e.delete_job(h, now);
         true
     })
 }
 
 pub fn working(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
-    let Some(id) = JobId::parse(&args[1]) else {
-        return err(WireError::BadId);
+    let mut a = Args::new(args);
+    let id = match a.id() {
+        Ok(id) => id,
+        Err(e) => return err(e),
     };
+    if !a.is_done() {
+        return super::progress::working_with_progress(ctx, id, a);
+    }
     match ctx.node.engine.working(&id, ctx.now) {
         Ok(retry) => Reply::Integer(i64::from(retry)).into(),
         Err(e) => err(e),

@@ -11,6 +11,7 @@ pub mod addjob;
 pub mod admin;
 pub mod args;
 pub mod auth;
+pub mod cancel;
 pub mod client;
 pub mod cluster_cmd;
 pub mod config_cmd;
@@ -21,11 +22,14 @@ pub mod info;
 pub mod jobs;
 pub mod nack;
 pub mod pause;
+pub mod priority;
+pub mod progress;
 pub mod queues;
 pub mod redrive;
 pub mod scan;
 pub mod schedule;
 pub mod show;
+pub mod spill;
 pub mod waitjob;
 pub mod wake;
 
@@ -261,7 +265,8 @@ pub static COMMANDS: &[CommandSpec] = &[
     },
     CommandSpec {
         name: "working",
-        arity: 2,
+        // 2 in Disque; -2 admits our `WORKING <id> PROGRESS ...`.
+        arity: -2,
         flags: W | F_FAST,
         handler: jobs::working,
     },
@@ -289,6 +294,18 @@ pub static COMMANDS: &[CommandSpec] = &[
         arity: -2,
         flags: R | F_ADMIN | F_LOADING,
         handler: acl::acl,
+    },
+    CommandSpec {
+        name: "jobpriority",
+        arity: -3,
+        flags: W | F_FAST,
+        handler: priority::jobpriority,
+    },
+    CommandSpec {
+        name: "cancel",
+        arity: -1,
+        flags: W | F_FAST,
+        handler: cancel::cancel,
     },
     CommandSpec {
         name: "schedule",
@@ -481,7 +498,8 @@ mod tests {
 
     #[test]
     fn table_has_32_commands() {
-        // Disque's 32 plus WAITJOB, REDRIVE, ACL and SCHEDULE.
-        assert_eq!(COMMANDS.len(), 36);
+        // Disque's 32 plus WAITJOB, REDRIVE, ACL, JOBPRIORITY, CANCEL and
+        // SCHEDULE.
+        assert_eq!(COMMANDS.len(), 38);
     }
 }

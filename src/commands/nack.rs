@@ -5,8 +5,9 @@
 
 use bytes::Bytes;
 
+use super::args::Args;
 use super::jobs::count_known;
-use super::{eq_ic, err, string2ll, Ctx, Outcome};
+use super::{err, Ctx, Outcome};
 use crate::domain::job::JobState;
 use crate::errors::WireError;
 
@@ -14,16 +15,15 @@ use crate::errors::WireError;
 const MAX_DELAY_S: i64 = 10 * 365 * 86400;
 
 pub fn nack(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
-    let mut ids_end = args.len();
-    let mut delay_ms = None;
-    if args.len() >= 3 && eq_ic(&args[args.len() - 2], "delay") {
-        match string2ll(&args[args.len() - 1]) {
-            Some(s) if (0..=MAX_DELAY_S).contains(&s) => delay_ms = Some(s as u64 * 1000),
-            _ => return err(WireError::NackDelayRange),
-        }
-        ids_end -= 2;
-    }
-    count_known(ctx, &args[..ids_end], |e, h, now| {
+    let mut ids = Args::new(args);
+    let delay_ms = match ids.cut_last("delay") {
+        None => None,
+        Some(mut v) => match v.int_in(0..=MAX_DELAY_S, WireError::NackDelayRange) {
+            Ok(s) => Some(s as u64 * 1000),
+            Err(e) => return err(e),
+        },
+    };
+    count_known(ctx, ids, |e, h, now| {
         if !e.job(h).is_some_and(|j| j.state == JobState::Active) {
             return false;
         }

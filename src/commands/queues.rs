@@ -3,18 +3,22 @@
 
 use bytes::Bytes;
 
-use super::{blocked, eq_ic, err, string2ll, Ctx, Outcome};
+use super::args::Args;
+use super::{blocked, err, Ctx, Outcome};
 use crate::domain::queue::Queue;
 use crate::engine::qlen_cluster::{CountOutcome, QStat};
 use crate::errors::WireError;
 use crate::protocol::resp::Reply;
 
-/// Disque's arity (2) unless the third argument is our `CLUSTER`: any
-/// other shape gets Disque's wrong-arity error, byte for byte.
-fn cluster_form(args: &[Bytes], name: &'static str) -> Result<bool, Outcome> {
-    match args.len() {
-        2 => Ok(false),
-        3 if eq_ic(&args[2], "cluster") => Ok(true),
+/// The queue, and whether our `CLUSTER` follows it: Disque's arity (2)
+/// otherwise, and any other shape gets Disque's wrong-arity error, byte
+/// for byte.
+fn cluster_form<'a>(args: &'a [Bytes], name: &'static str) -> Result<(&'a Bytes, bool), Outcome> {
+    let mut a = Args::new(args);
+    let queue = a.arg();
+    match a.remaining() {
+        0 => Ok((queue, false)),
+        1 if a.eat("cluster") => Ok((queue, true)),
         _ => Err(err(WireError::WrongArity(name))),
     }
 }
@@ -77,17 +81,20 @@ fn encode_qstat(s: QStat, len_cluster: Option<i64>) -> Reply {
 pub fn qlen(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
     match cluster_form(args, "qlen") {
         Err(e) => e,
-        Ok(false) => Reply::Integer(ctx.node.engine.queue_len(&args[1]) as i64).into(),
-        Ok(true) => count(ctx, &args[1], None),
+        Ok((queue, false)) => Reply::Integer(ctx.node.engine.queue_len(queue) as i64).into(),
+        Ok((queue, true)) => count(ctx, queue, None),
     }
 }
 
 pub fn qpeek(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
-    let Some(count) = string2ll(&args[2]) else {
-        return err(WireError::NotInteger);
+    let mut a = Args::new(args);
+    let queue = a.arg();
+    let count = match a.int(WireError::NotInteger) {
+        Ok(n) => n,
+        Err(e) => return err(e),
     };
     let engine = &ctx.node.engine;
-    let Some(q) = engine.queue(&args[1]) else {
+    let Some(q) = engine.queue(queue) else {
         return Reply::Array(Vec::new()).into();
     };
     let n = count.unsigned_abs().min(q.len() as u64) as usize;
@@ -96,7 +103,20 @@ pub fn qpeek(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
     } else {
         q.handles().rev().take(n).collect()
     };
-    Reply::Array(
+    // Bodies on disk are read by the spill thread (`spill`).
+    let holes: Vec<super::spill::Hole> = handles
+        .iter()
+        .enumerate()
+        .filter_map(|(i, &h)| {
+            let (id, loc) = engine.spilled_body(h)?;
+            Some(super::spill::Hole {
+                path: vec![i, 2],
+                id,
+                loc,
+            })
+        })
+        .collect();
+    let reply = Reply::Array(
         handles
             .into_iter()
             .map(|h| {
@@ -105,20 +125,20 @@ pub fn qpeek(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
                     .map_or(Reply::NullBulk, super::getjob::encode_job)
             })
             .collect(),
-    )
-    .into()
+    );
+    super::spill::reply_with_bodies(ctx, reply, holes)
 }
 
 pub fn qstat(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
-    let cluster = match cluster_form(args, "qstat") {
+    let (queue, cluster) = match cluster_form(args, "qstat") {
         Ok(c) => c,
         Err(e) => return e,
     };
-    let Some(stat) = ctx.node.engine.qstat(&args[1], ctx.now) else {
+    let Some(stat) = ctx.node.engine.qstat(queue, ctx.now) else {
         return Reply::NullArray.into();
     };
     if cluster {
-        return count(ctx, &args[1], Some(stat));
+        return count(ctx, queue, Some(stat));
     }
     encode_qstat(stat, None).into()
 }

@@ -19,16 +19,16 @@ use crate::protocol::resp::Reply;
 pub fn redrive(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
     let mut a = Args::new(args);
     if !a.eat("from") {
-        return count_known(ctx, args, |e, h, now| e.redrive(h, now));
+        return count_known(ctx, a, |e, h, now| e.redrive(h, now));
     }
     let Some(queue) = a.next() else {
         return syntax_error();
     };
     let count = match a.remaining() {
         0 => usize::MAX,
-        2 if a.eat("count") => match a.int(WireError::CountRange) {
-            Ok(n) if n > 0 => usize::try_from(n).unwrap_or(usize::MAX),
-            _ => return err(WireError::CountRange),
+        2 if a.eat("count") => match a.int_in(1..=i64::MAX, WireError::CountRange) {
+            Ok(n) => usize::try_from(n).unwrap_or(usize::MAX),
+            Err(e) => return err(e),
         },
         _ => return syntax_error(),
     };

@@ -4,7 +4,8 @@
 
 use bytes::Bytes;
 
-use super::{eq_ic, err, string2ll, syntax_error, Ctx, Outcome};
+use super::args::Args;
+use super::{err, Ctx, Outcome};
 use crate::domain::job::JobState;
 use crate::errors::WireError;
 use crate::protocol::resp::Reply;
@@ -15,58 +16,47 @@ struct ScanOpts {
     busyloop: bool,
 }
 
-/// Parse the options shared by both scans; `extra` handles the specific
-/// ones and returns Ok(true) when it consumed `args[i]` (and maybe its value).
-fn parse_common(
-    args: &[Bytes],
-    mut extra: impl FnMut(&[u8], Option<&Bytes>, &mut usize) -> Result<bool, Outcome>,
-) -> Result<ScanOpts, Outcome> {
+/// Parse the options shared by both scans; `extra` tries the specific
+/// ones and returns Ok(true) when it consumed one (and its value).
+fn parse_common<'a>(
+    args: &'a [Bytes],
+    mut extra: impl FnMut(&mut Args<'a>) -> Result<bool, WireError>,
+) -> Result<ScanOpts, WireError> {
     let mut opts = ScanOpts {
         cursor: 0,
         count: 100,
         busyloop: false,
     };
     let mut cursor_seen = false;
-    let mut i = 1;
-    while i < args.len() {
-        let a = &args[i];
-        let next = args.get(i + 1);
-        if eq_ic(a, "count") && next.is_some() {
-            match next.and_then(|v| string2ll(v)) {
-                Some(c) if c > 0 => opts.count = c as usize,
-                Some(_) => return Err(syntax_error()),
-                None => return Err(err(WireError::NotInteger)),
+    let mut a = Args::new(args);
+    while !a.is_done() {
+        if a.remaining() >= 2 && a.eat("count") {
+            match a.int(WireError::NotInteger)? {
+                c if c > 0 => opts.count = c as usize,
+                _ => return Err(WireError::Syntax),
             }
-            i += 2;
             continue;
         }
-        if eq_ic(a, "busyloop") {
+        if a.eat("busyloop") {
             opts.busyloop = true;
-            i += 1;
             continue;
         }
-        if extra(a, next, &mut i)? {
+        if extra(&mut a)? {
             continue;
         }
         if cursor_seen {
-            return Err(syntax_error());
+            return Err(WireError::Syntax);
         }
-        let Some(c) = std::str::from_utf8(a)
+        let Some(c) = std::str::from_utf8(a.arg())
             .ok()
             .and_then(|s| s.parse::<u64>().ok())
         else {
-            return Err(err(WireError::InvalidCursor));
+            return Err(WireError::InvalidCursor);
         };
         opts.cursor = c.min(usize::MAX as u64) as usize;
         cursor_seen = true;
-        i += 1;
     }
     Ok(opts)
-}
-
-fn int_opt(next: Option<&Bytes>) -> Result<i64, Outcome> {
-    next.and_then(|v| string2ll(v))
-        .ok_or_else(|| err(WireError::NotInteger))
 }
 
 /// Walk `slots` from the cursor; returns (next cursor, matches).
@@ -102,22 +92,21 @@ fn scan_reply(cursor: usize, items: Vec<Reply>) -> Outcome {
 
 pub fn qscan(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
     let (mut minlen, mut maxlen, mut rate) = (None, None, None);
-    let opts = match parse_common(args, |a, next, i| {
-        let slot = if eq_ic(a, "minlen") {
+    let opts = match parse_common(args, |a| {
+        let slot = if a.eat("minlen") {
             &mut minlen
-        } else if eq_ic(a, "maxlen") {
+        } else if a.eat("maxlen") {
             &mut maxlen
-        } else if eq_ic(a, "importrate") {
+        } else if a.eat("importrate") {
             &mut rate
         } else {
             return Ok(false);
         };
-        *slot = Some(int_opt(next)?);
-        *i += 2;
+        *slot = Some(a.int(WireError::NotInteger)?);
         Ok(true)
     }) {
         Ok(o) => o,
-        Err(e) => return e,
+        Err(e) => return err(e),
     };
     let engine = &ctx.node.engine;
     let now = ctx.now;
@@ -139,31 +128,37 @@ pub fn jscan(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
     let mut queue: Option<Bytes> = None;
     let mut states: Vec<JobState> = Vec::new();
     let mut reply_all = false;
-    let opts = match parse_common(args, |a, next, i| {
-        if eq_ic(a, "queue") && next.is_some() {
-            queue = next.cloned();
-        } else if eq_ic(a, "state") && next.is_some() {
-            match next.and_then(|s| JobState::from_name(s)) {
+    let opts = match parse_common(args, |a| {
+        if a.remaining() < 2 {
+            return Ok(false);
+        }
+        if a.eat("queue") {
+            queue = Some(a.arg().clone());
+        } else if a.eat("state") {
+            match JobState::from_name(a.arg()) {
                 Some(s) => states.push(s),
-                None => return Err(err(WireError::InvalidJobState)),
+                None => return Err(WireError::InvalidJobState),
             }
-        } else if eq_ic(a, "reply") && next.is_some() {
-            match next {
-                Some(v) if eq_ic(v, "all") => reply_all = true,
-                Some(v) if eq_ic(v, "id") => reply_all = false,
-                _ => return Err(err(WireError::InvalidReplyType)),
+        } else if a.eat("reply") {
+            if a.eat("all") {
+                reply_all = true;
+            } else if a.eat("id") {
+                reply_all = false;
+            } else {
+                return Err(WireError::InvalidReplyType);
             }
         } else {
             return Ok(false);
         }
-        *i += 2;
         Ok(true)
     }) {
         Ok(o) => o,
-        Err(e) => return e,
+        Err(e) => return err(e),
     };
     let engine = &ctx.node.engine;
     let now = ctx.now;
+    let mut holes = Vec::new();
+    let mut found = 0usize;
     let (next, items) = walk(&opts, engine.store().slots(), |slot| {
         let j = engine.store().get(slot as u32)?;
         if j.nodes_delivered.is_empty() {
@@ -177,11 +172,26 @@ pub fn jscan(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
                 return None;
             }
         }
-        Some(if reply_all {
+        let item = if reply_all {
+            // Bodies on disk are read by the spill thread (`spill`).
+            holes.extend(super::show::spilled_hole(
+                engine,
+                slot as u32,
+                vec![1, found],
+            ));
             super::show::describe(engine, slot as u32, now)
         } else {
             Reply::Id(j.id.0)
-        })
+        };
+        found += 1;
+        Some(item)
     });
-    scan_reply(next, items)
+    if holes.is_empty() {
+        return scan_reply(next, items);
+    }
+    let reply = Reply::Array(vec![
+        Reply::Bulk(Bytes::from(next.to_string())),
+        Reply::Array(items),
+    ]);
+    super::spill::reply_with_bodies(ctx, reply, holes)
 }

@@ -2,20 +2,43 @@
 
 use bytes::Bytes;
 
+use super::args::Args;
 use super::{Ctx, Outcome};
-use crate::domain::job::{Job, JobId, F_DELIVERED};
+use crate::domain::job::{Job, F_DELIVERED};
 use crate::domain::job_ext::JobExt;
 use crate::engine::{Engine, JobHandle};
 use crate::protocol::resp::Reply;
 
 pub fn show(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
-    let Some(id) = JobId::parse(&args[1]) else {
-        return super::err(crate::errors::WireError::BadId);
+    let id = match Args::new(args).id() {
+        Ok(id) => id,
+        Err(e) => return super::err(e),
     };
     match ctx.node.engine.lookup(&id) {
-        Some(h) => describe(&ctx.node.engine, h, ctx.now).into(),
+        Some(h) => {
+            let reply = describe(&ctx.node.engine, h, ctx.now);
+            let holes = spilled_hole(&ctx.node.engine, h, Vec::new())
+                .into_iter()
+                .collect();
+            super::spill::reply_with_bodies(ctx, reply, holes)
+        }
         None => Reply::NullBulk.into(),
     }
+}
+
+/// Index of the `body` pair in `describe`'s map.
+const BODY_PAIR: usize = 14;
+
+/// The hole for the body of job `h` in its `describe` reply found at
+/// `path`, when that body is on disk.
+pub fn spilled_hole(
+    engine: &Engine,
+    h: JobHandle,
+    mut path: Vec<usize>,
+) -> Option<super::spill::Hole> {
+    let (id, loc) = engine.spilled_body(h)?;
+    path.push(BODY_PAIR);
+    Some(super::spill::Hole { path, id, loc })
 }
 
 fn node_ids(engine: &Engine, nodes: impl Iterator<Item = u32>) -> Reply {
@@ -114,4 +137,18 @@ fn extension_pairs(j: &Job, x: &JobExt, pairs: &mut Vec<(&str, Reply)>) {
     pairs.push(("dead", Reply::Integer(i64::from(x.is_dead()))));
     pairs.push(("origin-queue", opt(&x.origin)));
     pairs.push(("deliveries", Reply::Integer(delivered as i64)));
+    pairs.push(("priority", Reply::Integer(i64::from(x.priority_level()))));
+    let p = x.progress.as_ref();
+    pairs.push((
+        "progress",
+        p.map_or(Reply::NullBulk, |p| Reply::Integer(i64::from(p.percent))),
+    ));
+    pairs.push((
+        "progress-desc",
+        p.map_or(Reply::NullBulk, |p| Reply::Bulk(p.desc.clone())),
+    ));
+    pairs.push((
+        "progress-data",
+        p.map_or(Reply::NullBulk, |p| Reply::Bulk(p.data.clone())),
+    ));
 }

@@ -4,27 +4,26 @@
 
 use bytes::Bytes;
 
-use super::{blocked, eq_ic, err, string2ll, syntax_error, Ctx, Outcome};
-use crate::domain::job::JobId;
+use super::args::Args;
+use super::{blocked, err, syntax_error, Ctx, Outcome};
 use crate::engine::waitjob::WaitJobOutcome;
 use crate::engine::JobEnd;
-use crate::errors::WireError;
 use crate::protocol::resp::Reply;
 
 pub fn waitjob(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
-    let Some(id) = JobId::parse(&args[1]) else {
-        return err(WireError::BadId);
+    let mut a = Args::new(args);
+    let id = match a.id() {
+        Ok(id) => id,
+        Err(e) => return err(e),
     };
-    let mut timeout = 0u64;
-    match args.len() {
-        2 => {}
-        4 if eq_ic(&args[2], "timeout") => match string2ll(&args[3]) {
-            None => return err(WireError::TimeoutNotInteger),
-            Some(t) if t < 0 => return err(WireError::TimeoutNegative),
-            Some(t) => timeout = t as u64,
+    let timeout = match a.remaining() {
+        0 => 0,
+        2 if a.eat("timeout") => match a.timeout() {
+            Ok(t) => t,
+            Err(e) => return err(e),
         },
         _ => return syntax_error(),
-    }
+    };
     match ctx.node.engine.waitjob(ctx.client.id, id, timeout, ctx.now) {
         WaitJobOutcome::Ended(end) => Outcome::Reply(encode_end(end)),
         WaitJobOutcome::Blocked => blocked(ctx),

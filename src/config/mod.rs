@@ -12,7 +12,7 @@ pub mod deploy;
 mod directives;
 mod error;
 pub mod extensions;
-mod glob;
+pub mod glob;
 mod observe;
 mod parse;
 pub(crate) mod rewrite;
@@ -273,6 +273,18 @@ pub struct Config {
     pub deploy: deploy::DeployConfig,
     /// `dedup-window` seconds (our extension, `extensions`).
     pub dedup_window: u64,
+    /// `spill yes|no`: queue tails may move to disk (`extensions`).
+    pub spill: bool,
+    /// `spill-dir`; None = `spill` under `dir`.
+    pub spill_dir: Option<String>,
+    /// `spill-max-disk`: the segment files' budget.
+    pub spill_max_disk: extensions::SpillDisk,
+    /// `spill-watermark`: percent of maxmemory where spilling starts.
+    pub spill_watermark: u64,
+    /// `job-max-body-size` bytes, 0 = no limit (our extension, `extensions`).
+    pub job_max_body_size: u64,
+    /// Redis's `proto-max-bulk-len` bytes (`extensions`).
+    pub proto_max_bulk_len: u64,
     /// Our extension: port of the HTTP endpoint (metrics, health,
     /// dashboard). None = off (`http-port 0`, the default); Some(0) =
     /// any free port (`http-port auto`).
@@ -386,6 +398,12 @@ impl Default for Config {
             tls: security::TlsConfig::default(),
             deploy: deploy::DeployConfig::default(),
             dedup_window: extensions::DEFAULT_DEDUP_WINDOW,
+            spill: false,
+            spill_dir: None,
+            spill_max_disk: extensions::DEFAULT_SPILL_MAX_DISK,
+            spill_watermark: extensions::DEFAULT_SPILL_WATERMARK,
+            job_max_body_size: 0,
+            proto_max_bulk_len: extensions::DEFAULT_PROTO_MAX_BULK_LEN,
             http_port: None,
             http_bind: Vec::new(),
             metrics_max_queues: observe::defaults::METRICS_MAX_QUEUES,
@@ -421,6 +439,14 @@ pub struct ConfigError {
     pub line_no: usize,
     pub line: String,
     pub message: String,
+}
+
+impl Config {
+    /// Where the spill segment files go: `spill-dir`, relative to `dir`
+    /// unless absolute (default `spill`).
+    pub fn spill_dir(&self) -> PathBuf {
+        self.dir.join(self.spill_dir.as_deref().unwrap_or("spill"))
+    }
 }
 
 impl ConfigError {

@@ -1,5 +1,6 @@
 //! Per-job fields of the opt-in extensions (docs/COMPATIBILITY.md): ADDJOB
-//! BACKOFF, MAXDELIVERIES / DEADLETTER (dead letters and REDRIVE) and DEDUP.
+//! BACKOFF, MAXDELIVERIES / DEADLETTER (dead letters and REDRIVE), DEDUP
+//! and PRIORITY.
 //! Only jobs that use an extension carry a `JobExt` (the engine keeps them
 //! in a side map, so plain jobs pay nothing), and only those jobs get the
 //! extension section of the serialized record (`job_codec`).
@@ -16,6 +17,72 @@ const TAG_DEAD_QUEUE: u8 = 3;
 const TAG_DEDUP_KEY: u8 = 4;
 const TAG_ORIGIN: u8 = 5;
 const TAG_EPOCH: u8 = 6;
+// Job controls (ADDJOB PRIORITY): tags 10-19.
+const TAG_PRIORITY: u8 = 10;
+const TAG_PROGRESS: u8 = 11;
+
+/// WORKING ... DESC: longest progress text, in bytes.
+pub const PROGRESS_DESC_MAX: usize = 256;
+/// WORKING ... DATA: largest progress blob, in bytes.
+pub const PROGRESS_DATA_MAX: usize = 4096;
+
+/// A worker's progress report (WORKING ... PROGRESS); the newest `stamp`
+/// wins on every node.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Progress {
+    /// Unix ms at the node the worker reported to.
+    pub stamp: u64,
+    /// 0..=100.
+    pub percent: u8,
+    pub desc: Bytes,
+    pub data: Bytes,
+}
+
+impl Progress {
+    /// `u64 stamp, u8 percent, u16 desc length, desc, u32 data length, data`
+    /// (big endian), as in the PROGRESS bus message after the job ID.
+    pub fn encode_into(&self, out: &mut BytesMut) {
+        out.put_u64(self.stamp);
+        out.put_u8(self.percent);
+        out.put_u16(u16::try_from(self.desc.len()).unwrap_or(u16::MAX));
+        out.put_slice(&self.desc[..self.desc.len().min(usize::from(u16::MAX))]);
+        out.put_u32(u32::try_from(self.data.len()).unwrap_or(u32::MAX));
+        out.put_slice(&self.data);
+    }
+
+    /// Decode exactly `src` (None when malformed or over the limits).
+    pub fn decode(src: &Bytes) -> Option<Progress> {
+        let u = |a: usize, n: usize| src.get(a..a.checked_add(n)?);
+        let stamp = u64::from_be_bytes(u(0, 8)?.try_into().ok()?);
+        let percent = *src.get(8)?;
+        let dlen = usize::from(u16::from_be_bytes(u(9, 2)?.try_into().ok()?));
+        let desc_end = 11 + dlen;
+        u(11, dlen)?;
+        let blen = u32::from_be_bytes(u(desc_end, 4)?.try_into().ok()?) as usize;
+        let data_start = desc_end + 4;
+        u(data_start, blen)?;
+        if percent > 100
+            || dlen > PROGRESS_DESC_MAX
+            || blen > PROGRESS_DATA_MAX
+            || data_start + blen != src.len()
+        {
+            return None;
+        }
+        Some(Progress {
+            stamp,
+            percent,
+            desc: src.slice(11..desc_end),
+            data: src.slice(data_start..data_start + blen),
+        })
+    }
+}
+
+/// ADDJOB PRIORITY range: 1 (served last) to 9 (served first).
+pub const PRIORITY_MIN: u8 = 1;
+pub const PRIORITY_MAX: u8 = 9;
+/// The level of jobs added without PRIORITY: the middle, so an unset
+/// priority is never secretly the highest.
+pub const PRIORITY_DEFAULT: u8 = 5;
 // Tags 20..29: schedules and workflows (engine::schedule).
 const TAG_SCHEDULE_TICK: u8 = 20;
 
@@ -41,6 +108,10 @@ pub struct JobExt {
     /// Local only: a NACK is waiting for its DELAY; the queueing that ends
     /// the wait counts as that nack.
     pub nack_pending: bool,
+    /// PRIORITY level (`PRIORITY_MIN..=PRIORITY_MAX`); 0 = not given.
+    pub priority: u8,
+    /// The newest progress report (WORKING ... PROGRESS).
+    pub progress: Option<Progress>,
     /// A schedule's tick job: its DEDUP key counts only once the job is
     /// replicated (engine::schedule), so replicas do not learn it from the
     /// record.
@@ -48,6 +119,15 @@ pub struct JobExt {
 }
 
 impl JobExt {
+    /// The level the job is served at (`PRIORITY_DEFAULT` when not given).
+    pub fn priority_level(&self) -> u8 {
+        if self.priority == 0 {
+            PRIORITY_DEFAULT
+        } else {
+            self.priority
+        }
+    }
+
     pub fn is_dead(&self) -> bool {
         self.epoch & 1 == 1
     }
@@ -77,7 +157,15 @@ impl JobExt {
         int(TAG_BACKOFF_MAX, self.backoff_max);
         int(TAG_MAX_DELIVERIES, self.max_deliveries);
         int(TAG_EPOCH, self.epoch);
+        int(TAG_PRIORITY, u32::from(self.priority));
         int(TAG_SCHEDULE_TICK, u32::from(self.schedule_tick));
+        if let Some(p) = &self.progress {
+            let mut v = BytesMut::new();
+            p.encode_into(&mut v);
+            out.put_u8(TAG_PROGRESS);
+            out.put_u32_le(u32::try_from(v.len()).unwrap_or(u32::MAX));
+            out.put_slice(&v);
+        }
         for (tag, v) in [
             (TAG_DEAD_QUEUE, &self.dead_queue),
             (TAG_DEDUP_KEY, &self.dedup_key),
@@ -113,9 +201,19 @@ impl JobExt {
                 TAG_BACKOFF_MAX => ext.backoff_max = int()?,
                 TAG_MAX_DELIVERIES => ext.max_deliveries = int()?,
                 TAG_EPOCH => ext.epoch = int()?,
+                // A level this version does not serve is read as unset
+                // rather than rejecting the whole job.
+                TAG_PRIORITY => {
+                    ext.priority = u8::try_from(int()?)
+                        .ok()
+                        .filter(|p| (PRIORITY_MIN..=PRIORITY_MAX).contains(p))
+                        .unwrap_or(0)
+                }
                 TAG_SCHEDULE_TICK => ext.schedule_tick = int()? != 0,
                 TAG_DEAD_QUEUE => ext.dead_queue = Some(src.slice(start..end)),
                 TAG_DEDUP_KEY => ext.dedup_key = Some(src.slice(start..end)),
+                // Progress is best effort: a bad report is dropped, not the job.
+                TAG_PROGRESS => ext.progress = Progress::decode(&src.slice(start..end)),
                 TAG_ORIGIN => ext.origin = Some(src.slice(start..end)),
                 _ => {}
             }
@@ -149,6 +247,13 @@ mod tests {
             origin: Some(Bytes::from_static(b"q")),
             epoch: 3,
             nack_pending: false,
+            priority: 8,
+            progress: Some(Progress {
+                stamp: 1_700_000_000_000,
+                percent: 42,
+                desc: Bytes::from_static(b"step 2"),
+                data: Bytes::from_static(b"\x00\x01"),
+            }),
             schedule_tick: true,
         };
         let enc = x.encode();
@@ -188,6 +293,45 @@ mod tests {
         assert_eq!(backoff_ms(2, 5, 60), 60000);
         assert_eq!(backoff_ms(2, 500, 60), 60000);
         assert_eq!(backoff_ms(10, 3, 5), 10000);
+    }
+
+    #[test]
+    fn priority_out_of_range_reads_as_unset() {
+        let mut x = JobExt {
+            priority: 9,
+            ..JobExt::default()
+        };
+        assert_eq!(JobExt::decode(&x.encode()).unwrap().priority_level(), 9);
+        x.priority = 0;
+        assert_eq!(JobExt::decode(&x.encode()).unwrap().priority_level(), 5);
+        let mut raw = BytesMut::new();
+        raw.put_u8(TAG_PRIORITY);
+        raw.put_u32_le(4);
+        raw.put_u32_le(200);
+        assert_eq!(JobExt::decode(&raw.freeze()).unwrap().priority, 0);
+    }
+
+    #[test]
+    fn progress_decoding_checks_lengths_and_limits() {
+        let p = Progress {
+            stamp: 7,
+            percent: 100,
+            desc: Bytes::from_static(b"done"),
+            data: Bytes::new(),
+        };
+        let mut b = BytesMut::new();
+        p.encode_into(&mut b);
+        let b = b.freeze();
+        assert_eq!(Progress::decode(&b), Some(p.clone()));
+        for cut in 0..b.len() {
+            assert_eq!(Progress::decode(&b.slice(..cut)), None, "cut {cut}");
+        }
+        let mut long = BytesMut::from(&b[..]);
+        long.put_u8(0);
+        assert_eq!(Progress::decode(&long.freeze()), None);
+        let mut over = BytesMut::new();
+        Progress { percent: 101, ..p }.encode_into(&mut over);
+        assert_eq!(Progress::decode(&over.freeze()), None);
     }
 
     #[test]

@@ -1,12 +1,22 @@
 //! Queues: an ordered set of queued jobs (by creation time), the FIFO of
 //! clients blocked on it, pause flags, counters and federation bookkeeping.
 //! Jobs are referenced by their job-store handle; the engine owns both.
+//!
+//! Jobs with a PRIORITY other than the default sit in per-level lanes
+//! (`Lanes`), allocated the first time such a job is queued: a queue of
+//! plain jobs pays one empty pointer and one branch per pop.
 
 use std::collections::VecDeque;
 
 use bytes::Bytes;
 
 use crate::domain::job::NodeIdx;
+use crate::domain::job_ext::{PRIORITY_DEFAULT, PRIORITY_MAX, PRIORITY_MIN};
+
+/// Slot of a level in `Lanes` (clamped into the range).
+fn lane_index(level: u8) -> usize {
+    usize::from(level.clamp(PRIORITY_MIN, PRIORITY_MAX) - PRIORITY_MIN)
+}
 
 pub const PAUSE_IN: u8 = 1;
 pub const PAUSE_OUT: u8 = 2;
@@ -247,14 +257,38 @@ impl OrderIndex {
             .iter()
             .flat_map(|c| c.live().iter().map(|e| e.h))
     }
+
+    /// Handles oldest first, skipping the first `skip` (whole chunks at once).
+    fn handles_from(&self, mut skip: usize) -> impl Iterator<Item = u32> + '_ {
+        let mut first = 0;
+        for c in &self.chunks {
+            let n = c.live().len();
+            if skip < n {
+                break;
+            }
+            skip -= n;
+            first += 1;
+        }
+        self.chunks
+            .iter()
+            .skip(first)
+            .flat_map(|c| c.live().iter().map(|e| e.h))
+            .skip(skip)
+    }
 }
+
+/// One order index per priority level, indexed by `level - PRIORITY_MIN`;
+/// the default level's slot stays empty (its jobs are in `Queue::jobs`).
+type Lanes = [OrderIndex; (PRIORITY_MAX - PRIORITY_MIN + 1) as usize];
 
 pub struct Queue {
     pub name: Bytes,
     /// The same name, shared by every job of the queue (one allocation).
     pub shared_name: crate::domain::job::QueueName,
-    /// Job handles ordered by creation time.
+    /// Job handles of the default priority, ordered by creation time.
     jobs: OrderIndex,
+    /// The other priority levels, once a job with one was queued.
+    lanes: Option<Box<Lanes>>,
     /// Creation time, unix seconds.
     pub ctime: u64,
     /// Last enqueue/pop, unix seconds.
@@ -272,6 +306,7 @@ impl Queue {
             shared_name: crate::domain::job::QueueName::from(&name[..]),
             name,
             jobs: OrderIndex::default(),
+            lanes: None,
             ctime: now_s,
             atime: now_s,
             blocked: VecDeque::new(),
@@ -283,31 +318,98 @@ impl Queue {
     }
 
     pub fn len(&self) -> usize {
-        self.jobs.len()
+        match &self.lanes {
+            None => self.jobs.len(),
+            Some(l) => self.jobs.len() + l.iter().map(OrderIndex::len).sum::<usize>(),
+        }
     }
 
     pub fn is_empty(&self) -> bool {
-        self.jobs.len() == 0
+        self.len() == 0
     }
 
-    /// Insert a job handle in creation-time order (after equal ones).
+    /// Insert a job handle of the default priority in creation-time order
+    /// (after equal ones).
     pub fn insert(&mut self, ctime: u64, h: u32) {
         self.jobs.insert(ctime, h);
     }
 
-    /// Remove a job handle inserted with this ctime.
+    /// Remove a default-priority job handle inserted with this ctime.
     pub fn remove(&mut self, ctime: u64, h: u32) -> bool {
         self.jobs.remove(ctime, h)
     }
 
-    /// Oldest job.
-    pub fn pop(&mut self) -> Option<u32> {
-        self.jobs.pop()
+    /// Insert a job handle at a priority level (`PRIORITY_DEFAULT` for
+    /// plain jobs; out-of-range levels are clamped).
+    pub fn insert_prio(&mut self, level: u8, ctime: u64, h: u32) {
+        if level == PRIORITY_DEFAULT {
+            return self.jobs.insert(ctime, h);
+        }
+        let lanes = self.lanes.get_or_insert_with(Box::default);
+        lanes[lane_index(level)].insert(ctime, h);
     }
 
-    /// Job handles oldest first (`.rev()` for newest first).
+    /// The next job to serve, not popped.
+    pub fn first(&self) -> Option<u32> {
+        if self.lanes.is_none() {
+            return self
+                .jobs
+                .chunks
+                .front()
+                .and_then(|c| c.live().first())
+                .map(|e| e.h);
+        }
+        self.handles().next()
+    }
+
+    /// Job handles in serving order after the first `skip` (whole chunks
+    /// skipped at once when the queue has only the default level).
+    pub fn handles_from(&self, skip: usize) -> Box<dyn Iterator<Item = u32> + '_> {
+        if self.lanes.is_none() {
+            return Box::new(self.jobs.handles_from(skip));
+        }
+        Box::new(self.handles().skip(skip))
+    }
+
+    /// Remove a job handle inserted with this level and ctime.
+    pub fn remove_prio(&mut self, level: u8, ctime: u64, h: u32) -> bool {
+        if level == PRIORITY_DEFAULT {
+            return self.jobs.remove(ctime, h);
+        }
+        match &mut self.lanes {
+            Some(l) => l[lane_index(level)].remove(ctime, h),
+            None => false,
+        }
+    }
+
+    /// The next job to serve: the oldest of the highest non-empty level.
+    pub fn pop(&mut self) -> Option<u32> {
+        let Some(lanes) = &mut self.lanes else {
+            return self.jobs.pop();
+        };
+        let mid = lane_index(PRIORITY_DEFAULT);
+        if let Some(h) = lanes[mid + 1..].iter_mut().rev().find_map(OrderIndex::pop) {
+            return Some(h);
+        }
+        if let Some(h) = self.jobs.pop() {
+            return Some(h);
+        }
+        lanes[..mid].iter_mut().rev().find_map(OrderIndex::pop)
+    }
+
+    /// Job handles in serving order: highest level first, oldest first
+    /// within a level (`.rev()` for the reverse).
     pub fn handles(&self) -> impl DoubleEndedIterator<Item = u32> + '_ {
-        self.jobs.handles()
+        let mid = lane_index(PRIORITY_DEFAULT);
+        let (high, low): (&[OrderIndex], &[OrderIndex]) = match &self.lanes {
+            Some(l) => (&l[mid + 1..], &l[..mid]),
+            None => (&[], &[]),
+        };
+        high.iter()
+            .rev()
+            .chain(std::iter::once(&self.jobs))
+            .chain(low.iter().rev())
+            .flat_map(OrderIndex::handles)
     }
 
     pub fn pause_name(flags: u8) -> &'static str {
@@ -391,6 +493,10 @@ mod tests {
             let got: Vec<u32> = idx.handles().collect();
             let want: Vec<u32> = model.iter().map(|&(_, h)| h).collect();
             assert_eq!(got, want, "round {round}");
+            for skip in [0, 1, 255, 256, 257, want.len() / 2, want.len()] {
+                let from: Vec<u32> = idx.handles_from(skip).collect();
+                assert_eq!(from, want.iter().skip(skip).copied().collect::<Vec<_>>());
+            }
             let back: Vec<u32> = idx.handles().rev().collect();
             assert_eq!(back, want.iter().rev().copied().collect::<Vec<_>>());
             assert!(idx
@@ -400,6 +506,32 @@ mod tests {
             while idx.pop().is_some() {}
             assert!(idx.chunks.is_empty());
         }
+    }
+
+    #[test]
+    fn higher_levels_first_fifo_within_a_level() {
+        let mut q = Queue::new(Bytes::from_static(b"q"), 0);
+        q.insert_prio(PRIORITY_DEFAULT, 10, 1);
+        q.insert_prio(1, 5, 2);
+        q.insert_prio(9, 30, 3);
+        q.insert_prio(7, 20, 4);
+        q.insert_prio(9, 25, 5);
+        q.insert_prio(PRIORITY_DEFAULT, 8, 6);
+        assert_eq!(q.len(), 6);
+        assert_eq!(q.handles().collect::<Vec<_>>(), vec![5, 3, 4, 6, 1, 2]);
+        assert_eq!(
+            q.handles().rev().collect::<Vec<_>>(),
+            vec![2, 1, 6, 4, 3, 5]
+        );
+        assert!(q.remove_prio(7, 20, 4));
+        assert!(!q.remove_prio(8, 20, 4));
+        assert!(!q.remove_prio(PRIORITY_DEFAULT, 30, 3));
+        let mut order = Vec::new();
+        while let Some(h) = q.pop() {
+            order.push(h);
+        }
+        assert_eq!(order, vec![5, 3, 6, 1, 2]);
+        assert!(q.is_empty());
     }
 
     #[test]

@@ -173,15 +173,19 @@ impl Engine {
 
         // Immediate path.
         let delay = job.delay;
-        let h = if discard {
-            None
-        } else {
-            let Some(h) = self.register_with(job, req.ext.clone()) else {
-                return err(WireError::InternalCreate);
-            };
-            Some(h)
+        let Some(h) = self.register_with(job, req.ext.clone()) else {
+            return err(WireError::InternalCreate);
         };
-        if let Some(h) = h {
+        if discard {
+            // Out of memory or leaving: hand the job to its replicas.
+            if let Some(j) = self.store.get_mut(h) {
+                j.state = JobState::Active;
+            }
+            self.add_replication_targets(h, repl as usize, false);
+            self.async_track(h, repl as usize, true, now);
+            return AddJobOutcome::Added(id);
+        }
+        {
             if let Some(j) = self.store.get_mut(h) {
                 j.state = JobState::Active;
             }
@@ -198,14 +202,21 @@ impl Engine {
             }
             self.dedup_commit(h, now);
             if needed > 0 {
-                self.add_replication_targets(h, needed as usize, true);
+                // GOTJOBs asked for: the copies are confirmed (async_repl).
+                self.add_replication_targets(h, needed as usize, false);
+                self.async_track(h, needed as usize, false, now);
             }
         }
         AddJobOutcome::Added(id)
     }
 
     /// Add `n` random reachable linked nodes to nodes_delivered and send them REPLJOB.
-    fn add_replication_targets(&mut self, h: JobHandle, n: usize, noreply: bool) -> usize {
+    pub(super) fn add_replication_targets(
+        &mut self,
+        h: JobHandle,
+        n: usize,
+        noreply: bool,
+    ) -> usize {
         let Some(j) = self.store.get(h) else { return 0 };
         let mut candidates: Vec<u32> = self
             .cluster
@@ -287,6 +298,7 @@ impl Engine {
             return;
         };
         if j.state != JobState::WaitRepl {
+            self.async_confirmed(h, from);
             return;
         }
         let repl = usize::from(j.repl);

@@ -178,8 +178,9 @@ impl Engine {
                 j.deliv = 0;
             }
         }
-        if self.aof {
-            // Replace the job's record: LOADJOB of a known ID is ignored.
+        // Replace the job's record: LOADJOB of a known ID is ignored. A
+        // body on disk is read back first (`spill_relog_later`).
+        if self.aof && !self.spill_relog_later(h) {
             self.out.aof.push(AofRecord::DelJob(id));
             self.aof_loadjob(h);
         }

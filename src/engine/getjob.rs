@@ -157,7 +157,15 @@ impl Engine {
             let Some(qh) = self.queue_handle(&name) else {
                 continue;
             };
-            while let Some(q) = self.queues.get_mut(qh) {
+            loop {
+                // Waiters stay blocked while the head's body is on disk;
+                // its page-in marks the queue ready again.
+                if !self.spill_head_ready(qh) {
+                    break;
+                }
+                let Some(q) = self.queues.get_mut(qh) else {
+                    break;
+                };
                 if q.is_empty() || q.paused & PAUSE_OUT != 0 {
                     break;
                 }
@@ -229,9 +237,11 @@ impl Engine {
             j.state = JobState::Queued;
             j.flags &= !F_DELIVERED;
             let ctime = j.ctime;
+            let has_ext = j.has(crate::domain::job::F_EXT);
+            let level = self.level_of(has_ext, h);
             self.counters.delivered = self.counters.delivered.saturating_sub(1);
             if let Some(q) = self.queues.get_mut(qh) {
-                q.insert(ctime, h);
+                q.insert_prio(level, ctime, h);
                 q.jobs_out = q.jobs_out.saturating_sub(1);
                 if !q.blocked.is_empty() && q.paused & PAUSE_OUT == 0 {
                     self.ready.push(q.name.clone());

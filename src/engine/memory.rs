@@ -43,7 +43,10 @@ const MAX_SAMPLES: u32 = 50_000;
 const MAX_EVICTIONS: u32 = 1_000;
 
 impl Engine {
-    /// 0 normal, 1 above 75% of maxmemory, 2 above 95%.
+    /// 0 normal, 1 above 75% of maxmemory, 2 above 95%. While the spill
+    /// tier takes bodies (enabled, no write fault, disk budget left), level
+    /// 1 does not apply: new jobs stay local and their bodies go to disk
+    /// instead of being replicated away; 95% still refuses.
     pub fn memory_level(&self) -> u8 {
         let max = self.memory.maxmemory;
         if max == 0 {
@@ -52,7 +55,7 @@ impl Engine {
         let used = (self.memory.used)() as u64;
         if used > max / 100 * 95 {
             2
-        } else if used > max / 100 * 75 {
+        } else if used > max / 100 * 75 && !self.spill_absorbs() {
             1
         } else {
             0

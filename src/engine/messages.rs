@@ -41,6 +41,10 @@ impl Engine {
                         _ => {
                             let Some(h) = self.lookup(&job) else { continue };
                             let Some(j) = self.store.get(h) else { continue };
+                            // Never a record without its body (spilled).
+                            if j.body.is_none() && !j.is_dummy() {
+                                continue;
+                            }
                             let blob = super::codec::encode_job(
                                 j,
                                 self.ext_of(h),
@@ -61,6 +65,7 @@ impl Engine {
                     let recs: Vec<Bytes> = jobs
                         .iter()
                         .filter_map(|id| self.lookup(id))
+                        .filter(|&h| self.store.get(h).is_some_and(|j| j.body.is_some()))
                         .filter_map(|h| self.job_record(h, Flavor::Message, now))
                         .map(|r| r.to_bytes())
                         .collect();
@@ -90,6 +95,11 @@ impl Engine {
                 BusOut::Working { job, delay } => (0, job_msg(JobMsg::Working, &job, delay)),
                 BusOut::NeedJobs { queue, count } => (0, Body::NeedJobs { count, queue }),
                 BusOut::DeadLetter { job, epoch } => (0, job_msg(JobMsg::DeadLetter, &job, epoch)),
+                BusOut::Cancel { job } => (0, job_msg(JobMsg::Cancel, &job, 0)),
+                BusOut::Progress { data } => (0, Body::Progress { data }),
+                BusOut::Priority { job, level } => {
+                    (0, job_msg(JobMsg::Priority, &job, u32::from(level)))
+                }
                 BusOut::Dedup { entry, window } => (0, Body::Dedup { window, entry }),
                 BusOut::Schedule { data } => (0, Body::Schedule { data }),
                 BusOut::QLenReq { queue, req } => (0, Body::QLenReq { req, queue }),
@@ -165,6 +175,17 @@ impl Engine {
                 job_id,
                 aux,
             } => self.on_deadletter(from, &job_id, aux, now),
+            Body::Job {
+                kind: JobMsg::Priority,
+                job_id,
+                aux,
+            } => self.on_priority(from, &job_id, aux),
+            Body::Job {
+                kind: JobMsg::Cancel,
+                job_id,
+                ..
+            } => self.on_cancel(&job_id, now),
+            Body::Progress { data } => self.on_progress(&data),
             Body::Dedup { window, entry } => self.on_dedup(&entry, window, now),
             Body::Schedule { data } => self.on_schedule(&data, now),
             Body::QLenReq { req, .. } if mflags & MFLAG_TOTALS != 0 => {

@@ -7,6 +7,8 @@
 
 pub mod ack;
 pub mod addjob;
+pub mod async_repl;
+pub mod cancel;
 pub mod cluster;
 pub mod codec;
 pub mod counters;
@@ -20,12 +22,15 @@ pub mod id_index;
 pub mod membership;
 pub mod memory;
 pub mod messages;
+pub mod priority;
 pub mod producers;
+pub mod progress;
 pub mod qlen_cluster;
 pub mod schedule;
 pub mod scheduler;
 #[cfg(test)]
 mod sim;
+pub mod spill;
 pub mod store;
 pub mod waitjob;
 pub mod wake;
@@ -95,6 +100,20 @@ pub enum BusOut {
     DeadLetter {
         job: JobId,
         epoch: u32,
+    },
+    /// Our extension: the job's PRIORITY changed (engine::priority).
+    Priority {
+        job: JobId,
+        level: u8,
+    },
+    /// Our extension: a progress report (engine::progress): job ID then
+    /// `job_ext::Progress` encoding.
+    Progress {
+        data: Bytes,
+    },
+    /// Our extension: the job was cancelled (engine::cancel).
+    Cancel {
+        job: JobId,
     },
     /// Our extension: a DEDUP key registration (engine::dedup).
     Dedup {
@@ -213,6 +232,8 @@ pub struct Engine {
     /// Jobs with a blocked ADDJOB client, by deadline (u64::MAX = none).
     add_timeouts: BTreeSet<(u64, JobHandle)>,
     add_waiting: usize,
+    /// ASYNC jobs whose copies are not all confirmed yet.
+    async_repl: async_repl::AsyncRepl,
     /// Queues that gained jobs while clients were blocked on them.
     ready: Vec<Bytes>,
     /// Queues that got jobs while other nodes wait for them (federation demand).
@@ -230,11 +251,18 @@ pub struct Engine {
     aof: bool,
     last_need_jobs_cron: u64,
     last_queue_evict: u64,
+    /// Bumped when a queue is created or destroyed (GETJOB MATCH caches
+    /// the queues a pattern matches until it changes).
+    queue_generation: u64,
     /// Job-lifecycle totals for INFO jobstats and /metrics.
     counters: counters::JobCounters,
     /// Recently acknowledged jobs no longer stored (late messages about
     /// them are answered with SETACK instead of reviving them).
     forgotten: forgotten::Forgotten,
+    /// Recently cancelled jobs (`cancel`), stored or not.
+    cancelled: forgotten::Forgotten,
+    /// Job bodies on disk and the decisions about them (`spill`).
+    spill: spill::SpillState,
     /// Test builds: the path that last queued each job here, so the
     /// simulation can attribute every duplicate delivery to a cause.
     #[cfg(test)]
@@ -274,6 +302,7 @@ impl Engine {
             counts: qlen_cluster::ClusterCounts::default(),
             add_timeouts: BTreeSet::new(),
             add_waiting: 0,
+            async_repl: Default::default(),
             wakes: Vec::new(),
             ready: Vec::new(),
             fed_ready: Vec::new(),
@@ -285,8 +314,11 @@ impl Engine {
             aof: false,
             last_need_jobs_cron: 0,
             last_queue_evict: 0,
+            queue_generation: 0,
             counters: counters::JobCounters::default(),
             forgotten: forgotten::Forgotten::default(),
+            cancelled: forgotten::Forgotten::default(),
+            spill: spill::SpillState::default(),
             #[cfg(test)]
             queued_why: Map::with_hasher(keyed),
             #[cfg(test)]
@@ -431,6 +463,9 @@ impl Engine {
     /// WORKING: postpone the next delivery by a retry period and tell the
     /// other holders. Returns the retry period in seconds.
     pub fn working(&mut self, id: &JobId, now: u64) -> Result<u32, WireError> {
+        if self.is_cancelled(id) {
+            return Err(WireError::Cancelled);
+        }
         let Some(h) = self.lookup(id) else {
             return Err(WireError::NoJob);
         };
@@ -513,7 +548,13 @@ impl Engine {
         }
         let h = self.queues.insert(q);
         self.queue_index.insert(name, h);
+        self.queue_generation += 1;
         h
+    }
+
+    /// Changes whenever the set of queues changes.
+    pub fn queue_generation(&self) -> u64 {
+        self.queue_generation
     }
 
     pub fn queue_len(&self, name: &[u8]) -> usize {
@@ -523,6 +564,7 @@ impl Engine {
     pub fn queue_destroy(&mut self, h: u32) {
         if let Some(q) = self.queues.remove(h) {
             self.queue_index.remove(&q.name);
+            self.queue_generation += 1;
         }
     }
 
@@ -638,9 +680,11 @@ impl Engine {
         j.state = JobState::Active;
         let ctime = j.ctime;
         let qname = j.queue.clone();
+        let has_ext = j.has(crate::domain::job::F_EXT);
+        let level = self.level_of(has_ext, h);
         if let Some(n) = qname {
             if let Some(q) = self.queue_mut(&n) {
-                q.remove(ctime, h);
+                q.remove_prio(level, ctime, h);
             }
             if !self.producers.is_empty() {
                 self.producers.note_room(&n);
@@ -687,6 +731,7 @@ impl Engine {
         }
         let id = j.id;
         let key = j.ctime;
+        let has_ext = j.has(crate::domain::job::F_EXT);
         #[cfg(test)]
         self.queued_why.insert(id, self.why);
         if broadcast {
@@ -717,8 +762,9 @@ impl Engine {
                 self.queue_create(&name, now)
             }
         };
+        let level = self.level_of(has_ext, h);
         if let Some(q) = self.queues.get_mut(qh) {
-            q.insert(key, h);
+            q.insert_prio(level, key, h);
             q.atime = now / 1000;
             q.jobs_in += 1;
             if !q.blocked.is_empty() && q.paused & PAUSE_OUT == 0 {
@@ -727,6 +773,7 @@ impl Engine {
                 self.fed_ready.push(q.name.clone());
             }
         }
+        self.spill_on_enqueue(qh, h);
         // Share the queue's name allocation instead of one copy per job.
         if let (Some(q), Some(j)) = (self.queues.get(qh), self.store.get_mut(h)) {
             let shared = j
@@ -743,6 +790,10 @@ impl Engine {
 
     /// Pop the oldest job of a queue for delivery.
     pub fn pop(&mut self, qh: u32, now: u64) -> Option<JobHandle> {
+        // A job whose body is on disk waits for its page-in.
+        if !self.spill_head_ready(qh) {
+            return None;
+        }
         let q = self.queues.get_mut(qh)?;
         let h = q.pop()?;
         q.atime = now / 1000;
@@ -755,6 +806,7 @@ impl Engine {
             j.state = JobState::Active;
             j.flags |= crate::domain::job::F_DELIVERED;
         }
+        self.spill_after_pop(qh);
         Some(h)
     }
 
@@ -772,6 +824,7 @@ impl Engine {
         {
             self.ext.remove(&h);
         }
+        self.spill_forget(h);
         self.store.remove(h)
     }
 
@@ -819,6 +872,7 @@ impl Engine {
         self.ext.clear();
         self.dedup = dedup::DedupTable::default();
         self.forgotten.clear();
+        self.cancelled.clear();
         let ids: Vec<ClientId> = self.waiters.keys().copied().collect();
         for id in ids {
             if self.remove_waiter(id).is_some() {
@@ -827,6 +881,7 @@ impl Engine {
         }
         self.queues.clear();
         self.queue_index.clear();
+        self.queue_generation += 1;
         self.ready.clear();
         self.fed_ready.clear();
         self.early_demand.clear();

@@ -42,11 +42,13 @@ impl Engine {
             self.dedup_purge(now);
             self.waiters_cron(now);
             self.replication_cron(now);
+            self.async_repl_cron(now);
             self.schedule_cron(now);
         }
         if now.saturating_sub(self.last_queue_evict) >= 100 {
             self.last_queue_evict = now;
             self.evict_idle_queues(now);
+            self.spill_cron(now);
         }
         self.serve_ready(now);
     }

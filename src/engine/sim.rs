@@ -5,11 +5,14 @@
 //! network harness is `net`; this file holds Disque's scenarios and
 //! `extensions` and `totals` ours.
 
+mod controls;
 mod duplicates;
 mod extensions;
 mod federation;
 mod net;
+mod returning;
 mod schedules;
+mod spill;
 mod totals;
 
 use std::collections::{HashMap, HashSet};
@@ -87,6 +90,20 @@ fn getjob_ids_from(
     now: u64,
     queue: &'static [u8],
 ) -> Option<Vec<JobId>> {
+    getjob_jobs_from(e, client, now, queue).map(|jobs| jobs.iter().map(|j| j.id).collect())
+}
+
+/// `getjob_ids` with the jobs as handed out.
+fn getjob_jobs(e: &mut super::Engine, client: u64, now: u64) -> Option<Vec<super::DeliveredJob>> {
+    getjob_jobs_from(e, client, now, b"q")
+}
+
+fn getjob_jobs_from(
+    e: &mut super::Engine,
+    client: u64,
+    now: u64,
+    queue: &'static [u8],
+) -> Option<Vec<super::DeliveredJob>> {
     let req = GetJobRequest {
         nohang: true,
         timeout: 0,
@@ -97,7 +114,7 @@ fn getjob_ids_from(
     let GetJobOutcome::Jobs(jobs) = e.getjob(client, req, now) else {
         return None;
     };
-    Some(jobs.iter().map(|j| j.id).collect())
+    Some(jobs)
 }
 
 fn consume(sim: &mut Sim, w: &mut Workload, node: usize, ack: bool, healthy: bool) {
@@ -106,10 +123,17 @@ fn consume(sim: &mut Sim, w: &mut Workload, node: usize, ack: bool, healthy: boo
     let Some(e) = sim.nodes[node].as_mut() else {
         return;
     };
-    let Some(ids) = getjob_ids(e, client, now) else {
+    let Some(jobs) = getjob_jobs(e, client, now) else {
         sim.flush(node);
         return;
     };
+    // Every delivery carries the job's own body (spilled or not).
+    for j in &jobs {
+        if let Some(want) = w.accepted.get(&j.id) {
+            assert_eq!(j.body.as_ref(), Some(want), "wrong body for {:?}", j.id);
+        }
+    }
+    let ids: Vec<JobId> = jobs.iter().map(|j| j.id).collect();
     for id in &ids {
         *w.delivered.entry(*id).or_default() += 1;
         if healthy && w.acked.contains(id) {
@@ -135,6 +159,12 @@ fn consume(sim: &mut Sim, w: &mut Workload, node: usize, ack: bool, healthy: boo
 
 /// Returns the run's message trace digest.
 fn run_scenario(seed: u64) -> u64 {
+    run_scenario_with(seed, false)
+}
+
+/// `run_scenario`, optionally with every node spilling queue tails to a
+/// simulated disk (`spill`).
+fn run_scenario_with(seed: u64, spill: bool) -> u64 {
     let faults = Faults {
         drop: 0.02,
         dup: 0.01,
@@ -143,6 +173,9 @@ fn run_scenario(seed: u64) -> u64 {
     };
     let n = 5;
     let mut sim = Sim::new(n, seed, faults);
+    if spill {
+        sim.spill = Some(spill::SimDisks::new(n));
+    }
     sim.join_all();
     let mut w = Workload {
         pending_adds: Vec::new(),
@@ -226,6 +259,18 @@ fn run_scenario(seed: u64) -> u64 {
             &left[..left.len().min(5)]
         );
     }
+    if spill {
+        let (written, read): (u64, u64) = sim
+            .nodes
+            .iter()
+            .flatten()
+            .map(|e| e.spill_stats())
+            .fold((0, 0), |a, s| (a.0 + s.spilled_total, a.1 + s.reads));
+        assert!(
+            written > 0 && read > 0,
+            "seed {seed}: nothing went through the spill tier ({written} written, {read} read)"
+        );
+    }
     let dups = w.delivered.values().filter(|&&c| c > 1).count();
     if std::env::var("DISQUE_SIM_VERBOSE").is_ok() {
         eprintln!(
@@ -266,6 +311,20 @@ fn sim_cluster_delivers_every_accepted_job_and_collects_acks() {
         let r = std::panic::catch_unwind(|| run_scenario(seed));
         if r.is_err() {
             panic!("simulation failed with seed {seed} (rerun: DISQUE_SIM_BASE={seed} DISQUE_SIM_SEEDS=1)");
+        }
+    }
+}
+
+#[test]
+fn sim_cluster_with_spill_delivers_every_job_with_its_body() {
+    let base: u64 = std::env::var("DISQUE_SIM_BASE")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1);
+    for seed in base..base + seeds() {
+        let r = std::panic::catch_unwind(|| run_scenario_with(seed, true));
+        if r.is_err() {
+            panic!("spill simulation failed with seed {seed} (rerun: DISQUE_SIM_BASE={seed} DISQUE_SIM_SEEDS=1)");
         }
     }
 }

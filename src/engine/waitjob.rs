@@ -77,6 +77,9 @@ impl Engine {
         timeout: u64,
         now: u64,
     ) -> WaitJobOutcome {
+        if self.is_cancelled(&id) {
+            return WaitJobOutcome::Ended(JobEnd::Cancelled);
+        }
         let Some(h) = self.lookup(&id) else {
             return WaitJobOutcome::Error(WireError::NoJob);
         };
@@ -106,6 +109,10 @@ impl Engine {
         if self.waitjobs.is_empty() {
             return;
         }
+        let outcome = match outcome {
+            JobEnd::Acked if self.is_cancelled(id) => JobEnd::Cancelled,
+            o => o,
+        };
         let Some(clients) = self.waitjobs.by_job.get(id).cloned() else {
             return;
         };

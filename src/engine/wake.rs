@@ -35,6 +35,8 @@ pub enum JobEnd {
     Expired,
     Deleted,
     Dead,
+    /// Acknowledged by CANCEL (`engine::cancel`).
+    Cancelled,
     /// The WAITJOB timeout passed first.
     Timeout,
 }
@@ -47,6 +49,7 @@ impl JobEnd {
             JobEnd::Expired => Some("expired"),
             JobEnd::Deleted => Some("deleted"),
             JobEnd::Dead => Some("dead"),
+            JobEnd::Cancelled => Some("cancelled"),
             JobEnd::Timeout => None,
         }
     }

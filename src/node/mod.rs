@@ -10,7 +10,9 @@
 
 pub mod metrics;
 pub mod persistence;
+pub mod queue_patterns;
 mod readiness;
+pub mod spill;
 
 use std::collections::{HashMap, VecDeque};
 
@@ -96,6 +98,8 @@ pub struct Node {
     pub stats: Stats,
     pub slowlog: VecDeque<SlowlogEntry>,
     pub slowlog_next_id: u64,
+    /// GETJOB MATCH: the queues each pattern matched.
+    pub queue_patterns: queue_patterns::PatternCache,
     pub monitors: Vec<mpsc::Sender<Bytes>>,
     pub run_id: String,
     pub start_time: u64,
@@ -123,6 +127,8 @@ pub struct Node {
     totals_waiters: HashMap<u32, oneshot::Sender<PeerTotals>, foldhash::fast::FixedState>,
     /// ACL users, permissions and ACL LOG (`crate::acl`).
     pub acl: crate::acl::Acl,
+    /// The spill thread and its status (`spill`).
+    pub spill: spill::SpillTier,
 }
 
 impl Node {
@@ -152,6 +158,7 @@ impl Node {
             },
             slowlog: VecDeque::new(),
             slowlog_next_id: 0,
+            queue_patterns: Default::default(),
             monitors: Vec::new(),
             run_id,
             start_time: now,
@@ -169,6 +176,7 @@ impl Node {
             wake_buf: Vec::new(),
             totals_waiters: HashMap::default(),
             acl: crate::acl::Acl::default(),
+            spill: spill::SpillTier::default(),
         }
     }
 
@@ -235,7 +243,11 @@ impl Node {
                 v.extend_from_slice(format!("... ({} more bytes)", a.len() - 128).as_bytes());
                 kept.push(Bytes::from(v));
             } else {
-                kept.push(a.clone());
+                // A copy: the argument is a slice of the request's read
+                // buffer, which a clone would keep alive (a big ADDJOB's
+                // body pinned by its short arguments for the life of the
+                // entry).
+                kept.push(Bytes::copy_from_slice(a));
             }
         }
         self.slowlog.push_front(SlowlogEntry {
@@ -291,6 +303,7 @@ impl Node {
         // AOF first: a record is queued for the disk before any bus
         // message of the same call can leave.
         persistence::dispatch(self, std::mem::take(&mut effects.aof), now);
+        spill::dispatch(self);
         if let Some(tx) = &self.effect_sink {
             tx(effects);
         }

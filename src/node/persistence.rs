@@ -335,9 +335,18 @@ fn snapshot_step(node: &mut Node) -> bool {
     let Some(from) = aof.snapshot else {
         return false;
     };
-    let (chunk, next) = encode_chunk(&node.engine, from);
+    let (chunk, next, spilled) = encode_chunk(&node.engine, from);
     if !chunk.is_empty() {
         aof.writer.send(Msg::RewriteChunk(chunk));
+    }
+    if !spilled.is_empty() {
+        // Bodies on disk are read by the writer thread, not loaded here.
+        if let Some(io) = &node.spill.io {
+            aof.writer.send(Msg::RewriteSpilled {
+                dir: io.dir().to_path_buf(),
+                jobs: spilled,
+            });
+        }
     }
     if next >= node.engine.store().slots() {
         aof.snapshot = None;
@@ -361,10 +370,20 @@ fn encode_dedup_keys(engine: &crate::engine::Engine) -> Vec<u8> {
     out
 }
 
+/// A spilled job's record without its body, and where the body is.
+type SpilledRecord = (
+    crate::protocol::job_codec::JobRecord,
+    crate::engine::spill::Loc,
+);
+
 /// Encode the live jobs of slots `from..` up to the chunk budget; returns
-/// the bytes and the next slot to visit.
-fn encode_chunk(engine: &crate::engine::Engine, from: usize) -> (Vec<u8>, usize) {
+/// the bytes, the next slot to visit, and the jobs whose body is spilled.
+fn encode_chunk(
+    engine: &crate::engine::Engine,
+    from: usize,
+) -> (Vec<u8>, usize, Vec<SpilledRecord>) {
     let mut out = Vec::new();
+    let mut spilled = Vec::new();
     let mut next = (from + CHUNK_SLOTS).min(engine.store().slots());
     for (h, j) in engine.store().iter_from(from) {
         let ext = engine.ext_of(h);
@@ -373,6 +392,13 @@ fn encode_chunk(engine: &crate::engine::Engine, from: usize) -> (Vec<u8>, usize)
             break;
         }
         if matches!(j.state, JobState::Active | JobState::Queued) {
+            if let Some((_, loc)) = engine.spilled_body(h as u32) {
+                let flavor = crate::engine::codec::Flavor::Storage;
+                if let Some(rec) = engine.job_record(h as u32, flavor, 0) {
+                    spilled.push((rec, loc));
+                }
+                continue;
+            }
             // One allocation per job, as for the LOADJOB of an ADDJOB: a
             // rewrite snapshots every job in chunks on the owner thread.
             reader::encode_loadjob(&storage_bytes(j, ext, engine.cluster()), &mut out);
@@ -382,7 +408,7 @@ fn encode_chunk(engine: &crate::engine::Engine, from: usize) -> (Vec<u8>, usize)
             break;
         }
     }
-    (out, next)
+    (out, next, spilled)
 }
 
 /// Start a background rewrite (BGREWRITEAOF, automatic, appendonly yes).
@@ -405,6 +431,8 @@ pub fn start_rewrite(node: &mut Node, now: u64) -> Result<(), AofError> {
     }
     aof.snapshot = Some(0);
     aof.kick.notify_one();
+    // The snapshot reads spilled bodies from the segments: keep them.
+    node.engine.set_spill_pinned(true);
     node.aof.rewrite_in_progress = true;
     node.aof.rewrite_scheduled = false;
     node.aof.rewrite_start = Some(now);
@@ -416,6 +444,7 @@ pub fn start_rewrite(node: &mut Node, now: u64) -> Result<(), AofError> {
 /// A finished background rewrite, as reported by the writer.
 fn rewrite_done(node: &mut Node, r: writer::RewriteReport, now: u64) {
     node.aof.rewrite_in_progress = false;
+    node.engine.set_spill_pinned(false);
     if let Some(s) = node.aof.rewrite_start.take() {
         node.aof.last_rewrite_time_sec = (now.saturating_sub(s) / 1000) as i64;
     }
@@ -475,9 +504,15 @@ pub fn rewrite_now(node: &mut Node, now: u64) -> Result<(), AofError> {
     }
     let mut from = 0;
     while from < node.engine.store().slots() {
-        let (chunk, next) = encode_chunk(&node.engine, from);
+        let (chunk, next, spilled) = encode_chunk(&node.engine, from);
         if !chunk.is_empty() {
             aof.writer.send(Msg::RewriteChunk(chunk));
+        }
+        if let (false, Some(io)) = (spilled.is_empty(), &node.spill.io) {
+            aof.writer.send(Msg::RewriteSpilled {
+                dir: io.dir().to_path_buf(),
+                jobs: spilled,
+            });
         }
         from = next;
     }

@@ -98,6 +98,7 @@ pub async fn handle<S: ClientStream>(shared: Arc<Shared>, mut stream: S, addr: S
 /// per batch, and the signals that end the client.
 struct Connection<'a, S> {
     stream: &'a mut S,
+    shared: &'a Shared,
     rbuf: BytesMut,
     parser: RequestParser,
     /// A malformed request: answered, then the connection closes.
@@ -129,6 +130,9 @@ impl<S: ClientStream> Connection<'_, S> {
     /// Read more bytes. None when the client is gone: EOF, killed, idle
     /// for `idle_secs` (0 = never).
     async fn read_more(&mut self, idle_secs: u64) -> std::io::Result<Option<usize>> {
+        // CONFIG SET applies to connections already open, as in Redis.
+        self.parser
+            .set_max_bulk(self.shared.proto_max_bulk_len.load(Ordering::Relaxed));
         if let Some(extra) = self.parser.pending_bulk_remaining() {
             self.rbuf.reserve(extra.min(MAX_RESERVE));
         } else if self.rbuf.capacity() - self.rbuf.len() < 512 {
@@ -146,9 +150,31 @@ impl<S: ClientStream> Connection<'_, S> {
         Ok((n > 0).then_some(n))
     }
 
-    /// Write the buffered replies with one syscall.
+    /// Write the buffered replies with one syscall. With a soft
+    /// client-output-buffer-limit, replies above it that the client does
+    /// not take within its seconds close the connection (Redis's rule;
+    /// our buffer stops growing while a write waits, so the time the
+    /// client leaves them there is what counts).
     async fn write_out(&mut self, wbuf: &mut BytesMut) -> std::io::Result<()> {
-        flush(self.stream, wbuf).await
+        let soft = self.shared.obuf_soft.load(Ordering::Relaxed);
+        // As for the hard limit, Redis's static 16 KB reply buffer is free.
+        if soft == 0 || (wbuf.len() as u64).saturating_sub(16 * 1024) <= soft {
+            return flush(self.stream, wbuf).await;
+        }
+        let secs = self.shared.obuf_soft_secs.load(Ordering::Relaxed);
+        let bytes = wbuf.len();
+        match tokio::time::timeout(Duration::from_secs(secs), flush(self.stream, wbuf)).await {
+            Ok(r) => r,
+            Err(_) => {
+                tracing::warn!(
+                    bytes,
+                    soft,
+                    secs,
+                    "Client closed for overcoming of output buffer limits."
+                );
+                Err(std::io::Error::other("client-output-buffer-limit soft"))
+            }
+        }
     }
 }
 
@@ -173,6 +199,7 @@ async fn serve<S: ClientStream>(
     // connections must not cost 32 KB each.
     let mut conn = Connection {
         stream,
+        shared,
         rbuf: BytesMut::with_capacity(1024),
         parser: RequestParser::new(),
         protocol_error: None,
@@ -206,6 +233,7 @@ async fn serve<S: ClientStream>(
             }
         }
         if let Some(msg) = conn.protocol_error.take() {
+            tracing::warn!(error = %msg, "Closing a client after a protocol error.");
             let reply = WireError::Protocol(msg).reply();
             encode(&reply, batch.client.proto, &mut batch.wbuf);
             return conn.write_out(&mut batch.wbuf).await;
@@ -360,6 +388,7 @@ async fn wait_blocked<S: ClientStream>(
                     return Ok(None);
                 }
                 if rbuf.len() > crate::protocol::resp::parse::MAX_QUERY_BUF {
+                    tracing::warn!(bytes = rbuf.len(), "Closing client that reached max query buffer length.");
                     return Ok(None);
                 }
             }

@@ -293,10 +293,28 @@ pub(crate) async fn admit(shared: &Shared, peer: Option<&SocketAddr>) -> Result<
         .await
 }
 
+/// Log a maxclients refusal, one line a second at most: a connection
+/// storm must not flood the log.
+fn log_maxclients(peer: &str) {
+    static LAST: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let now = crate::support::clock::unix_ms();
+    let last = LAST.load(Ordering::Relaxed);
+    if now.saturating_sub(last) >= 1000
+        && LAST
+            .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
+            .is_ok()
+    {
+        tracing::warn!(peer = %peer, "Refused a client: max number of clients reached (maxclients).");
+    }
+}
+
 /// Tell a refused client why, then close.
 pub(crate) async fn reject<S: AsyncWrite + Unpin>(mut stream: S, why: Refusal, peer: String) {
     let text: Vec<u8> = match why {
-        Refusal::Full => WireError::MaxClients.line(),
+        Refusal::Full => {
+            log_maxclients(&peer);
+            WireError::MaxClients.line()
+        }
         Refusal::Protected => {
             tracing::warn!(peer = %peer, "Refused a non-loopback client: protected mode.");
             WireError::ProtectedMode.line()

@@ -19,6 +19,7 @@ pub mod nodes_conf;
 pub mod owner;
 pub mod persistence;
 pub mod signals;
+mod spill;
 pub mod ticker;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -55,6 +56,13 @@ pub struct Shared {
     pub idle_timeout: AtomicU64,
     /// `tcp-keepalive` seconds for new client sockets, 0 = off.
     pub tcp_keepalive: AtomicU64,
+    /// client-output-buffer-limit soft bytes (0 = none): a client whose
+    /// pending replies stay above it for `obuf_soft_secs` is closed.
+    pub obuf_soft: AtomicU64,
+    /// client-output-buffer-limit soft seconds.
+    pub obuf_soft_secs: AtomicU64,
+    /// `proto-max-bulk-len`, applied by every connection's parser.
+    pub proto_max_bulk_len: AtomicU64,
     pub bus: Arc<bus::Bus>,
     connect_tx: tokio::sync::mpsc::UnboundedSender<bus::ConnectRequest>,
     /// CLUSTER MEET <host>: resolved by `join::meet_resolver`.
@@ -88,6 +96,8 @@ impl Shared {
     )> {
         let idle = node.config.timeout;
         let keepalive = node.config.tcp_keepalive;
+        let obuf = node.config.client_output_buffer_limit;
+        let max_bulk = node.config.proto_max_bulk_len;
         let node_timeout = node.config.cluster_node_timeout;
         let bus_secret = node.config.cluster_secret.clone().map(String::into_bytes);
         let tls = node.tls.clone();
@@ -105,6 +115,9 @@ impl Shared {
             shutdown_tx,
             idle_timeout: AtomicU64::new(idle),
             tcp_keepalive: AtomicU64::new(keepalive),
+            obuf_soft: AtomicU64::new(obuf.soft),
+            obuf_soft_secs: AtomicU64::new(obuf.soft_seconds),
+            proto_max_bulk_len: AtomicU64::new(max_bulk),
             bus: Arc::new(bus::Bus::default()),
             connect_tx,
             meet_tx,
@@ -194,6 +207,12 @@ impl Shared {
             (&self.idle_timeout, c.timeout),
             (&self.tcp_keepalive, c.tcp_keepalive),
             (&self.node_timeout, c.cluster_node_timeout),
+            (&self.obuf_soft, c.client_output_buffer_limit.soft),
+            (
+                &self.obuf_soft_secs,
+                c.client_output_buffer_limit.soft_seconds,
+            ),
+            (&self.proto_max_bulk_len, c.proto_max_bulk_len),
         ] {
             if cell.load(Ordering::Relaxed) != v {
                 cell.store(v, Ordering::Relaxed);
@@ -379,6 +398,7 @@ pub async fn run(config: crate::config::Config) -> Result<Exit, ServerError> {
         "disque-server loading {ports} pid={}{http_field}",
         std::process::id()
     );
+    spill::start(&shared).await;
     loading::load(&shared).await?;
     for l in bound.bus {
         tokio::spawn(bus::accept_loop(shared.clone(), l));

@@ -1,83 +1,30 @@
 //! The load generator keeps working against the real server: each
 //! workload runs briefly and reports zero errors, `--json` records the
-//! options and results, and `--version` answers.
+//! options and results (its command line alone is benchmark/tests/cli.rs).
 
-use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::OnceLock;
-use std::thread;
-use std::time::{Duration, Instant};
 
-use crate::harness::Server;
+use crate::harness::{Server, SERVER_BIN};
 
-/// How long building the benchmark may take: its dependencies (clap,
-/// hdrhistogram) are not in this package's build, so a first run compiles
-/// them too.
-const BUILD_DEADLINE: Duration = Duration::from_secs(600);
-
-/// The benchmark binary, built once per test process. It is a package of
-/// its own (benchmark/), and Cargo sets `CARGO_BIN_EXE_*` only for the
-/// binaries of the package under test, so the Cargo that runs these tests
-/// builds it (already up to date after a workspace `cargo test` or
-/// `cargo build`) and reports where it put it.
+/// The benchmark binary of this build. It is a package of its own
+/// (benchmark/), and Cargo sets `CARGO_BIN_EXE_*` only for the binaries
+/// of the package under test; a workspace `cargo test` builds it beside
+/// the server, because the benchmark package has integration tests
+/// (benchmark/tests/cli.rs), before any test runs. Building it from here
+/// instead would resolve the workspace's features anew and recompile.
 fn bench_bin() -> &'static Path {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
-    BIN.get_or_init(build_bench)
-}
-
-fn build_bench() -> PathBuf {
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| env!("CARGO").into());
-    let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml");
-    let mut cmd = Command::new(cargo);
-    cmd.args(["build", "--message-format=json", "-p", "disque-benchmark"])
-        .args(["--bin", "disque-benchmark", "--manifest-path"])
-        .arg(&manifest)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    // The same profile as these tests: `cargo test --release` measures the
-    // release benchmark.
-    if !cfg!(debug_assertions) {
-        cmd.arg("--release");
-    }
-    let mut child = cmd.spawn().expect("start cargo build -p disque-benchmark");
-    let drain = |mut r: Box<dyn Read + Send>| {
-        thread::spawn(move || {
-            let mut s = String::new();
-            let _ = r.read_to_string(&mut s);
-            s
-        })
-    };
-    let stdout = drain(Box::new(child.stdout.take().expect("piped stdout")));
-    let stderr = drain(Box::new(child.stderr.take().expect("piped stderr")));
-    let start = Instant::now();
-    let status = loop {
-        if let Some(status) = child.try_wait().expect("wait for cargo build") {
-            break status;
-        }
-        if start.elapsed() > BUILD_DEADLINE {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!(
-                "cargo build -p disque-benchmark took over {BUILD_DEADLINE:?}:\n{}",
-                stderr.join().unwrap_or_default()
-            );
-        }
-        thread::sleep(Duration::from_millis(100));
-    };
-    let stdout = stdout.join().unwrap_or_default();
-    let stderr = stderr.join().unwrap_or_default();
-    assert!(
-        status.success(),
-        "cargo build -p disque-benchmark: {status}\n{stderr}"
-    );
-    stdout
-        .lines()
-        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .filter(|m| m["reason"] == "compiler-artifact" && m["target"]["name"] == "disque-benchmark")
-        .find_map(|m| m["executable"].as_str().map(PathBuf::from))
-        .unwrap_or_else(|| panic!("cargo named no disque-benchmark executable:\n{stderr}"))
+    BIN.get_or_init(|| {
+        let bin = Path::new(SERVER_BIN).with_file_name("disque-benchmark");
+        assert!(
+            bin.exists(),
+            "{} is missing: run the workspace's `cargo test` (or `cargo build -p disque-benchmark`) first",
+            bin.display()
+        );
+        bin
+    })
 }
 
 /// Runs the benchmark to completion and returns its stdout.
@@ -167,21 +114,6 @@ fn benchmark_json_records_options_and_scheduled_latency() {
     assert!(p50 > 0.0 && p50 <= max, "{v}");
     assert_eq!(res["produce"]["ops"], 400);
     assert_eq!(res["schedule"]["rate"], 2000.0);
-}
-
-#[test]
-fn benchmark_version_and_usage_errors() {
-    let v = bench(&["--version"]);
-    assert_eq!(
-        v.trim(),
-        format!("disque-benchmark {}", env!("CARGO_PKG_VERSION"))
-    );
-    let out = Command::new(bench_bin())
-        .args(["-c", "0"])
-        .output()
-        .expect("run disque-benchmark");
-    assert_eq!(out.status.code(), Some(1), "bad usage exits 1");
-    assert!(String::from_utf8_lossy(&out.stderr).contains("--clients"));
 }
 
 #[test]

@@ -74,16 +74,22 @@ fn config_get_star_lists_35_parameters_in_order() {
     assert_eq!(names[..35], CONFIG_ORDER);
     assert_eq!(names[35], "protected-mode");
     assert_eq!(
-        names[names.len() - 4..],
+        names[names.len() - 10..],
         [
             "dedup-window",
+            "job-max-body-size",
+            "proto-max-bulk-len",
+            "spill",
+            "spill-dir",
+            "spill-max-disk",
+            "spill-watermark",
             "aclfile",
             "enable-debug-command",
             "enable-protected-configs"
         ]
     );
     assert!(
-        names[36..names.len() - 4]
+        names[36..names.len() - 10]
             .iter()
             .all(|n| n.starts_with("tls-")),
         "{names:?}"

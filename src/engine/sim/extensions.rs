@@ -25,7 +25,7 @@ fn ext(f: impl FnOnce(&mut JobExt)) -> Option<JobExt> {
 
 /// ADDJOB; Some(id) when it was accepted at once, None when pending or
 /// refused (pending replies are polled by the caller through `pending`).
-fn add(
+pub(super) fn add(
     sim: &mut Sim,
     node: usize,
     queue: &'static [u8],
@@ -57,7 +57,7 @@ fn add(
     }
 }
 
-fn poll(sim: &mut Sim, pending: &mut Vec<ClientId>) -> Vec<JobId> {
+pub(super) fn poll(sim: &mut Sim, pending: &mut Vec<ClientId>) -> Vec<JobId> {
     let mut done = Vec::new();
     pending.retain(|&client| match sim.answer(client) {
         Some(Some(Wake::Added(id))) => {
@@ -71,7 +71,7 @@ fn poll(sim: &mut Sim, pending: &mut Vec<ClientId>) -> Vec<JobId> {
 }
 
 /// GETJOB NOHANG from `queue` on `node`; the IDs delivered.
-fn take(sim: &mut Sim, node: usize, queue: &'static [u8]) -> Vec<JobId> {
+pub(super) fn take(sim: &mut Sim, node: usize, queue: &'static [u8]) -> Vec<JobId> {
     let client = sim.client();
     let now = sim.now;
     let Some(e) = sim.nodes[node].as_mut() else {
@@ -352,7 +352,7 @@ fn backoff_scenario(seed: u64) {
     }
 }
 
-fn run_seeds(name: &str, f: fn(u64)) {
+pub(super) fn run_seeds(name: &str, f: fn(u64)) {
     let base: u64 = std::env::var("DISQUE_SIM_BASE")
         .ok()
         .and_then(|s| s.parse().ok())

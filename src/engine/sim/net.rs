@@ -77,6 +77,8 @@ pub(super) struct Sim {
     /// bytes): equal for two runs of a seed exactly when they went the
     /// same way.
     pub(super) trace: u64,
+    /// Each node's spill disk, when the run spills (`super::spill`).
+    pub(super) spill: Option<super::spill::SimDisks>,
 }
 
 pub(super) fn ip(i: usize) -> String {
@@ -115,6 +117,7 @@ impl Sim {
             answers: HashMap::new(),
             totals: HashMap::new(),
             trace: 0,
+            spill: None,
         }
     }
 
@@ -207,6 +210,9 @@ impl Sim {
             self.totals.insert((a, req), totals);
         }
         let frames = e.take_messages(now);
+        if let Some(d) = &mut self.spill {
+            d.issued(a, e.take_spill_ops());
+        }
         let connects: Vec<_> = e.out.connect.drain(..).collect();
         let disconnects: Vec<_> = e.out.disconnect.drain(..).collect();
         e.out.aof.clear();
@@ -292,6 +298,7 @@ impl Sim {
                 e.on_link_down(idx, self.now);
             }
         }
+        self.complete_spill();
         for a in 0..self.nodes.len() {
             let now = self.clock(a);
             if let Some(e) = self.nodes[a].as_mut() {

@@ -46,11 +46,13 @@
 //! | QLENREP | 21 | u32 request, u32 8, u64 queued jobs | 16 |
 //! | QLENREP (totals) | 21 | u32 request, u32 32, u64 queued, jobs, queues, blocked | 40 |
 //! | ACL | 22 | u8 kind, then the kind's body (`acl::sync`) | >= 1 |
+//! | PRIORITY | 30 | job ID[40], u32 level | 44 |
+//! | CANCEL | 31 | job ID[40], u32 0 | 44 |
+//! | PROGRESS | 32 | job ID[40], u64 ms, u8 percent, u16 n, text[n], u32 m, data[m] | >= 40 |
 //! | SCHEDULE | 40 | a schedule definition (`engine::schedule`) | >= 1 |
 //!
-//! Types 18..22 and 40 carry our extensions (docs/COMPATIBILITY.md). A
-//! node sends SCHEDULE frames only once a schedule exists, so a cluster
-//! that defines none keeps its links with nodes that predate the type.
+//! Types 18..22, 30..32 and 40 carry our extensions (docs/COMPATIBILITY.md).
+//! A node sends SCHEDULE frames only once a schedule exists.
 //!
 //! A receiver drops the link on a type it does not know, so a node sends
 //! an ACL frame only to peers whose frames carry [`HFLAG_ACL`] in the
@@ -145,6 +147,10 @@ pub mod msg_type {
     pub const QLENREQ: u16 = 20;
     pub const QLENREP: u16 = 21;
     pub const ACL: u16 = 22;
+    // Job controls: 30-39.
+    pub const PRIORITY: u16 = 30;
+    pub const CANCEL: u16 = 31;
+    pub const PROGRESS: u16 = 32;
     /// Schedules and workflows (types 40..49 are theirs).
     pub const SCHEDULE: u16 = 40;
 }
@@ -214,6 +220,10 @@ pub enum JobMsg {
     Working,
     /// aux = the job's dead-letter epoch (odd = dead, even = redriven).
     DeadLetter,
+    /// aux = the job's new PRIORITY level.
+    Priority,
+    /// The job was cancelled (aux unused); a SETACK follows.
+    Cancel,
 }
 
 impl JobMsg {
@@ -230,6 +240,8 @@ impl JobMsg {
             JobMsg::DelJob => DELJOB,
             JobMsg::Working => WORKING,
             JobMsg::DeadLetter => DEADLETTER,
+            JobMsg::Priority => PRIORITY,
+            JobMsg::Cancel => CANCEL,
         }
     }
 
@@ -245,6 +257,8 @@ impl JobMsg {
             DELJOB => JobMsg::DelJob,
             WORKING => JobMsg::Working,
             DEADLETTER => JobMsg::DeadLetter,
+            PRIORITY => JobMsg::Priority,
+            CANCEL => JobMsg::Cancel,
             _ => return None,
         })
     }
@@ -320,6 +334,11 @@ pub enum Body {
     /// A schedule definition (`engine::schedule` checks the payload; here
     /// it is only a non-empty byte string).
     Schedule {
+        data: Bytes,
+    },
+    /// A worker's progress report: job ID[40] then `job_ext::Progress`'s
+    /// encoding (checked by its consumer, `engine::progress`).
+    Progress {
         data: Bytes,
     },
 }
@@ -444,6 +463,7 @@ impl Body {
             Body::QLenRep { .. } | Body::QLenTotals { .. } => QLENREP,
             Body::Acl { .. } => ACL,
             Body::Schedule { .. } => SCHEDULE,
+            Body::Progress { .. } => PROGRESS,
         }
     }
 
@@ -468,9 +488,10 @@ impl Body {
                 2 + GOSSIP_ENTRY_LEN * gossip_slice(g).len()
             }
             Body::Fail { .. } => 40,
-            Body::ReplJob { job } | Body::Acl { data: job } | Body::Schedule { data: job } => {
-                job.len()
-            }
+            Body::ReplJob { job }
+            | Body::Acl { data: job }
+            | Body::Progress { data: job }
+            | Body::Schedule { data: job } => job.len(),
             Body::NeedJobs { queue, .. }
             | Body::Pause { queue, .. }
             | Body::QLenReq { queue, .. }
@@ -506,9 +527,10 @@ impl Body {
                 }
             }
             Body::Fail { node } => out.put_slice(node),
-            Body::ReplJob { job } | Body::Acl { data: job } | Body::Schedule { data: job } => {
-                out.put_slice(job)
-            }
+            Body::ReplJob { job }
+            | Body::Acl { data: job }
+            | Body::Progress { data: job }
+            | Body::Schedule { data: job } => out.put_slice(job),
             Body::QLenRep { req, len } => {
                 out.put_u32(*req);
                 out.put_u32(8);
@@ -576,6 +598,9 @@ pub fn type_name(t: u16) -> &'static str {
         QLENREP => "QLENREP",
         ACL => "ACL",
         SCHEDULE => "SCHEDULE",
+        PRIORITY => "PRIORITY",
+        CANCEL => "CANCEL",
+        PROGRESS => "PROGRESS",
         _ => "UNKNOWN",
     }
 }
@@ -727,7 +752,7 @@ pub fn decode(buf: &mut BytesMut) -> Result<Option<Message>, BusError> {
         return Err(BusError::BadChecksum);
     }
     let ty = be_u16(frame, 6);
-    if ty > msg_type::ACL && ty != msg_type::SCHEDULE {
+    if type_name(ty) == "UNKNOWN" {
         return Err(BusError::UnknownType(ty));
     }
     let mut sender = [0u8; 40];
@@ -861,6 +886,8 @@ fn parse_body_shape(ty: u16, p: &[u8]) -> Result<Shape, BusError> {
         ACL => Ok(Shape::Opaque),
         SCHEDULE if p.is_empty() => Err(BusError::BadPayload("SCHEDULE payload is empty")),
         SCHEDULE => Ok(Shape::Opaque),
+        PROGRESS if p.len() < 40 => Err(BusError::BadPayload("PROGRESS payload too short")),
+        PROGRESS => Ok(Shape::Opaque),
         QLENREP => match (p.len(), p.get(4..8)) {
             (16, Some([0, 0, 0, 8])) | (40, Some([0, 0, 0, 32])) => Ok(Shape::Fixed),
             _ => Err(BusError::BadPayload(
@@ -925,6 +952,7 @@ impl Shape {
                 _ => Body::Meet(g),
             },
             Shape::Job => Body::ReplJob { job: p.clone() },
+            Shape::Opaque if ty == PROGRESS => Body::Progress { data: p.clone() },
             Shape::Opaque if ty == SCHEDULE => Body::Schedule { data: p.clone() },
             Shape::Opaque => Body::Acl { data: p.clone() },
             Shape::Jobs(ranges) => Body::YourJobs {
@@ -1118,6 +1146,19 @@ mod tests {
                 job_id: id,
                 aux: 3,
             },
+            Body::Job {
+                kind: JobMsg::Priority,
+                job_id: id,
+                aux: 9,
+            },
+            Body::Job {
+                kind: JobMsg::Cancel,
+                job_id: id,
+                aux: 0,
+            },
+            Body::Progress {
+                data: Bytes::from_static(&[b'x'; 60]),
+            },
             Body::Dedup {
                 window: 300,
                 entry: Bytes::from_static(b"entry"),
@@ -1164,7 +1205,7 @@ mod tests {
         let msgs = all_messages();
         let mut types: Vec<u16> = msgs.iter().map(|m| m.body.msg_type()).collect();
         types.dedup();
-        assert_eq!(types.len(), 24, "all types covered");
+        assert_eq!(types.len(), 27, "all types covered");
         for m in &msgs {
             let mut b = BytesMut::new();
             m.encode(&mut b);

@@ -108,6 +108,9 @@ pub struct RequestParser {
     /// MAX_QUERY_BUF, lowered in tests (the real limit cannot be reached
     /// through the other limits, it is a backstop).
     query_buf_limit: usize,
+    /// Largest bulk argument accepted (Redis's `proto-max-bulk-len`), at
+    /// most MAX_BULK.
+    max_bulk: i64,
     /// Emptied argument vectors handed back by the caller (`recycle`),
     /// reused by the fast path: no allocation and free per request.
     spare: Vec<Vec<Bytes>>,
@@ -133,8 +136,16 @@ impl RequestParser {
             scanned: 0,
             pending: None,
             query_buf_limit: MAX_QUERY_BUF,
+            max_bulk: MAX_BULK,
             spare: Vec::new(),
         }
+    }
+
+    /// Redis's `proto-max-bulk-len`: a longer bulk argument is a protocol
+    /// error (`invalid bulk length`) as soon as its header is read, before
+    /// any of it is buffered. Clamped to 1..=MAX_BULK.
+    pub fn set_max_bulk(&mut self, bytes: u64) {
+        self.max_bulk = bytes.clamp(1, MAX_BULK as u64) as i64;
     }
 
     /// Give back a request's argument vector once the command is done with
@@ -241,7 +252,7 @@ impl RequestParser {
                 return None;
             }
             let (len, start) = header_number(b, at + 1)?;
-            if len > MAX_BULK as u64 {
+            if len > self.max_bulk as u64 {
                 return None;
             }
             // len <= MAX_BULK: fits usize, no overflow.
@@ -335,7 +346,7 @@ impl RequestParser {
             return Err(ProtocolError::ExpectedDollar(buf[0]));
         }
         let len = match string2ll(&buf[1..cr]) {
-            Some(n) if (0..=MAX_BULK).contains(&n) => n as usize,
+            Some(n) if (0..=self.max_bulk).contains(&n) => n as usize,
             _ => return Err(ProtocolError::InvalidBulkLength),
         };
         self.consume(buf, cr + 2);
@@ -909,5 +920,27 @@ mod tests {
         buf.clear();
         buf.extend_from_slice(b"P\n");
         let _ = p.parse(&mut buf);
+    }
+}
+
+#[cfg(test)]
+mod max_bulk_tests {
+    use super::*;
+
+    #[test]
+    fn a_bulk_over_the_configured_limit_is_refused_at_its_header() {
+        let mut p = RequestParser::new();
+        p.set_max_bulk(1 << 20);
+        let mut buf = BytesMut::from(&b"*4\r\n$6\r\nADDJOB\r\n$1\r\nq\r\n$400000000\r\n"[..]);
+        assert!(matches!(
+            p.parse(&mut buf),
+            Err(ProtocolError::InvalidBulkLength)
+        ));
+        let mut p = RequestParser::new();
+        p.set_max_bulk(4);
+        let mut buf = BytesMut::from(&b"*2\r\n$4\r\nPING\r\n$4\r\nabcd\r\n"[..]);
+        assert!(matches!(p.parse(&mut buf), Ok(Some(_))));
+        let mut buf = BytesMut::from(&b"*2\r\n$4\r\nPING\r\n$5\r\nabcde\r\n"[..]);
+        assert!(p.parse(&mut buf).is_err());
     }
 }

@@ -169,6 +169,15 @@ pub(super) async fn overview(State(st): State<AppState>) -> Json<Value> {
                     "rewriting": node.aof.rewrite_in_progress,
                     "error": node.aof_write_error(),
                 },
+                "spill": node.config.spill.then(|| {
+                    let sp = node.engine.spill_stats();
+                    json!({
+                        "jobs": sp.jobs, "disk_bytes": sp.disk_bytes,
+                        "live_bytes": sp.live_bytes, "active": sp.active,
+                        "paused": sp.fault.map(|f| f.name())
+                            .or(sp.disk_budget_full.then_some("disk-budget")),
+                    })
+                }),
                 "cluster": peers,
                 "features": { "redrive": commands::lookup(node, b"redrive").is_some() },
                 "now": now,

@@ -46,6 +46,9 @@ pub struct Snapshot {
     pub memory_level: u8,
     pub connected_clients: u64,
     pub uptime_s: u64,
+    /// The spill tier's figures, when `spill yes`: engine stats, then
+    /// (corrupt records, I/O errors) seen by the spill thread.
+    pub spill: Option<(crate::engine::spill::SpillStats, u64, u64)>,
     /// Live schedules, and their tick counters on this node (deleted
     /// schedules' included).
     pub schedules: u64,
@@ -98,6 +101,17 @@ impl Snapshot {
             memory_level: node.engine.memory_level(),
             connected_clients: node.clients.len() as u64,
             uptime_s: now.saturating_sub(node.start_time) / 1000,
+            spill: node.config.spill.then(|| {
+                let io = node.spill.io.as_ref().map(|io| &io.stats);
+                let load = |f: fn(&crate::spill::IoStats) -> &std::sync::atomic::AtomicU64| {
+                    io.map_or(0, |s| f(s).load(std::sync::atomic::Ordering::Relaxed))
+                };
+                (
+                    node.engine.spill_stats(),
+                    load(|s| &s.corrupt),
+                    load(|s| &s.io_errors),
+                )
+            }),
             schedules: node.engine.schedule_count() as u64,
             schedule_ticks: node.engine.schedule_totals(),
         }
@@ -356,6 +370,86 @@ impl Collector for NodeCollector {
             1e6,
         )?;
 
+        if let Some((st, corrupt, io_errors)) = &s.spill {
+            for (name, help, v) in [
+                (
+                    "disque_spill_jobs",
+                    "Jobs whose body is only on disk (spill tier).",
+                    st.jobs,
+                ),
+                (
+                    "disque_spill_disk_bytes",
+                    "Bytes of spill segment files, live and dead records.",
+                    st.disk_bytes,
+                ),
+                (
+                    "disque_spill_live_bytes",
+                    "Bytes of live records in the spill segments.",
+                    st.live_bytes,
+                ),
+                ("disque_spill_segments", "Spill segment files.", st.segments),
+                (
+                    "disque_spill_active",
+                    "1 while job bodies are being spilled (memory above spill-watermark).",
+                    u64::from(st.active),
+                ),
+            ] {
+                gauge(e, name, help, v)?;
+            }
+            gauge_family(
+                e,
+                "disque_spill_paused",
+                "1 when spilling is paused, by reason: disk-full and write-error (a failed write, retried later), disk-budget (spill-max-disk spent). Disque's memory levels then apply.",
+                &[
+                    (
+                        vec![("reason", "disk-full".into())],
+                        u64::from(st.fault == Some(crate::engine::spill::SpillFault::DiskFull)),
+                    ),
+                    (
+                        vec![("reason", "write-error".into())],
+                        u64::from(st.fault == Some(crate::engine::spill::SpillFault::WriteError)),
+                    ),
+                    (
+                        vec![("reason", "disk-budget".into())],
+                        u64::from(st.disk_budget_full),
+                    ),
+                ],
+            )?;
+            for (name, help, v) in [
+                (
+                    "disque_spill_jobs_written",
+                    "Job bodies moved to disk.",
+                    st.spilled_total,
+                ),
+                (
+                    "disque_spill_disk_reads",
+                    "Job bodies read back into RAM (page-ins).",
+                    st.reads,
+                ),
+                (
+                    "disque_spill_compactions",
+                    "Spill segments whose live records were copied forward.",
+                    st.compactions,
+                ),
+                (
+                    "disque_spill_segments_deleted",
+                    "Spill segment files deleted (no live record left).",
+                    st.unlinked,
+                ),
+                (
+                    "disque_spill_corrupt_records",
+                    "Spill records that failed their checksum, length or ID check (never served).",
+                    (*corrupt).max(st.corrupt),
+                ),
+                (
+                    "disque_spill_io_errors",
+                    "Spill segment reads and writes that failed.",
+                    st.write_errors + io_errors,
+                ),
+            ] {
+                counter(e, name, help, v)?;
+            }
+        }
         gauge(
             e,
             "disque_registered_jobs",

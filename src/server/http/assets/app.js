@@ -354,7 +354,8 @@ async function loadJobs() {
     state.nextCursor = next;
     $("next-page").disabled = next === "0";
     table($("jobs"), [{ label: "Job ID" }, { label: "State" }, { label: "Age", num: true },
-      { label: "TTL", num: true }, { label: "Nacks", num: true }, { label: "Deliveries", num: true }, { label: "Body", class: "hide-sm" }],
+      { label: "TTL", num: true }, { label: "Nacks", num: true }, { label: "Deliveries", num: true },
+      { label: "Priority", num: true }, { label: "Progress" }, { label: "Body", class: "hide-sm" }],
     jobs.length ? jobs.map((j) => el("tr", {},
       el("td", {}, el("a", { class: "mono", href: "#/job/" + encodeURIComponent(j.id), text: j.id })),
       el("td", {}, el("span", { class: "badge", text: j.state })),
@@ -362,8 +363,11 @@ async function loadJobs() {
       el("td", { class: "num", text: fmtAge(j.ttl * 1000) }),
       el("td", { class: "num", text: fmtNum(j.nacks) }),
       el("td", { class: "num", text: fmtNum(j["additional-deliveries"]) }),
+      // Priority and progress are extension fields: absent for plain jobs (level 5, no report).
+      el("td", { class: "num", text: fmtNum(j.priority ?? 5) }),
+      el("td", { text: j.progress == null ? "–" : j.progress + "%" + (j["progress-desc"] ? " " + String(j["progress-desc"]).slice(0, 40) : "") }),
       el("td", { class: "mono hide-sm", text: String(j.body ?? "").slice(0, 80) }))) :
-      [el("tr", {}, el("td", { colspan: 7, class: "muted", text: next === "0" ? "No jobs here." : "No jobs in this slice; try the next page." }))]);
+      [el("tr", {}, el("td", { colspan: 9, class: "muted", text: next === "0" ? "No jobs here." : "No jobs in this slice; try the next page." }))]);
   } catch (e) { toast("Loading jobs failed: " + e.message, true); }
 }
 

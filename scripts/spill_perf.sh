@@ -1,0 +1,160 @@
+#!/usr/bin/env bash
+# The spill tier's memory figures (docs/PERFORMANCE.md, "Spill tier"):
+#
+#  ram   - used_memory per queued job with `spill no` and with `spill yes`
+#          (spill-watermark 0: every body behind the head window on disk),
+#          JOBS jobs of SIZE bytes in one queue.
+#  fill  - with maxmemory MAXMEM and `spill SPILL` (default watermark),
+#          add jobs 50,000 at a time until the first refusal (-NOREPL at
+#          75% alone, -OOM at 95%) or TARGET jobs; report jobs accepted,
+#          jobs spilled, peak RSS / maxmemory.
+#
+#  tput  - throughput with and without spill (see `tput` below).
+#
+#  drain - GETJOB while draining a backlog on disk (see `drain` below).
+#
+# usage: scripts/spill_perf.sh ram|fill|tput|drain
+# environment: BIN_DIR [target/release], JOBS [300000], SIZE [1024],
+#              MAXMEM [64mb], TARGET [1300000], SPILL [yes],
+#              RATE [none: as fast as the clients go; else ADDJOBs/s]
+set -euo pipefail
+here=$(cd "$(dirname "$0")/.." && pwd)
+BIN_DIR=${BIN_DIR:-$here/target/release}
+JOBS=${JOBS:-300000}
+SIZE=${SIZE:-1024}
+MAXMEM=${MAXMEM:-64mb}
+TARGET=${TARGET:-1300000}
+work=$(mktemp -d /tmp/disque-spill.XXXXXX)
+pid=
+cleanup() {
+    [[ -n $pid ]] && kill "$pid" 2>/dev/null || true
+    sleep 0.5
+    [[ -n $pid ]] && kill -9 "$pid" 2>/dev/null || true
+    rm -rf "$work"
+}
+trap cleanup EXIT
+
+free_port() { # below 55536: the bus port is the client port + 10000
+    python3 -c '
+import socket
+while True:
+    s = socket.socket(); s.bind(("127.0.0.1", 0)); p = s.getsockname()[1]
+    if p < 55000: print(p); break'
+}
+
+start() { # args...
+    port=$(free_port)
+    rm -rf "$work/d" && mkdir -p "$work/d"
+    "$BIN_DIR/disque-server" --port "$port" --dir "$work/d" "$@" >"$work/log" 2>&1 &
+    pid=$!
+    for _ in $(seq 1 100); do
+        redis-cli -p "$port" PING >/dev/null 2>&1 && return 0
+        sleep 0.1
+    done
+    cat "$work/log" >&2
+    exit 1
+}
+
+stop() {
+    kill "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+    pid=
+}
+
+field() { # section name
+    redis-cli -p "$port" INFO "$1" | tr -d '\r' | awk -F: -v k="$2" '$1==k {print $2}'
+}
+
+rss() { awk '/VmRSS/ {print $2 * 1024}' "/proc/$pid/status"; }
+
+settle() { # wait until no spill write is in flight and the backfill is done
+    local last=-1 now
+    for _ in $(seq 1 600); do
+        now=$(field spill spilled_jobs)
+        if [[ $(field spill spill_pending_writes) == 0 && $now == "$last" ]]; then
+            return 0
+        fi
+        last=$now
+        sleep 0.5
+    done
+}
+
+ram() {
+    for mode in no yes; do
+        start --maxmemory 8gb --spill "$mode" --spill-watermark 0
+        local u0 r0 u1 r1 q s
+        u0=$(field memory used_memory); r0=$(rss)
+        "$BIN_DIR/disque-benchmark" -p "$port" -w addjob -s "$SIZE" -n "$JOBS" -c 20 -P 16 -q >/dev/null
+        [[ $mode == yes ]] && settle
+        u1=$(field memory used_memory); r1=$(rss)
+        q=$(redis-cli -p "$port" QLEN dqbench:0)
+        s=$(field spill spilled_jobs)
+        echo "spill=$mode jobs=$q spilled=${s:-0} used_per_job=$(( (u1 - u0) / q )) rss_per_job=$(( (r1 - r0) / q )) disk_bytes=$(field spill spill_disk_bytes)"
+        stop
+    done
+}
+
+fill() {
+    start --maxmemory "$MAXMEM" --spill "${SPILL:-yes}"
+    local max peak=0 n=0 r
+    max=$(redis-cli -p "$port" CONFIG GET maxmemory | tail -1)
+    while (( n < TARGET )); do
+        out=$("$BIN_DIR/disque-benchmark" -p "$port" -w addjob -s "$SIZE" -n 50000 -c 20 -P 16 ${RATE:+--rate "$RATE"} --csv 2>&1 || true)
+        n=$(redis-cli -p "$port" QLEN dqbench:0)
+        r=$(rss); (( r > peak )) && peak=$r
+        refused=$(( $(field jobstats refused_oom) + $(field jobstats refused_norepl) ))
+        if [[ $refused != 0 ]]; then
+            echo "first refusal after ~$n jobs"
+            break
+        fi
+    done
+    settle
+    r=$(rss); (( r > peak )) && peak=$r
+    echo "maxmemory=$max size=$SIZE accepted=$n spilled=$(field spill spilled_jobs) used_memory=$(field memory used_memory) peak_rss=$peak peak_rss/maxmemory=$(python3 -c "print(round($peak/$max,3))") disk_bytes=$(field spill spill_disk_bytes) refused_oom=$(field jobstats refused_oom) refused_norepl=$(field jobstats refused_norepl) status=$(field spill spill_status)"
+    stop
+}
+
+# Throughput, `spill no` vs `spill yes` (watermark 0: every tail on disk),
+# interleaved REPS times on fresh servers:
+#  addjob: JOBS jobs of SIZE bytes, 20 clients, pipeline 16;
+#  cycle:  a backlog of JOBS jobs first, then 10 s of the job cycle (20
+#          clients, half consuming with GETJOB COUNT 16 and ACKJOB), so
+#          consumers drain a backlog that is on disk.
+tput() {
+    for rep in $(seq 1 "${REPS:-3}"); do
+        for mode in no yes; do
+            start --maxmemory 8gb --spill "$mode" --spill-watermark 0
+            a=$("$BIN_DIR/disque-benchmark" -p "$port" -w addjob -s "$SIZE" -n "$JOBS" -c 20 -P 16 --csv)
+            [[ $mode == yes ]] && settle
+            b=$("$BIN_DIR/disque-benchmark" -p "$port" -w cycle -s "$SIZE" -d 10 -c 20 -P 16 --csv)
+            echo "rep=$rep spill=$mode addjob,$a"
+            echo "rep=$rep spill=$mode cycle,$b spilled_left=$(field spill spilled_jobs) reads=$(field spill spill_disk_reads)"
+            stop
+        done
+    done
+}
+
+# Draining a backlog on disk: 200,000 jobs, then 10 consumers doing
+# GETJOB NOHANG + ACKJOB for 190,000 operations (`-w getjob`); prints the
+# benchmark line plus what is left queued (jobs/s consumed = (200000 -
+# qlen_left) / elapsed, an empty NOHANG reply counts as an operation).
+drain() {
+    for rep in $(seq 1 "${REPS:-2}"); do
+        for mode in no yes; do
+            start --maxmemory 8gb --spill "$mode" --spill-watermark 0
+            "$BIN_DIR/disque-benchmark" -p "$port" -w addjob -s "$SIZE" -n 200000 -c 20 -P 16 -q >/dev/null
+            [[ $mode == yes ]] && settle
+            r=$("$BIN_DIR/disque-benchmark" -p "$port" -w getjob --prefill 0 -n 190000 -c 10 -P 1 --ack --csv 2>&1 | tail -1)
+            echo "rep=$rep spill=$mode getjob+ack,$r qlen_left=$(redis-cli -p "$port" QLEN dqbench:0) reads=$(field spill spill_disk_reads)"
+            stop
+        done
+    done
+}
+
+case ${1:-} in
+    ram) ram ;;
+    drain) drain ;;
+    fill) fill ;;
+    tput) tput ;;
+    *) echo "usage: $0 ram|fill|tput|drain" >&2; exit 2 ;;
+esac

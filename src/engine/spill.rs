@@ -1,0 +1,1385 @@
+//! Spill policy (docs/PERSISTENCE.md#9-spill-tiers): which job bodies leave
+//! RAM for the node's append-only segment files, which come back ahead of
+//! consumers, and when a segment is freed or compacted.
+//!
+//! The engine only decides. Every read, write and unlink is a `SpillOp`
+//! the shell takes (`Engine::take_spill_ops`) and performs on its own
+//! thread (the top-level `spill` module); the results come back as `SpillDone` through
+//! `Engine::spill_done`. No disk access ever happens while the engine is
+//! held, so a slow disk delays page-ins, never other clients.
+//!
+//! What spills: the bodies of queued jobs beyond a queue's head window
+//! (`HEAD_WINDOW` jobs nearest to delivery stay resident), once used
+//! memory passes `spill-watermark` percent of maxmemory, until it falls ten
+//! points below. New jobs of a long queue go straight to disk then (the
+//! lazy tail); a backfill pass in the cron spills the older backlog.
+//! A job keeps its record in the job table (SHOW, ACKJOB, ... find it as
+//! before); only its body is replaced by a location (`Loc`).
+//!
+//! A body leaves RAM only once its write is confirmed: a failed write
+//! leaves every job as it was and turns spilling off for a while
+//! (`SpillFault`), so Disque's memory levels apply as without spill.
+//! GETJOB never pops a job whose body is on disk: the queue waits for the
+//! page-in (blocked clients are served when it lands), and prefetch reads
+//! the head window ahead of consumers so that rarely happens.
+//!
+//! Reclaim: ACKJOB, DELJOB, expiry and page-ins only drop the location
+//! (the record becomes dead, no tombstone); a segment with no live record
+//! is unlinked, and one that is mostly dead has its live records copied
+//! forward (`SpillOp::Move`) so that a few long-lived jobs never pin it.
+
+use std::collections::{BTreeMap, VecDeque};
+
+use bytes::Bytes;
+
+use super::{Engine, JobHandle, Map};
+use crate::domain::job::{JobId, JobState};
+
+/// Bytes in front of each body in a segment record: body length (u32),
+/// CRC32 of ID and body (u32), the 40-byte job ID.
+pub const RECORD_HEADER: u64 = 4 + 4 + 40;
+
+/// Jobs at the front of each queue that are never spilled.
+pub const HEAD_WINDOW: usize = 128;
+
+/// How far ahead of consumers page-ins go, in head windows.
+const PREFETCH_WINDOWS: usize = 4;
+
+/// Default segment size.
+pub const SEGMENT_BYTES: u32 = 64 << 20;
+
+/// Bytes of writes in flight (bodies held twice: in the job and in the
+/// write) above which no more jobs are spilled until writes complete.
+const MAX_PENDING_BYTES: u64 = 32 << 20;
+
+/// Backfill and compaction budget per cron run (records).
+const CRON_BUDGET: usize = 16_384;
+
+/// How long spilling stays off after a write failure (ms).
+const FAULT_BACKOFF_MS: u64 = 10_000;
+
+/// Where a spilled body lives: segment number, record offset and body
+/// length (the record is `RECORD_HEADER` bytes longer).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Loc {
+    pub seg: u32,
+    pub off: u32,
+    pub len: u32,
+}
+
+impl Loc {
+    /// Bytes of the whole record on disk.
+    pub fn record_len(&self) -> u64 {
+        RECORD_HEADER + u64::from(self.len)
+    }
+}
+
+/// Work for the spill thread, in the order it must be done.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SpillOp {
+    /// Append a record at `loc` (segments are written strictly in order).
+    Write { loc: Loc, id: JobId, body: Bytes },
+    /// Read a body back (page-in).
+    Read { h: JobHandle, id: JobId, loc: Loc },
+    /// Copy a record to a new place (compaction).
+    Move {
+        h: JobHandle,
+        id: JobId,
+        from: Loc,
+        to: Loc,
+    },
+    /// Delete a segment file: none of its records is live.
+    Unlink { seg: u32 },
+}
+
+/// Why a record could not be used.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReadFailure {
+    /// Checksum, length or ID mismatch: the bytes on disk are not this job's.
+    Corrupt,
+    /// The read itself failed (file missing, I/O error).
+    Io,
+}
+
+/// Why spilling stopped (INFO `spill_fault`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SpillFault {
+    /// The file system has no room (ENOSPC, EDQUOT).
+    DiskFull,
+    /// Another write error.
+    WriteError,
+}
+
+impl SpillFault {
+    pub fn name(self) -> &'static str {
+        match self {
+            SpillFault::DiskFull => "disk-full",
+            SpillFault::WriteError => "write-error",
+        }
+    }
+}
+
+/// A result from the spill thread.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SpillDone {
+    /// Every write to `seg` below offset `end` is on disk.
+    Written { seg: u32, end: u32 },
+    /// Writing to `seg` failed: that segment is abandoned.
+    WriteFailed { seg: u32, fault: SpillFault },
+    Read {
+        h: JobHandle,
+        id: JobId,
+        loc: Loc,
+        result: Result<Bytes, ReadFailure>,
+    },
+    Moved {
+        h: JobHandle,
+        id: JobId,
+        from: Loc,
+        to: Loc,
+        result: Result<(), ReadFailure>,
+    },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum SlotState {
+    /// Write in flight; the body is still in RAM.
+    Pending,
+    /// Only on disk.
+    OnDisk,
+    /// Page-in in flight.
+    Loading,
+    /// Compaction copy in flight (target in `SpillState::moving`).
+    Moving,
+}
+
+#[derive(Clone, Copy)]
+struct Slot {
+    loc: Loc,
+    st: SlotState,
+}
+
+#[derive(Default)]
+struct Segment {
+    /// Records that are some job's current place (or a copy in flight).
+    live: u32,
+    live_bytes: u64,
+    /// Bytes appended so far.
+    bytes: u64,
+    /// Jobs ever written here (compaction walks it; stale entries are
+    /// skipped and dropped).
+    members: Vec<JobHandle>,
+}
+
+/// Spill counters and gauges for INFO and /metrics.
+#[derive(Clone, Debug, Default)]
+pub struct SpillStats {
+    pub enabled: bool,
+    /// Spilling now (memory above the watermark, no fault).
+    pub active: bool,
+    /// Jobs whose body is only on disk (or being read back).
+    pub jobs: u64,
+    /// Bodies written but not yet confirmed.
+    pub pending: u64,
+    /// Bytes of segment files (live and dead records).
+    pub disk_bytes: u64,
+    /// Bytes of live records.
+    pub live_bytes: u64,
+    pub segments: u64,
+    /// Totals since start.
+    pub spilled_total: u64,
+    pub reads: u64,
+    pub read_bytes: u64,
+    pub corrupt: u64,
+    pub read_errors: u64,
+    pub write_errors: u64,
+    pub compactions: u64,
+    pub moved: u64,
+    pub unlinked: u64,
+    /// The last write failure, while spilling is off because of it.
+    pub fault: Option<SpillFault>,
+    /// The disk budget (`spill-max-disk`) is spent.
+    pub disk_budget_full: bool,
+}
+
+/// The spill state the engine keeps (empty and inert unless enabled).
+pub struct SpillState {
+    enabled: bool,
+    /// Jobs at the front of each queue that stay in RAM.
+    pub(crate) head: usize,
+    /// Bytes of segment files allowed; 0 = no limit.
+    max_disk: u64,
+    /// Percent of maxmemory where spilling starts.
+    watermark: u64,
+    seg_size: u32,
+    slots: Map<JobHandle, Slot>,
+    moving: Map<JobHandle, Loc>,
+    /// Writes in flight, in the order they were issued.
+    pending: VecDeque<(JobHandle, JobId, Loc)>,
+    pending_bytes: u64,
+    segs: BTreeMap<u32, Segment>,
+    /// The segment being appended to, and its next offset.
+    cur: u32,
+    cur_off: u32,
+    active: bool,
+    fault: Option<(SpillFault, u64)>,
+    /// An AOF rewrite reads segments: nothing is unlinked meanwhile.
+    pinned: bool,
+    /// Pops per queue since its head window was last checked.
+    pops: Map<u32, u32>,
+    /// Backfill position (jobs past the head window) per queue.
+    backfill: Map<u32, usize>,
+    /// Jobs whose AOF record must be rewritten once their body is back.
+    relog: Map<JobHandle, ()>,
+    ops: Vec<SpillOp>,
+    /// Slots whose body is not in RAM (not `Pending`).
+    cold: u64,
+    /// Bytes of all segments (the sum of their `bytes`).
+    disk_total: u64,
+    stats: SpillStats,
+}
+
+impl Default for SpillState {
+    fn default() -> Self {
+        SpillState {
+            enabled: false,
+            head: HEAD_WINDOW,
+            max_disk: 0,
+            watermark: 60,
+            seg_size: SEGMENT_BYTES,
+            slots: Map::default(),
+            moving: Map::default(),
+            pending: VecDeque::new(),
+            pending_bytes: 0,
+            segs: BTreeMap::new(),
+            cur: 1,
+            cur_off: 0,
+            active: false,
+            fault: None,
+            pinned: false,
+            pops: Map::default(),
+            backfill: Map::default(),
+            relog: Map::default(),
+            ops: Vec::new(),
+            cold: 0,
+            disk_total: 0,
+            stats: SpillStats::default(),
+        }
+    }
+}
+
+impl SpillState {
+    fn disk_bytes(&self) -> u64 {
+        self.disk_total
+    }
+
+    /// Place a record of `len` body bytes at the end of the current
+    /// segment (a new one when it would not fit).
+    fn allocate(&mut self, len: u32) -> Loc {
+        let rec = RECORD_HEADER + u64::from(len);
+        if self.cur_off > 0 && u64::from(self.cur_off) + rec > u64::from(self.seg_size) {
+            self.cur += 1;
+            self.cur_off = 0;
+        }
+        let loc = Loc {
+            seg: self.cur,
+            off: self.cur_off,
+            len,
+        };
+        self.cur_off = self
+            .cur_off
+            .saturating_add(u32::try_from(rec).unwrap_or(u32::MAX));
+        let seg = self.segs.entry(loc.seg).or_default();
+        seg.bytes += rec;
+        self.disk_total += rec;
+        seg.live += 1;
+        seg.live_bytes += rec;
+        loc
+    }
+
+    /// A record stopped being live.
+    fn dead(&mut self, loc: Loc) {
+        if let Some(s) = self.segs.get_mut(&loc.seg) {
+            s.live = s.live.saturating_sub(1);
+            s.live_bytes = s.live_bytes.saturating_sub(loc.record_len());
+        }
+    }
+
+    /// Drop a job's spill slot; its records become dead.
+    fn forget(&mut self, h: JobHandle) -> Option<Slot> {
+        let slot = self.slots.remove(&h)?;
+        self.relog.remove(&h);
+        if slot.st != SlotState::Pending {
+            self.cold = self.cold.saturating_sub(1);
+        }
+        self.dead(slot.loc);
+        if let Some(to) = self.moving.remove(&h) {
+            self.dead(to);
+        }
+        Some(slot)
+    }
+}
+
+impl Engine {
+    /// `spill yes|no`, `spill-max-disk` (bytes, 0 = no limit) and
+    /// `spill-watermark` (percent of maxmemory where spilling starts).
+    pub fn set_spill(&mut self, enabled: bool, max_disk: u64, watermark: u64) {
+        let s = &mut self.spill;
+        s.enabled = enabled;
+        s.max_disk = max_disk;
+        s.watermark = watermark.min(100);
+        s.stats.enabled = enabled;
+    }
+
+    /// The disk budget in bytes (0 = no limit).
+    pub fn spill_max_disk(&self) -> u64 {
+        self.spill.max_disk
+    }
+
+    /// Smaller segments (tests exercise rolling and compaction with them).
+    pub fn set_spill_segment_bytes(&mut self, bytes: u32) {
+        self.spill.seg_size = bytes.max(1024);
+    }
+
+    /// An AOF rewrite reads spilled bodies from the segments: keep every
+    /// segment file until it ends.
+    pub fn set_spill_pinned(&mut self, on: bool) {
+        self.spill.pinned = on;
+    }
+
+    /// Reads, writes and unlinks for the spill thread, in order.
+    pub fn take_spill_ops(&mut self) -> Vec<SpillOp> {
+        std::mem::take(&mut self.spill.ops)
+    }
+
+    /// Where the body of a job lives when it is not in RAM: the ID (to
+    /// check the record against) and the location. None for resident jobs.
+    pub fn spilled_body(&self, h: JobHandle) -> Option<(JobId, Loc)> {
+        let slot = self.spill.slots.get(&h)?;
+        if slot.st == SlotState::Pending {
+            return None;
+        }
+        let j = self.store.get(h)?;
+        if j.body.is_some() {
+            return None;
+        }
+        Some((j.id, slot.loc))
+    }
+
+    /// Counters and gauges (INFO spill, /metrics).
+    pub fn spill_stats(&self) -> SpillStats {
+        let s = &self.spill;
+        let mut st = s.stats.clone();
+        st.active = s.active;
+        st.jobs = s.cold;
+        st.pending = s.pending.len() as u64;
+        st.disk_bytes = s.disk_bytes();
+        st.live_bytes = s.segs.values().map(|x| x.live_bytes).sum();
+        st.segments = s.segs.len() as u64;
+        st.fault = s.fault.map(|f| f.0);
+        st
+    }
+
+    /// The tier can take bodies now: enabled, no write fault, budget left
+    /// (Disque's 75% memory level is skipped meanwhile, `memory_level`).
+    pub(crate) fn spill_absorbs(&self) -> bool {
+        let s = &self.spill;
+        s.enabled && s.fault.is_none() && !s.stats.disk_budget_full
+    }
+
+    /// Bytes of writes in flight allowed: `MAX_PENDING_BYTES`, or less
+    /// under a small maxmemory (those bodies are held twice meanwhile).
+    fn max_pending(&self) -> u64 {
+        match self.memory.maxmemory {
+            0 => MAX_PENDING_BYTES,
+            m => MAX_PENDING_BYTES.min(m / 16),
+        }
+    }
+
+    /// Spill new bodies now? Memory above the watermark (with ten points
+    /// of hysteresis), no recent write failure, room on disk and in the
+    /// write pipeline.
+    fn spill_wanted(&mut self) -> bool {
+        let s = &self.spill;
+        if !s.enabled || s.fault.is_some() || s.pending_bytes >= self.max_pending() {
+            return false;
+        }
+        let max = self.memory.maxmemory;
+        let on = if s.watermark == 0 {
+            true
+        } else if max == 0 {
+            false
+        } else {
+            let used = (self.memory.used)() as u64;
+            let start = max / 100 * s.watermark;
+            let stop = max / 100 * s.watermark.saturating_sub(10);
+            if s.active {
+                used > stop
+            } else {
+                used > start
+            }
+        };
+        self.spill.active = on;
+        on
+    }
+
+    /// Write the body of queued job `h` to disk (it leaves RAM once the
+    /// write is confirmed). False when it cannot spill.
+    fn spill_job(&mut self, h: JobHandle) -> bool {
+        if self.spill.slots.contains_key(&h) {
+            return false;
+        }
+        let Some(j) = self.store.get(h) else {
+            return false;
+        };
+        if j.state != JobState::Queued {
+            return false;
+        }
+        let Some(body) = j.body.as_deref() else {
+            return false;
+        };
+        let Ok(len) = u32::try_from(body.len()) else {
+            return false;
+        };
+        let rec = RECORD_HEADER + u64::from(len);
+        if rec > u64::from(self.spill.seg_size) {
+            return false;
+        }
+        let s = &mut self.spill;
+        if s.max_disk != 0 && s.disk_bytes() + rec > s.max_disk {
+            s.stats.disk_budget_full = true;
+            return false;
+        }
+        s.stats.disk_budget_full = false;
+        let body = Bytes::copy_from_slice(body);
+        let id = j.id;
+        let loc = s.allocate(len);
+        if let Some(seg) = s.segs.get_mut(&loc.seg) {
+            seg.members.push(h);
+        }
+        s.slots.insert(
+            h,
+            Slot {
+                loc,
+                st: SlotState::Pending,
+            },
+        );
+        s.pending.push_back((h, id, loc));
+        s.pending_bytes += rec;
+        s.ops.push(SpillOp::Write { loc, id, body });
+        true
+    }
+
+    /// A job was queued (`enqueue`): the lazy tail. Once spilling, a job
+    /// queued behind a full head window goes straight to disk.
+    pub(crate) fn spill_on_enqueue(&mut self, qh: u32, h: JobHandle) {
+        if !self.spill.enabled {
+            return;
+        }
+        let long = self
+            .queues
+            .get(qh)
+            .is_some_and(|q| q.len() > self.spill.head);
+        if long && self.spill_wanted() {
+            self.spill_job(h);
+        }
+    }
+
+    /// The job table dropped `h` (`remove_record`).
+    pub(crate) fn spill_forget(&mut self, h: JobHandle) {
+        if self.spill.slots.is_empty() {
+            return;
+        }
+        self.spill.forget(h);
+    }
+
+    /// Whether the head of queue `qh` can be popped now. A job whose body
+    /// is on disk cannot: its page-in is requested instead. A job whose
+    /// write is still in flight can (its body is in RAM); its record is
+    /// dropped as it leaves the queue.
+    pub(crate) fn spill_head_ready(&mut self, qh: u32) -> bool {
+        if self.spill.slots.is_empty() {
+            return true;
+        }
+        let Some(h) = self.queues.get(qh).and_then(|q| q.first()) else {
+            return true;
+        };
+        match self.spill.slots.get(&h).map(|s| s.st) {
+            None => true,
+            Some(SlotState::Pending) => {
+                self.spill.forget(h);
+                true
+            }
+            Some(_) => {
+                self.spill_prefetch_scan(qh);
+                false
+            }
+        }
+    }
+
+    /// After a pop: check the head window every quarter window of pops
+    /// and read back what is on disk there.
+    pub(crate) fn spill_after_pop(&mut self, qh: u32) {
+        if self.spill.slots.is_empty() {
+            return;
+        }
+        let n = self.spill.pops.entry(qh).or_insert(0);
+        *n += 1;
+        if *n as usize >= self.spill.head / 4 {
+            *n = 0;
+            self.spill_prefetch_scan(qh);
+        }
+    }
+
+    /// A change to job `h` must replace its AOF record (DELJOB then
+    /// LOADJOB), which needs the body. When the body is on disk, it is
+    /// read back first and the records are written when it lands (true);
+    /// a crash meanwhile restores the job as it was before the change.
+    pub(crate) fn spill_relog_later(&mut self, h: JobHandle) -> bool {
+        if self.spilled_body(h).is_none() {
+            return false;
+        }
+        self.spill.relog.insert(h, ());
+        self.spill_page_in(h);
+        true
+    }
+
+    /// Read the body of `h` back if it is only on disk (a copy in flight
+    /// is read when it completes).
+    fn spill_page_in(&mut self, h: JobHandle) {
+        let Some(slot) = self.spill.slots.get_mut(&h) else {
+            return;
+        };
+        if slot.st != SlotState::OnDisk {
+            return;
+        }
+        let Some(j) = self.store.get(h) else {
+            return;
+        };
+        slot.st = SlotState::Loading;
+        let loc = slot.loc;
+        self.spill.ops.push(SpillOp::Read { h, id: j.id, loc });
+    }
+
+    /// Request page-ins for the on-disk jobs among the first
+    /// `PREFETCH_WINDOWS` head windows of the queue: reads run ahead of
+    /// consumers by several windows, so a page-in's round trip through
+    /// the spill thread is hidden while the resident ones are served.
+    fn spill_prefetch_scan(&mut self, qh: u32) {
+        let Some(q) = self.queues.get(qh) else {
+            return;
+        };
+        let s = &mut self.spill;
+        for h in q.handles().take(s.head * PREFETCH_WINDOWS) {
+            let Some(slot) = s.slots.get_mut(&h) else {
+                continue;
+            };
+            if slot.st != SlotState::OnDisk {
+                continue;
+            }
+            let Some(j) = self.store.get(h) else {
+                continue;
+            };
+            slot.st = SlotState::Loading;
+            let loc = slot.loc;
+            s.ops.push(SpillOp::Read { h, id: j.id, loc });
+        }
+    }
+
+    /// Results from the spill thread.
+    pub fn spill_done(&mut self, done: Vec<SpillDone>, now: u64) {
+        for d in done {
+            match d {
+                SpillDone::Written { seg, end } => self.spill_written(seg, end),
+                SpillDone::WriteFailed { seg, fault } => self.spill_write_failed(seg, fault, now),
+                SpillDone::Read { h, id, loc, result } => self.spill_read(h, id, loc, result),
+                SpillDone::Moved {
+                    h,
+                    id,
+                    from,
+                    to,
+                    result,
+                } => self.spill_moved(h, id, from, to, result),
+            }
+        }
+        self.serve_ready(now);
+    }
+
+    fn spill_written(&mut self, seg: u32, end: u32) {
+        while let Some(&(h, id, loc)) = self.spill.pending.front() {
+            if loc.seg > seg || (loc.seg == seg && loc.off >= end) {
+                break;
+            }
+            self.spill.pending.pop_front();
+            self.spill.pending_bytes = self.spill.pending_bytes.saturating_sub(loc.record_len());
+            let mine = self
+                .spill
+                .slots
+                .get(&h)
+                .is_some_and(|s| s.st == SlotState::Pending && s.loc == loc);
+            if !mine {
+                continue;
+            }
+            match self.store.get_mut(h) {
+                Some(j) if j.id == id && j.state == JobState::Queued => {
+                    j.body = None;
+                    if let Some(s) = self.spill.slots.get_mut(&h) {
+                        s.st = SlotState::OnDisk;
+                    }
+                    self.spill.cold += 1;
+                    self.spill.stats.spilled_total += 1;
+                }
+                // Delivered, dequeued or gone meanwhile: it stays in RAM.
+                _ => {
+                    self.spill.forget(h);
+                }
+            }
+        }
+    }
+
+    fn spill_write_failed(&mut self, seg: u32, fault: SpillFault, now: u64) {
+        let s = &mut self.spill;
+        s.stats.write_errors += 1;
+        s.fault = Some((fault, now + FAULT_BACKOFF_MS));
+        s.active = false;
+        // Every write at or after the failed one keeps its body in RAM.
+        let failed: Vec<(JobHandle, Loc)> = s
+            .pending
+            .iter()
+            .filter(|(_, _, l)| l.seg >= seg)
+            .map(|&(h, _, l)| (h, l))
+            .collect();
+        s.pending.retain(|(_, _, l)| l.seg < seg);
+        for (h, loc) in failed {
+            s.pending_bytes = s.pending_bytes.saturating_sub(loc.record_len());
+            if s.slots.get(&h).is_some_and(|x| x.loc == loc) {
+                s.forget(h);
+            }
+        }
+        // Compaction copies into the failed segment go back to their source.
+        let into: Vec<JobHandle> = s
+            .moving
+            .iter()
+            .filter(|(_, to)| to.seg >= seg)
+            .map(|(&h, _)| h)
+            .collect();
+        for h in into {
+            if let Some(to) = s.moving.remove(&h) {
+                s.dead(to);
+            }
+            if let Some(slot) = s.slots.get_mut(&h) {
+                slot.st = SlotState::OnDisk;
+            }
+        }
+        // Abandon the segment: later writes start a fresh one.
+        if s.cur >= seg {
+            s.cur += 1;
+            s.cur_off = 0;
+        }
+    }
+
+    fn spill_read(
+        &mut self,
+        h: JobHandle,
+        id: JobId,
+        loc: Loc,
+        result: Result<Bytes, ReadFailure>,
+    ) {
+        let mine = self
+            .spill
+            .slots
+            .get(&h)
+            .is_some_and(|s| s.st == SlotState::Loading && s.loc == loc)
+            && self.store.get(h).is_some_and(|j| j.id == id);
+        if !mine {
+            return;
+        }
+        match result {
+            Ok(body) => {
+                self.spill.stats.reads += 1;
+                self.spill.stats.read_bytes += body.len() as u64;
+                let relog = self.spill.relog.contains_key(&h);
+                self.spill.forget(h);
+                if let Some(j) = self.store.get_mut(h) {
+                    j.body = Some(crate::domain::job::Body::from(&body[..]));
+                }
+                if relog && self.aof {
+                    self.out.aof.push(super::AofRecord::DelJob(id));
+                    self.aof_loadjob(h);
+                }
+                self.spill_mark_ready(h);
+            }
+            Err(ReadFailure::Corrupt) => {
+                // Never serve a wrong body: the job is dropped here (no
+                // DELJOB to the AOF or the cluster), its replicas and the
+                // AOF still have it.
+                self.spill.stats.corrupt += 1;
+                self.spill_mark_ready(h);
+                self.dequeue(h);
+                self.remove_record(h);
+            }
+            Err(ReadFailure::Io) => {
+                // Left on disk: the next prefetch or pop asks again.
+                self.spill.stats.read_errors += 1;
+                if let Some(s) = self.spill.slots.get_mut(&h) {
+                    s.st = SlotState::OnDisk;
+                }
+            }
+        }
+    }
+
+    /// Clients blocked on the job's queue may be served now.
+    fn spill_mark_ready(&mut self, h: JobHandle) {
+        let Some(qh) = self
+            .store
+            .get(h)
+            .filter(|j| j.state == JobState::Queued)
+            .and_then(|j| j.queue.as_deref())
+            .and_then(|n| self.queue_index.get(n).copied())
+        else {
+            return;
+        };
+        if let Some(q) = self.queues.get(qh) {
+            if !q.blocked.is_empty() && !self.ready.contains(&q.name) {
+                self.ready.push(q.name.clone());
+            }
+        }
+    }
+
+    fn spill_moved(
+        &mut self,
+        h: JobHandle,
+        id: JobId,
+        from: Loc,
+        to: Loc,
+        result: Result<(), ReadFailure>,
+    ) {
+        let mine = self
+            .spill
+            .slots
+            .get(&h)
+            .is_some_and(|x| x.st == SlotState::Moving && x.loc == from)
+            && self.spill.moving.get(&h) == Some(&to)
+            && self.store.get(h).is_some_and(|j| j.id == id);
+        if !mine {
+            return;
+        }
+        let s = &mut self.spill;
+        s.moving.remove(&h);
+        match result {
+            Ok(()) => {
+                s.dead(from);
+                s.stats.moved += 1;
+                if let Some(seg) = s.segs.get_mut(&to.seg) {
+                    seg.members.push(h);
+                }
+                if let Some(slot) = s.slots.get_mut(&h) {
+                    slot.loc = to;
+                    slot.st = SlotState::OnDisk;
+                }
+            }
+            Err(ReadFailure::Corrupt) => {
+                s.dead(to);
+                s.stats.corrupt += 1;
+                if let Some(slot) = s.slots.get_mut(&h) {
+                    slot.st = SlotState::OnDisk;
+                }
+                self.spill_mark_ready(h);
+                self.dequeue(h);
+                self.remove_record(h);
+            }
+            Err(ReadFailure::Io) => {
+                s.dead(to);
+                s.stats.read_errors += 1;
+                if let Some(slot) = s.slots.get_mut(&h) {
+                    slot.st = SlotState::OnDisk;
+                }
+            }
+        }
+        if self.spill.relog.contains_key(&h) {
+            self.spill_page_in(h);
+        }
+    }
+
+    /// Periodic spill work (from `tick`): end a fault's back-off, backfill
+    /// long queues, compact a mostly dead segment, unlink dead ones.
+    pub(crate) fn spill_cron(&mut self, now: u64) {
+        if !self.spill.enabled && self.spill.segs.is_empty() {
+            return;
+        }
+        if self.spill.fault.is_some_and(|(_, until)| now >= until) {
+            self.spill.fault = None;
+        }
+        if self.spill.enabled && self.spill_wanted() {
+            self.spill_backfill();
+        }
+        // A page-in that failed is asked again for queues with waiters.
+        if !self.spill.slots.is_empty() {
+            let waited: Vec<u32> = self
+                .queues
+                .iter()
+                .filter(|(_, q)| !q.blocked.is_empty() && !q.is_empty())
+                .map(|(qh, _)| qh)
+                .collect();
+            for qh in waited {
+                self.spill_head_ready(qh);
+            }
+        }
+        self.spill_compact();
+        self.spill_reclaim();
+    }
+
+    /// Spill the bodies of queued jobs past the head window, oldest first,
+    /// resuming where the last pass stopped.
+    fn spill_backfill(&mut self) {
+        let mut budget = CRON_BUDGET;
+        let queues: Vec<u32> = self
+            .queues
+            .iter()
+            .filter(|(_, q)| q.len() > self.spill.head)
+            .map(|(qh, _)| qh)
+            .collect();
+        for qh in queues {
+            if budget == 0 {
+                break;
+            }
+            let from = self.spill.backfill.get(&qh).copied().unwrap_or(0);
+            let Some(q) = self.queues.get(qh) else {
+                continue;
+            };
+            let todo: Vec<JobHandle> = q
+                .handles_from(self.spill.head + from)
+                .take(budget)
+                .collect();
+            budget -= todo.len();
+            let visited = todo.len();
+            let mut stopped = false;
+            for h in todo {
+                if self.spill.slots.contains_key(&h) {
+                    continue;
+                }
+                if !self.spill_wanted() || !self.spill_job(h) && self.spill.stats.disk_budget_full {
+                    stopped = true;
+                    break;
+                }
+            }
+            let next = if stopped || visited == 0 {
+                0
+            } else {
+                from + visited
+            };
+            self.spill.backfill.insert(qh, next);
+            if stopped {
+                break;
+            }
+        }
+        self.spill.backfill.retain(|_, v| *v != 0);
+    }
+
+    /// Copy the live records of the emptiest sealed segment under half
+    /// live forward, a budget at a time.
+    fn spill_compact(&mut self) {
+        if self.spill.fault.is_some() || self.spill.pinned {
+            return;
+        }
+        let cur = self.spill.cur;
+        let victim = self
+            .spill
+            .segs
+            .iter()
+            .filter(|(&n, s)| n != cur && s.live > 0 && s.live_bytes * 2 < s.bytes)
+            .min_by_key(|(_, s)| s.live_bytes)
+            .map(|(&n, _)| n);
+        let Some(seg) = victim else {
+            return;
+        };
+        let members = match self.spill.segs.get_mut(&seg) {
+            Some(s) => std::mem::take(&mut s.members),
+            None => return,
+        };
+        let mut keep = Vec::new();
+        let mut moved = 0usize;
+        let mut started = false;
+        for h in members {
+            let Some(slot) = self.spill.slots.get(&h).copied() else {
+                continue;
+            };
+            if slot.loc.seg != seg {
+                continue;
+            }
+            if moved >= CRON_BUDGET || slot.st != SlotState::OnDisk {
+                keep.push(h);
+                continue;
+            }
+            let Some(id) = self.store.get(h).map(|j| j.id) else {
+                continue;
+            };
+            let to = self.spill.allocate(slot.loc.len);
+            self.spill.moving.insert(h, to);
+            if let Some(x) = self.spill.slots.get_mut(&h) {
+                x.st = SlotState::Moving;
+            }
+            self.spill.ops.push(SpillOp::Move {
+                h,
+                id,
+                from: slot.loc,
+                to,
+            });
+            moved += 1;
+            started = true;
+        }
+        if started {
+            self.spill.stats.compactions += 1;
+        }
+        if let Some(s) = self.spill.segs.get_mut(&seg) {
+            s.members = keep;
+        }
+    }
+
+    /// Unlink sealed segments with no live record.
+    fn spill_reclaim(&mut self) {
+        if self.spill.pinned {
+            return;
+        }
+        let cur = self.spill.cur;
+        let dead: Vec<u32> = self
+            .spill
+            .segs
+            .iter()
+            .filter(|(&n, s)| n != cur && s.live == 0)
+            .map(|(&n, _)| n)
+            .collect();
+        for seg in dead {
+            if let Some(s) = self.spill.segs.remove(&seg) {
+                self.spill.disk_total = self.spill.disk_total.saturating_sub(s.bytes);
+            }
+            self.spill.stats.unlinked += 1;
+            self.spill.ops.push(SpillOp::Unlink { seg });
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use super::*;
+    use crate::engine::addjob::{AddJobOutcome, AddJobRequest};
+    use crate::engine::getjob::{GetJobOutcome, GetJobRequest};
+    use crate::engine::Wake;
+
+    /// The spill thread, in memory: records by (segment, offset).
+    #[derive(Default)]
+    struct Disk {
+        recs: HashMap<(u32, u32), (JobId, Bytes)>,
+        unlinked: Vec<u32>,
+        fail_writes: bool,
+        corrupt_reads: bool,
+        /// Fail this many reads with an I/O error.
+        io_fail_reads: u32,
+    }
+
+    impl Disk {
+        fn run(&mut self, e: &mut Engine, now: u64) {
+            loop {
+                let ops = e.take_spill_ops();
+                if ops.is_empty() {
+                    return;
+                }
+                let mut done = Vec::new();
+                for op in ops {
+                    match op {
+                        SpillOp::Write { loc, id, body } => {
+                            if self.fail_writes {
+                                done.push(SpillDone::WriteFailed {
+                                    seg: loc.seg,
+                                    fault: SpillFault::DiskFull,
+                                });
+                                continue;
+                            }
+                            assert_eq!(body.len() as u32, loc.len);
+                            self.recs.insert((loc.seg, loc.off), (id, body));
+                            done.push(SpillDone::Written {
+                                seg: loc.seg,
+                                end: loc.off + loc.record_len() as u32,
+                            });
+                        }
+                        SpillOp::Read { h, id, loc } if self.io_fail_reads > 0 => {
+                            self.io_fail_reads -= 1;
+                            done.push(SpillDone::Read {
+                                h,
+                                id,
+                                loc,
+                                result: Err(ReadFailure::Io),
+                            });
+                        }
+                        SpillOp::Read { h, id, loc } => {
+                            let result = match self.recs.get(&(loc.seg, loc.off)) {
+                                Some((rid, body)) if *rid == id && !self.corrupt_reads => {
+                                    Ok(body.clone())
+                                }
+                                Some(_) => Err(ReadFailure::Corrupt),
+                                None => Err(ReadFailure::Io),
+                            };
+                            done.push(SpillDone::Read { h, id, loc, result });
+                        }
+                        SpillOp::Move { h, id, from, to } => {
+                            let result = match self.recs.get(&(from.seg, from.off)).cloned() {
+                                Some((rid, body)) if rid == id => {
+                                    self.recs.insert((to.seg, to.off), (rid, body));
+                                    Ok(())
+                                }
+                                Some(_) => Err(ReadFailure::Corrupt),
+                                None => Err(ReadFailure::Io),
+                            };
+                            done.push(SpillDone::Moved {
+                                h,
+                                id,
+                                from,
+                                to,
+                                result,
+                            });
+                        }
+                        SpillOp::Unlink { seg } => {
+                            assert!(!self.unlinked.contains(&seg), "unlinked twice");
+                            self.recs.retain(|k, _| k.0 != seg);
+                            self.unlinked.push(seg);
+                        }
+                    }
+                }
+                e.spill_done(done, now);
+            }
+        }
+    }
+
+    fn engine() -> Engine {
+        let mut e = Engine::new(*b"ad249f8c9b2240cd45f72fd233bd3d5a42a6709d", 7711, 1, 1000);
+        // Watermark 0: every tail past the head window spills.
+        e.set_spill(true, 0, 0);
+        e
+    }
+
+    fn add(e: &mut Engine, q: &'static [u8], body: String, now: u64) -> JobId {
+        let req = AddJobRequest::new(Bytes::from_static(q), Bytes::from(body));
+        let AddJobOutcome::Added(id) = e.addjob(99, req, now) else {
+            panic!("ADDJOB did not add");
+        };
+        e.serve_ready(now);
+        id
+    }
+
+    fn nohang(q: &'static [u8], count: u64) -> GetJobRequest {
+        GetJobRequest {
+            nohang: true,
+            timeout: 0,
+            count,
+            withcounters: false,
+            queues: vec![Bytes::from_static(q)],
+        }
+    }
+
+    /// Drain a queue with NOHANG GETJOBs, letting the disk answer page-ins
+    /// whenever the head is not resident; returns (id, body) in order.
+    fn drain(e: &mut Engine, disk: &mut Disk, q: &'static [u8], now: u64) -> Vec<(JobId, Bytes)> {
+        let mut got = Vec::new();
+        let mut idle = 0;
+        while e.queue_len(q) > 0 {
+            match e.getjob(1, nohang(q, 10), now) {
+                GetJobOutcome::Jobs(jobs) => {
+                    idle = 0;
+                    for j in jobs {
+                        let body = j.body.expect("a delivered job has its body");
+                        got.push((j.id, body));
+                    }
+                }
+                _ => {
+                    idle += 1;
+                    assert!(idle < 3, "queue stuck with {} jobs", e.queue_len(q));
+                }
+            }
+            disk.run(e, now);
+        }
+        got
+    }
+
+    #[test]
+    fn queue_tails_spill_and_come_back_in_order_with_their_bodies() {
+        let mut e = engine();
+        let mut disk = Disk::default();
+        let mut ids = Vec::new();
+        for i in 0..600 {
+            ids.push(add(&mut e, b"q", format!("body-{i}"), 1000));
+        }
+        disk.run(&mut e, 1000);
+        let st = e.spill_stats();
+        assert_eq!(st.jobs, 600 - HEAD_WINDOW as u64);
+        assert_eq!(st.spilled_total, 600 - HEAD_WINDOW as u64);
+        // Spilled jobs keep their record; only the body left RAM.
+        let last = e.lookup(&ids[599]).expect("job kept");
+        assert!(e.job(last).is_some_and(|j| j.body.is_none()));
+        assert!(e.spilled_body(last).is_some());
+        let first = e.lookup(&ids[0]).expect("job kept");
+        assert!(e.spilled_body(first).is_none());
+        let got = drain(&mut e, &mut disk, b"q", 1001);
+        assert_eq!(got.len(), 600);
+        for (i, (id, body)) in got.iter().enumerate() {
+            assert_eq!(*id, ids[i]);
+            assert_eq!(&body[..], format!("body-{i}").as_bytes());
+        }
+        let st = e.spill_stats();
+        assert_eq!(st.jobs, 0);
+        assert!(st.reads > 0);
+    }
+
+    #[test]
+    fn a_blocked_getjob_is_served_when_the_page_in_lands() {
+        let mut e = engine();
+        let mut disk = Disk::default();
+        for i in 0..300 {
+            add(&mut e, b"q", format!("b{i}"), 1000);
+        }
+        disk.run(&mut e, 1000);
+        // Take the whole head window without letting the disk answer.
+        let mut taken = 0;
+        while let GetJobOutcome::Jobs(j) = e.getjob(1, nohang(b"q", 1), 1001) {
+            taken += j.len();
+        }
+        assert!(taken >= HEAD_WINDOW, "only {taken} resident");
+        let req = GetJobRequest {
+            nohang: false,
+            ..nohang(b"q", 1)
+        };
+        assert!(matches!(e.getjob(7, req, 1002), GetJobOutcome::Blocked));
+        assert!(e.take_wakes().is_empty());
+        disk.run(&mut e, 1003);
+        let wakes = e.take_wakes();
+        let [(7, Wake::Jobs(jobs))] = &wakes[..] else {
+            panic!("unexpected wakes {wakes:?}");
+        };
+        assert_eq!(
+            jobs[0].body.as_deref(),
+            Some(format!("b{taken}").as_bytes())
+        );
+    }
+
+    #[test]
+    fn acked_and_deleted_jobs_free_whole_segments() {
+        let mut e = engine();
+        e.set_spill_segment_bytes(4096);
+        let mut disk = Disk::default();
+        let ids: Vec<JobId> = (0..400)
+            .map(|i| add(&mut e, b"q", format!("{i:0>100}"), 1000))
+            .collect();
+        disk.run(&mut e, 1000);
+        assert!(e.spill_stats().segments > 3);
+        // Acknowledge every spilled job: no live record is left.
+        e.ackjob(&ids[HEAD_WINDOW..], 1001);
+        for id in &ids[HEAD_WINDOW..] {
+            if let Some(h) = e.lookup(id) {
+                e.delete_job(h, 1001);
+            }
+        }
+        e.spill_cron(1002);
+        disk.run(&mut e, 1002);
+        let st = e.spill_stats();
+        assert_eq!(st.jobs, 0);
+        assert_eq!(st.live_bytes, 0);
+        // Only the segment still being appended to remains.
+        assert!(st.segments <= 1, "{st:?}");
+        assert!(!disk.unlinked.is_empty());
+    }
+
+    #[test]
+    fn mostly_dead_segments_are_compacted_and_freed() {
+        let mut e = engine();
+        e.set_spill_segment_bytes(8192);
+        let mut disk = Disk::default();
+        let ids: Vec<JobId> = (0..800)
+            .map(|i| add(&mut e, b"q", format!("{i:0>100}"), 1000))
+            .collect();
+        disk.run(&mut e, 1000);
+        // Keep one straggler in every 20 jobs: every segment is mostly dead.
+        let gone: Vec<JobId> = ids[HEAD_WINDOW..]
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| i % 20 != 0)
+            .map(|(_, id)| *id)
+            .collect();
+        for id in &gone {
+            let h = e.lookup(id).expect("job");
+            e.delete_job(h, 1001);
+        }
+        let before = e.spill_stats();
+        for t in 0..20 {
+            e.spill_cron(1002 + t);
+            disk.run(&mut e, 1002 + t);
+        }
+        let after = e.spill_stats();
+        assert!(after.compactions > 0 && after.moved > 0, "{after:?}");
+        assert!(
+            after.disk_bytes <= 2 * after.live_bytes.max(8192),
+            "{before:?} -> {after:?}"
+        );
+        // The stragglers still come back intact.
+        let got = drain(&mut e, &mut disk, b"q", 1100);
+        let want: Vec<JobId> = ids
+            .iter()
+            .filter(|id| !gone.contains(id))
+            .copied()
+            .collect();
+        assert_eq!(got.iter().map(|g| g.0).collect::<Vec<_>>(), want);
+        for (id, body) in got {
+            let i = ids.iter().position(|x| *x == id).expect("known");
+            assert_eq!(&body[..], format!("{i:0>100}").as_bytes());
+        }
+    }
+
+    #[test]
+    fn a_corrupt_record_is_counted_and_never_served() {
+        let mut e = engine();
+        let mut disk = Disk::default();
+        for i in 0..200 {
+            add(&mut e, b"q", format!("b{i}"), 1000);
+        }
+        disk.run(&mut e, 1000);
+        disk.corrupt_reads = true;
+        let got = drain(&mut e, &mut disk, b"q", 1001);
+        // The resident head is served; the corrupt ones are dropped here.
+        assert_eq!(got.len(), HEAD_WINDOW);
+        for (i, (_, body)) in got.iter().enumerate() {
+            assert_eq!(&body[..], format!("b{i}").as_bytes());
+        }
+        let st = e.spill_stats();
+        assert_eq!(st.corrupt, 200 - HEAD_WINDOW as u64);
+        assert_eq!(e.queue_len(b"q"), 0);
+    }
+
+    #[test]
+    fn a_failed_write_keeps_bodies_in_ram_and_pauses_spilling() {
+        let mut e = engine();
+        let mut disk = Disk {
+            fail_writes: true,
+            ..Disk::default()
+        };
+        for i in 0..200 {
+            add(&mut e, b"q", format!("b{i}"), 1000);
+        }
+        disk.run(&mut e, 1000);
+        let st = e.spill_stats();
+        assert_eq!(st.jobs, 0);
+        assert_eq!(st.fault, Some(SpillFault::DiskFull));
+        assert!(st.write_errors > 0);
+        // Nothing more is spilled while the fault lasts.
+        add(&mut e, b"q", "more".into(), 1001);
+        assert!(e.take_spill_ops().is_empty());
+        // After the back-off, spilling resumes.
+        disk.fail_writes = false;
+        e.spill_cron(1000 + FAULT_BACKOFF_MS + 1);
+        disk.run(&mut e, 1000 + FAULT_BACKOFF_MS + 1);
+        assert!(e.spill_stats().jobs > 0);
+        assert_eq!(e.spill_stats().fault, None);
+        let got = drain(&mut e, &mut disk, b"q", 20_000);
+        assert_eq!(got.len(), 201);
+    }
+
+    #[test]
+    fn the_disk_budget_caps_spilling() {
+        let mut e = engine();
+        e.set_spill(true, 10 * (RECORD_HEADER + 3), 0);
+        let mut disk = Disk::default();
+        for i in 0..300 {
+            add(&mut e, b"q", format!("{i:0>3}"), 1000);
+        }
+        disk.run(&mut e, 1000);
+        let st = e.spill_stats();
+        assert_eq!(st.jobs, 10);
+        assert!(st.disk_budget_full);
+    }
+
+    #[test]
+    fn backfill_spills_an_existing_backlog_once_spilling_starts() {
+        let mut e = engine();
+        e.set_spill(false, 0, 0);
+        let mut disk = Disk::default();
+        for i in 0..500 {
+            add(&mut e, b"q", format!("b{i}"), 1000);
+        }
+        assert!(e.take_spill_ops().is_empty());
+        e.set_spill(true, 0, 0);
+        e.spill_cron(1001);
+        disk.run(&mut e, 1001);
+        assert_eq!(e.spill_stats().jobs, 500 - HEAD_WINDOW as u64);
+        let got = drain(&mut e, &mut disk, b"q", 1002);
+        assert_eq!(got.len(), 500);
+    }
+
+    #[test]
+    fn a_dead_letter_move_of_a_spilled_job_logs_its_real_body() {
+        use crate::engine::AofRecord;
+        let mut e = engine();
+        e.set_aof_records(true);
+        let mut disk = Disk::default();
+        let mut ids = Vec::new();
+        for i in 0..200 {
+            let mut req = AddJobRequest::new(
+                Bytes::from_static(b"q"),
+                Bytes::from(format!("body-{i:04}")),
+            );
+            req.ext = Some(crate::domain::job_ext::JobExt {
+                max_deliveries: 1,
+                ..Default::default()
+            });
+            let AddJobOutcome::Added(id) = e.addjob(99, req, 1000) else {
+                panic!("ADDJOB did not add");
+            };
+            ids.push(id);
+        }
+        disk.run(&mut e, 1000);
+        e.take_aof_records();
+        let id = ids[199];
+        let h = e.lookup(&id).expect("job");
+        assert!(e.spilled_body(h).is_some());
+        assert!(e.dead_letter(h, 1001));
+        // Nothing written yet: an empty body must never reach the AOF.
+        assert!(e.take_aof_records().is_empty());
+        disk.run(&mut e, 1002);
+        let recs = e.take_aof_records();
+        assert_eq!(recs.len(), 2, "{recs:?}");
+        assert_eq!(recs[0], AofRecord::DelJob(id));
+        let AofRecord::LoadJob(blob) = &recs[1] else {
+            panic!("{recs:?}");
+        };
+        let needle = b"body-0199";
+        assert!(blob.windows(needle.len()).any(|w| w == needle));
+        assert!(blob.windows(5).any(|w| w == b":dead"));
+    }
+
+    #[test]
+    fn a_failed_page_in_is_retried_for_a_waiting_client() {
+        let mut e = engine();
+        let mut disk = Disk::default();
+        for i in 0..300 {
+            add(&mut e, b"q", format!("b{i}"), 1000);
+        }
+        disk.run(&mut e, 1000);
+        while let GetJobOutcome::Jobs(_) = e.getjob(1, nohang(b"q", 1), 1001) {}
+        disk.io_fail_reads = 1_000;
+        let req = GetJobRequest {
+            nohang: false,
+            ..nohang(b"q", 1)
+        };
+        assert!(matches!(e.getjob(7, req, 1002), GetJobOutcome::Blocked));
+        disk.run(&mut e, 1003);
+        assert!(e.take_wakes().is_empty());
+        assert!(e.spill_stats().read_errors > 0);
+        // The disk recovers; the cron asks again and the client is served.
+        disk.io_fail_reads = 0;
+        e.spill_cron(1100);
+        disk.run(&mut e, 1100);
+        let wakes = e.take_wakes();
+        assert!(
+            matches!(&wakes[..], [(7, Wake::Jobs(j))] if j.len() == 1 && j[0].body.is_some()),
+            "{wakes:?}"
+        );
+    }
+}

@@ -1,0 +1,92 @@
+//! The node's side of the spill tier (docs/PERSISTENCE.md#9-spill-tiers):
+//! the handle to the spill thread, handing it the engine's spill ops after
+//! every task, and the INFO `spill` section. The policy is the engine's
+//! (`engine::spill`), the file I/O the spill thread's (`crate::spill`).
+
+use std::sync::atomic::Ordering;
+
+use super::Node;
+use crate::spill::SpillIo;
+
+/// The spill tier as the node holds it.
+#[derive(Default)]
+pub struct SpillTier {
+    /// The spill thread; None when `spill no` or it could not start.
+    pub io: Option<SpillIo>,
+    /// Why the tier is off although `spill yes` (startup failure).
+    pub error: Option<String>,
+}
+
+/// Hand the ops the engine decided on to the spill thread.
+pub fn dispatch(node: &mut Node) {
+    if let Some(io) = &node.spill.io {
+        let ops = node.engine.take_spill_ops();
+        io.submit(ops);
+    }
+}
+
+/// The INFO `spill` section's fields (after its header).
+pub fn info(node: &Node, out: &mut String) {
+    let st = node.engine.spill_stats();
+    let io = node.spill.io.as_ref().map(|io| &io.stats);
+    let load = |f: fn(&crate::spill::IoStats) -> u64| io.map_or(0, |s| f(s));
+    let status = if !node.config.spill {
+        "off".to_string()
+    } else if let Some(e) = &node.spill.error {
+        format!("failed: {e}")
+    } else if let Some(f) = st.fault {
+        format!("paused: {}", f.name())
+    } else if st.disk_budget_full {
+        "paused: disk-budget".to_string()
+    } else if st.active {
+        "spilling".to_string()
+    } else {
+        "idle".to_string()
+    };
+    let last_error = io
+        .and_then(|s| s.last_error.lock().ok().and_then(|g| g.clone()))
+        .unwrap_or_default();
+    let fields: [(&str, String); 19] = [
+        ("spill_enabled", u8::from(node.config.spill).to_string()),
+        ("spill_status", status.replace(['\r', '\n'], " ")),
+        (
+            "spill_dir",
+            node.spill
+                .io
+                .as_ref()
+                .map(|io| io.dir().display().to_string())
+                .unwrap_or_default(),
+        ),
+        ("spill_max_disk", node.engine.spill_max_disk().to_string()),
+        ("spilled_jobs", st.jobs.to_string()),
+        ("spill_pending_writes", st.pending.to_string()),
+        ("spill_disk_bytes", st.disk_bytes.to_string()),
+        ("spill_live_bytes", st.live_bytes.to_string()),
+        ("spill_segments", st.segments.to_string()),
+        ("spill_jobs_written", st.spilled_total.to_string()),
+        ("spill_disk_reads", st.reads.to_string()),
+        ("spill_disk_read_bytes", st.read_bytes.to_string()),
+        (
+            "spill_reply_reads",
+            load(|s| s.reply_reads.load(Ordering::Relaxed)).to_string(),
+        ),
+        ("spill_compactions", st.compactions.to_string()),
+        ("spill_records_moved", st.moved.to_string()),
+        ("spill_segments_deleted", st.unlinked.to_string()),
+        (
+            "spill_corrupt_records",
+            (st.corrupt.max(load(|s| s.corrupt.load(Ordering::Relaxed)))).to_string(),
+        ),
+        (
+            "spill_io_errors",
+            (st.write_errors + load(|s| s.io_errors.load(Ordering::Relaxed))).to_string(),
+        ),
+        ("spill_last_error", last_error.replace(['\r', '\n'], " ")),
+    ];
+    for (k, v) in fields {
+        out.push_str(k);
+        out.push(':');
+        out.push_str(&v);
+        out.push_str("\r\n");
+    }
+}

@@ -1,0 +1,492 @@
+//! The spill thread: performs the engine's spill decisions
+//! (`engine::spill::SpillOp`: append records, read bodies back, copy
+//! records forward, unlink dead segments) on segment files in `spill-dir`,
+//! and reports each result (`SpillDone`) through a sink the server wires
+//! back to the node's owner. It also reads bodies for replies that show
+//! a spilled job without bringing it back into RAM (SHOW, QPEEK, JSCAN).
+//!
+//! All file I/O of the spill tier happens here, on one OS thread, never
+//! on the owner (which holds the engine) nor on a runtime worker. Files
+//! are written with positional writes at the offsets the engine chose and
+//! never fsynced: they are a cache of what the AOF (or the replicas) hold,
+//! and a restart deletes them (`segment::wipe`).
+
+pub mod segment;
+
+use std::collections::HashMap;
+use std::fs::{File, OpenOptions};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
+
+use bytes::{Bytes, BytesMut};
+
+use crate::domain::job::JobId;
+use crate::engine::spill::{Loc, ReadFailure, SpillDone, SpillFault, SpillOp};
+pub use segment::SegmentError;
+
+/// Where the spill thread's results go (the server submits them to the
+/// owner as one task).
+pub type Sink = Box<dyn Fn(Vec<SpillDone>) + Send>;
+
+/// Called on the spill thread with the bodies a reply asked for, in order.
+pub type BodiesDone = Box<dyn FnOnce(Vec<Result<Bytes, ReadFailure>>) + Send>;
+
+enum Req {
+    Ops(Vec<SpillOp>),
+    Bodies {
+        wants: Vec<(JobId, Loc)>,
+        done: BodiesDone,
+    },
+}
+
+/// Counters kept by the spill thread (INFO spill, /metrics).
+#[derive(Default, Debug)]
+pub struct IoStats {
+    pub writes: AtomicU64,
+    pub write_bytes: AtomicU64,
+    /// Bodies read for replies (SHOW, QPEEK, JSCAN), not paged in.
+    pub reply_reads: AtomicU64,
+    /// Records that failed their checks, on any path.
+    pub corrupt: AtomicU64,
+    pub io_errors: AtomicU64,
+    /// The last error, for INFO.
+    pub last_error: Mutex<Option<String>>,
+}
+
+impl IoStats {
+    fn error(&self, e: &SegmentError) {
+        if e.is_corrupt() {
+            self.corrupt.fetch_add(1, Ordering::Relaxed);
+        } else {
+            self.io_errors.fetch_add(1, Ordering::Relaxed);
+        }
+        tracing::warn!(error = %e, "Spill I/O failed.");
+        if let Ok(mut last) = self.last_error.lock() {
+            *last = Some(e.to_string());
+        }
+    }
+}
+
+/// The handle the node keeps: a channel to the thread (unbounded: the
+/// engine caps writes in flight, and reads are bounded by the head
+/// windows and the replies waiting for them).
+pub struct SpillIo {
+    tx: mpsc::Sender<Req>,
+    pub stats: Arc<IoStats>,
+    dir: PathBuf,
+}
+
+impl SpillIo {
+    /// Empty `dir` of old segments and start the thread.
+    pub fn start(dir: PathBuf, sink: Sink) -> Result<SpillIo, SegmentError> {
+        let removed = segment::wipe(&dir)?;
+        if removed > 0 {
+            tracing::info!(
+                dir = %dir.display(),
+                removed,
+                "Deleted old spill segments (a cache of the previous run)."
+            );
+        }
+        let (tx, rx) = mpsc::channel();
+        let stats = Arc::new(IoStats::default());
+        let thread_stats = stats.clone();
+        let thread_dir = dir.clone();
+        std::thread::Builder::new()
+            .name("spill-io".into())
+            .spawn(move || run(&thread_dir, &rx, &sink, &thread_stats))
+            .map_err(|source| SegmentError::Dir {
+                path: dir.clone(),
+                source,
+            })?;
+        Ok(SpillIo { tx, stats, dir })
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Hand the engine's ops to the thread (non-blocking).
+    pub fn submit(&self, ops: Vec<SpillOp>) {
+        if !ops.is_empty() {
+            // A gone thread (only at exit) drops them: the jobs keep their
+            // bodies until the writes are confirmed, so nothing is lost.
+            let _ = self.tx.send(Req::Ops(ops));
+        }
+    }
+
+    /// Read bodies for a reply; `done` runs on the spill thread (or at
+    /// once with errors if it is gone).
+    pub fn read_bodies(&self, wants: Vec<(JobId, Loc)>, done: BodiesDone) {
+        if let Err(mpsc::SendError(Req::Bodies { wants, done })) =
+            self.tx.send(Req::Bodies { wants, done })
+        {
+            done(wants.iter().map(|_| Err(ReadFailure::Io)).collect());
+        }
+    }
+}
+
+/// Open segment files by number.
+struct Files<'a> {
+    dir: &'a Path,
+    open: HashMap<u32, File>,
+}
+
+impl Files<'_> {
+    fn get(&mut self, seg: u32, create: bool) -> Result<&File, SegmentError> {
+        if !self.open.contains_key(&seg) {
+            let p = segment::path(self.dir, seg);
+            let f = OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(create)
+                .truncate(false)
+                .open(&p)
+                .map_err(|source| SegmentError::Open { path: p, source })?;
+            self.open.insert(seg, f);
+        }
+        self.open.get(&seg).ok_or_else(|| SegmentError::Open {
+            path: segment::path(self.dir, seg),
+            source: std::io::ErrorKind::NotFound.into(),
+        })
+    }
+
+    fn write(&mut self, seg: u32, off: u32, buf: &[u8]) -> Result<(), SegmentError> {
+        let f = self.get(seg, true)?;
+        f.write_all_at(buf, u64::from(off))
+            .map_err(|source| SegmentError::Write {
+                path: segment::path(self.dir, seg),
+                off: u64::from(off),
+                source,
+            })
+    }
+
+    fn read(&mut self, id: &JobId, loc: Loc) -> Result<Bytes, SegmentError> {
+        let p = segment::path(self.dir, loc.seg);
+        let f = self.get(loc.seg, false)?;
+        segment::read(f, &p, id, loc)
+    }
+}
+
+fn failure(e: &SegmentError) -> ReadFailure {
+    if e.is_corrupt() {
+        ReadFailure::Corrupt
+    } else {
+        ReadFailure::Io
+    }
+}
+
+fn run(dir: &Path, rx: &mpsc::Receiver<Req>, sink: &Sink, stats: &IoStats) {
+    let mut files = Files {
+        dir,
+        open: HashMap::new(),
+    };
+    while let Ok(req) = rx.recv() {
+        let mut done = Vec::new();
+        let mut next = Some(req);
+        // Everything already queued runs before the results are reported:
+        // one owner task per burst, not per op.
+        while let Some(req) = next.take().or_else(|| rx.try_recv().ok()) {
+            match req {
+                Req::Ops(ops) => apply(&mut files, ops, stats, &mut done),
+                Req::Bodies { wants, done: reply } => {
+                    let bodies = wants
+                        .iter()
+                        .map(|(id, loc)| {
+                            stats.reply_reads.fetch_add(1, Ordering::Relaxed);
+                            files.read(id, *loc).map_err(|e| {
+                                stats.error(&e);
+                                failure(&e)
+                            })
+                        })
+                        .collect();
+                    reply(bodies);
+                }
+            }
+            if done.len() >= 4096 {
+                break;
+            }
+        }
+        if !done.is_empty() {
+            sink(done);
+        }
+    }
+}
+
+/// Perform ops in order; consecutive appends to one segment become one
+/// write.
+fn apply(files: &mut Files, ops: Vec<SpillOp>, stats: &IoStats, done: &mut Vec<SpillDone>) {
+    let mut buf = BytesMut::new();
+    // (segment, start offset, end offset) of the appends in `buf`.
+    let mut run: Option<(u32, u32, u32)> = None;
+    let mut failed: Vec<u32> = Vec::new();
+    let flush = |files: &mut Files,
+                 buf: &mut BytesMut,
+                 run: &mut Option<(u32, u32, u32)>,
+                 failed: &mut Vec<u32>,
+                 done: &mut Vec<SpillDone>| {
+        let Some((seg, start, end)) = run.take() else {
+            return;
+        };
+        match files.write(seg, start, buf) {
+            Ok(()) => {
+                stats.writes.fetch_add(1, Ordering::Relaxed);
+                stats
+                    .write_bytes
+                    .fetch_add(buf.len() as u64, Ordering::Relaxed);
+                done.push(SpillDone::Written { seg, end });
+            }
+            Err(e) => {
+                stats.error(&e);
+                let fault = if e.is_disk_full() {
+                    SpillFault::DiskFull
+                } else {
+                    SpillFault::WriteError
+                };
+                failed.push(seg);
+                done.push(SpillDone::WriteFailed { seg, fault });
+            }
+        }
+        buf.clear();
+    };
+    for op in ops {
+        match op {
+            SpillOp::Write { loc, id, body } => {
+                if failed.contains(&loc.seg) {
+                    continue;
+                }
+                let rec_end = loc.off.saturating_add(loc.record_len() as u32);
+                match run {
+                    Some((seg, _, ref mut end)) if seg == loc.seg && *end == loc.off => {
+                        *end = rec_end;
+                    }
+                    _ => {
+                        flush(files, &mut buf, &mut run, &mut failed, done);
+                        run = Some((loc.seg, loc.off, rec_end));
+                    }
+                }
+                segment::encode(&id, &body, &mut buf);
+                if buf.len() >= 1 << 20 {
+                    flush(files, &mut buf, &mut run, &mut failed, done);
+                }
+            }
+            SpillOp::Read { h, id, loc } => {
+                flush(files, &mut buf, &mut run, &mut failed, done);
+                let result = files.read(&id, loc).map_err(|e| {
+                    stats.error(&e);
+                    failure(&e)
+                });
+                done.push(SpillDone::Read { h, id, loc, result });
+            }
+            SpillOp::Move { h, id, from, to } => {
+                flush(files, &mut buf, &mut run, &mut failed, done);
+                let result = match files.read(&id, from) {
+                    Ok(body) => {
+                        let mut rec = BytesMut::new();
+                        segment::encode(&id, &body, &mut rec);
+                        match files.write(to.seg, to.off, &rec) {
+                            Ok(()) => Ok(()),
+                            Err(e) => {
+                                stats.error(&e);
+                                Err(ReadFailure::Io)
+                            }
+                        }
+                    }
+                    Err(e) => {
+                        stats.error(&e);
+                        Err(failure(&e))
+                    }
+                };
+                done.push(SpillDone::Moved {
+                    h,
+                    id,
+                    from,
+                    to,
+                    result,
+                });
+            }
+            SpillOp::Unlink { seg } => {
+                flush(files, &mut buf, &mut run, &mut failed, done);
+                files.open.remove(&seg);
+                let p = segment::path(files.dir, seg);
+                if let Err(e) = std::fs::remove_file(&p) {
+                    if e.kind() != std::io::ErrorKind::NotFound {
+                        tracing::warn!(path = %p.display(), error = %e, "Can't delete a spill segment.");
+                    }
+                }
+            }
+        }
+    }
+    flush(files, &mut buf, &mut run, &mut failed, done);
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, Instant};
+
+    use super::segment::tests::TempDir;
+    use super::*;
+
+    fn id(n: u8) -> JobId {
+        let mut s = *b"D-00000000-000000000000000000000000-0001";
+        s[20] = b'a' + n;
+        JobId(s)
+    }
+
+    fn wait(rx: &mpsc::Receiver<Vec<SpillDone>>) -> Vec<SpillDone> {
+        rx.recv_timeout(Duration::from_secs(10))
+            .expect("spill thread answered")
+    }
+
+    #[test]
+    fn writes_reads_moves_and_unlinks_through_the_thread() {
+        let dir = TempDir::new("io");
+        let (tx, rx) = mpsc::channel();
+        let tx = Mutex::new(tx);
+        let io = SpillIo::start(
+            dir.path().to_path_buf(),
+            Box::new(move |d| {
+                let _ = tx.lock().map(|t| t.send(d));
+            }),
+        )
+        .unwrap();
+        let a = Loc {
+            seg: 1,
+            off: 0,
+            len: 3,
+        };
+        let b = Loc {
+            seg: 1,
+            off: a.record_len() as u32,
+            len: 4,
+        };
+        io.submit(vec![
+            SpillOp::Write {
+                loc: a,
+                id: id(1),
+                body: Bytes::from_static(b"one"),
+            },
+            SpillOp::Write {
+                loc: b,
+                id: id(2),
+                body: Bytes::from_static(b"four"),
+            },
+        ]);
+        let end = (a.record_len() + b.record_len()) as u32;
+        assert_eq!(wait(&rx), vec![SpillDone::Written { seg: 1, end }]);
+        let to = Loc {
+            seg: 2,
+            off: 0,
+            len: 4,
+        };
+        io.submit(vec![
+            SpillOp::Read {
+                h: 7,
+                id: id(1),
+                loc: a,
+            },
+            SpillOp::Read {
+                h: 8,
+                id: id(1),
+                loc: b,
+            },
+            SpillOp::Move {
+                h: 8,
+                id: id(2),
+                from: b,
+                to,
+            },
+            SpillOp::Unlink { seg: 1 },
+            SpillOp::Read {
+                h: 8,
+                id: id(2),
+                loc: to,
+            },
+        ]);
+        let mut got = Vec::new();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while got.len() < 4 && Instant::now() < deadline {
+            got.extend(wait(&rx));
+        }
+        assert_eq!(
+            got,
+            vec![
+                SpillDone::Read {
+                    h: 7,
+                    id: id(1),
+                    loc: a,
+                    result: Ok(Bytes::from_static(b"one"))
+                },
+                // Another job's record at that place: corrupt, not served.
+                SpillDone::Read {
+                    h: 8,
+                    id: id(1),
+                    loc: b,
+                    result: Err(ReadFailure::Corrupt)
+                },
+                SpillDone::Moved {
+                    h: 8,
+                    id: id(2),
+                    from: b,
+                    to,
+                    result: Ok(())
+                },
+                SpillDone::Read {
+                    h: 8,
+                    id: id(2),
+                    loc: to,
+                    result: Ok(Bytes::from_static(b"four"))
+                },
+            ]
+        );
+        assert!(!segment::path(dir.path(), 1).exists());
+        assert_eq!(io.stats.corrupt.load(Ordering::Relaxed), 1);
+        // Reply reads: a missing segment is an I/O failure.
+        let (btx, brx) = mpsc::channel();
+        io.read_bodies(
+            vec![(id(2), to), (id(1), a)],
+            Box::new(move |b| {
+                let _ = btx.send(b);
+            }),
+        );
+        let bodies = brx.recv_timeout(Duration::from_secs(10)).unwrap();
+        assert_eq!(
+            bodies,
+            vec![Ok(Bytes::from_static(b"four")), Err(ReadFailure::Io)]
+        );
+    }
+
+    #[test]
+    fn a_write_to_an_unwritable_place_reports_the_fault() {
+        let dir = TempDir::new("fail");
+        let (tx, rx) = mpsc::channel();
+        let tx = Mutex::new(tx);
+        let io = SpillIo::start(
+            dir.path().to_path_buf(),
+            Box::new(move |d| {
+                let _ = tx.lock().map(|t| t.send(d));
+            }),
+        )
+        .unwrap();
+        // A directory where the segment file should be: open fails.
+        std::fs::create_dir(segment::path(dir.path(), 5)).unwrap();
+        io.submit(vec![SpillOp::Write {
+            loc: Loc {
+                seg: 5,
+                off: 0,
+                len: 1,
+            },
+            id: id(1),
+            body: Bytes::from_static(b"x"),
+        }]);
+        assert_eq!(
+            wait(&rx),
+            vec![SpillDone::WriteFailed {
+                seg: 5,
+                fault: SpillFault::WriteError
+            }]
+        );
+        assert_eq!(io.stats.io_errors.load(Ordering::Relaxed), 1);
+    }
+}

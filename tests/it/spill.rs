@@ -1,0 +1,428 @@
+//! The spill tier against real processes (docs/PERSISTENCE.md#9-spill-tiers):
+//! queue tails move to segment files and every command still sees them
+//! (GETJOB, SHOW, QPEEK, JSCAN, ACKJOB), segments are reclaimed, a restart
+//! without the AOF starts clean, an AOF rewrite and a kill -9 keep spilled
+//! jobs, and a failing or corrupt disk never loses or garbles a job.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+
+use crate::harness::{wait_until, Client, Reply, ReplyExt, Server, ServerOpts};
+use crate::util::{addjob, POLL, WAIT};
+
+/// Jobs at the head of a queue that never spill (engine::spill::HEAD_WINDOW).
+const HEAD: usize = 128;
+
+/// Spill every queue tail past the head window, whatever the memory.
+const SPILL_ALWAYS: &[&str] = &["--spill", "yes", "--spill-watermark", "0"];
+
+fn body(i: usize) -> String {
+    format!("{i:06}-{}", "x".repeat(200))
+}
+
+fn info(c: &mut Client, field: &str) -> i64 {
+    let text = c.cmd(&["INFO", "spill"]).text();
+    crate::harness::info_value(&text, field)
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no {field} in {text}"))
+}
+
+fn spill_dir(s: &Server) -> PathBuf {
+    s.dir().join("spill")
+}
+
+fn segments(s: &Server) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(spill_dir(s))
+        .map(|d| d.filter_map(|e| e.ok()).map(|e| e.path()).collect())
+        .unwrap_or_default();
+    v.retain(|p| p.extension().is_some_and(|x| x == "seg"));
+    v.sort();
+    v
+}
+
+/// Add `n` jobs to `q`; wait until all but the head window are on disk.
+fn fill(c: &mut Client, q: &str, n: usize) -> Vec<String> {
+    let ids: Vec<String> = (0..n).map(|i| addjob(c, q, &body(i), &[])).collect();
+    let want = (n - HEAD) as i64;
+    assert!(
+        wait_until(WAIT, POLL, || info(c, "spilled_jobs") == want),
+        "spilled_jobs {} != {want}",
+        info(c, "spilled_jobs")
+    );
+    ids
+}
+
+/// GETJOB until `n` jobs came back: (id, body) in delivery order.
+fn drain(c: &mut Client, q: &str, n: usize) -> Vec<(String, Vec<u8>)> {
+    let mut got = Vec::new();
+    let mut empty = 0;
+    while got.len() < n {
+        let r = c.cmd(&["GETJOB", "TIMEOUT", "2000", "COUNT", "50", "FROM", q]);
+        if r.is_nil() {
+            empty += 1;
+            assert!(empty < 3, "GETJOB timed out after {} jobs", got.len());
+            continue;
+        }
+        for j in r.array() {
+            let f = j.array();
+            let Reply::Bulk(b) = &f[2] else {
+                panic!("no body in {j:?}");
+            };
+            got.push((f[1].text(), b.clone()));
+        }
+    }
+    got
+}
+
+#[test]
+fn spilled_jobs_answer_every_command_and_free_their_segments() {
+    let s = crate::observe::http_node(SPILL_ALWAYS);
+    let mut c = s.client();
+    let n = 1000;
+    let ids = fill(&mut c, "q", n);
+    let m = crate::observe::scrape(s.http_port());
+    let metric = |name: &str| crate::observe::value(&m, name, &[]);
+    assert_eq!(metric("disque_spill_jobs"), Some((n - HEAD) as f64));
+    assert!(metric("disque_spill_disk_bytes").is_some_and(|b| b > 0.0));
+    assert!(metric("disque_spill_jobs_written_total").is_some_and(|b| b >= (n - HEAD) as f64));
+    assert!(!segments(&s).is_empty(), "no segment file written");
+    assert_eq!(c.cmd(&["QLEN", "q"]).int(), n as i64);
+    // SHOW reads the body from disk without paging the job in.
+    let last = &ids[n - 1];
+    let shown = c.cmd(&["SHOW", last]);
+    assert_eq!(shown.field("body").text(), body(n - 1));
+    assert_eq!(shown.field("state").text(), "queued");
+    assert_eq!(info(&mut c, "spilled_jobs"), (n - HEAD) as i64);
+    assert!(info(&mut c, "spill_reply_reads") >= 1);
+    // QPEEK from both ends.
+    let newest = c.cmd(&["QPEEK", "q", "-3"]);
+    for (k, j) in newest.array().iter().enumerate() {
+        assert_eq!(j.array()[1].text(), ids[n - 1 - k]);
+        assert_eq!(j.array()[2].text(), body(n - 1 - k));
+    }
+    let oldest = c.cmd(&["QPEEK", "q", "2"]);
+    assert_eq!(oldest.array()[0].array()[2].text(), body(0));
+    // JSCAN REPLY ALL: every job with its own body.
+    let index: HashMap<&str, usize> = ids
+        .iter()
+        .enumerate()
+        .map(|(i, id)| (id.as_str(), i))
+        .collect();
+    let mut cursor = "0".to_string();
+    let mut seen = 0;
+    loop {
+        let r = c.cmd(&["JSCAN", &cursor, "COUNT", "300", "REPLY", "ALL"]);
+        for j in r.array()[1].array() {
+            let i = index[j.field("id").text().as_str()];
+            assert_eq!(j.field("body").text(), body(i));
+            seen += 1;
+        }
+        cursor = r.array()[0].text();
+        if cursor == "0" {
+            break;
+        }
+    }
+    assert_eq!(seen, n);
+    // GETJOB delivers everything in order with the right bodies.
+    let got = drain(&mut c, "q", n);
+    for (i, (id, b)) in got.iter().enumerate() {
+        assert_eq!(id, &ids[i]);
+        assert_eq!(b, body(i).as_bytes());
+    }
+    assert!(info(&mut c, "spill_disk_reads") > 0);
+    let mut ack = vec!["ACKJOB"];
+    ack.extend(ids.iter().map(String::as_str));
+    assert_eq!(c.cmd(&ack).int(), n as i64);
+    // Nothing live on disk: the sealed segments go, at most the open one stays.
+    assert!(
+        wait_until(WAIT, POLL, || info(&mut c, "spill_live_bytes") == 0
+            && segments(&s).len() <= 1),
+        "segments left: {:?}",
+        segments(&s)
+    );
+    assert_eq!(info(&mut c, "spilled_jobs"), 0);
+}
+
+#[test]
+fn without_the_aof_a_restart_starts_clean() {
+    let mut s = Server::start(ServerOpts::with_args(SPILL_ALWAYS));
+    let mut c = s.client();
+    fill(&mut c, "q", 400);
+    assert!(!segments(&s).is_empty());
+    s.kill9();
+    s.restart();
+    let mut c = s.client();
+    assert_eq!(c.cmd(&["QLEN", "q"]).int(), 0);
+    assert_eq!(info(&mut c, "spilled_jobs"), 0);
+    assert!(
+        segments(&s).is_empty(),
+        "old segments kept: {:?}",
+        segments(&s)
+    );
+}
+
+#[test]
+fn aof_rewrite_and_kill9_keep_spilled_jobs() {
+    let mut args = SPILL_ALWAYS.to_vec();
+    // Jobs loaded from the AOF are queued again at once (not after RETRY).
+    args.extend([
+        "--appendonly",
+        "yes",
+        "--appendfsync",
+        "always",
+        "--aof-enqueue-jobs-once",
+        "yes",
+    ]);
+    let mut s = Server::start(ServerOpts::with_args(&args));
+    let mut c = s.client();
+    let n = 600;
+    let ids = fill(&mut c, "q", n);
+    // The rewrite reads the spilled bodies from disk.
+    let before = info(&mut c, "spilled_jobs");
+    assert_eq!(
+        c.cmd(&["BGREWRITEAOF"]).text(),
+        "Background append only file rewriting started"
+    );
+    assert!(wait_until(WAIT, POLL, || {
+        let p = c.cmd(&["INFO", "persistence"]).text();
+        crate::harness::info_value(&p, "aof_rewrite_in_progress").as_deref() == Some("0")
+            && crate::harness::info_value(&p, "aof_last_bgrewrite_status").as_deref() == Some("ok")
+    }));
+    assert_eq!(
+        info(&mut c, "spilled_jobs"),
+        before,
+        "the rewrite paged jobs in"
+    );
+    // Ten more after the rewrite, then a crash.
+    let mut ids = ids;
+    for i in n..n + 10 {
+        ids.push(addjob(&mut c, "q", &body(i), &[]));
+    }
+    s.kill9();
+    s.restart();
+    let mut c = s.client();
+    let ok = wait_until(WAIT, POLL, || {
+        c.cmd(&["QLEN", "q"]).int() == (n + 10) as i64
+    });
+    assert!(ok, "QLEN {} {}", c.cmd(&["QLEN", "q"]).int(), s.output());
+    let got = drain(&mut c, "q", n + 10);
+    for (i, (id, b)) in got.iter().enumerate() {
+        assert_eq!(id, &ids[i]);
+        assert_eq!(b, body(i).as_bytes());
+    }
+}
+
+#[test]
+fn a_failing_disk_pauses_spilling_and_loses_nothing() {
+    let mut args = vec!["--http-port", "auto", "--http-bind", "127.0.0.1"];
+    args.extend_from_slice(SPILL_ALWAYS);
+    let s = Server::start(ServerOpts {
+        file_size_limit: Some(32 * 1024),
+        ..ServerOpts::with_args(&args)
+    });
+    let mut c = s.client();
+    let n = 800;
+    let ids: Vec<String> = (0..n).map(|i| addjob(&mut c, "q", &body(i), &[])).collect();
+    assert!(wait_until(WAIT, POLL, || info(&mut c, "spill_io_errors") > 0));
+    let status = c.cmd(&["INFO", "spill"]).text();
+    assert!(
+        status.contains("spill_status:paused: write-error"),
+        "{status}"
+    );
+    assert!(
+        status.contains("spill_last_error:Error writing the spill segment"),
+        "{status}"
+    );
+    let got = drain(&mut c, "q", n);
+    for (i, (id, b)) in got.iter().enumerate() {
+        assert_eq!(id, &ids[i]);
+        assert_eq!(b, body(i).as_bytes());
+    }
+}
+
+#[test]
+fn a_corrupt_record_is_detected_and_never_served() {
+    let s = Server::start(ServerOpts::with_args(SPILL_ALWAYS));
+    let mut c = s.client();
+    let n = 300;
+    let ids = fill(&mut c, "q", n);
+    // The first spilled job (the one after the head window) is the first
+    // record of the first segment: damage its body.
+    let seg = segments(&s)[0].clone();
+    let mut bytes = std::fs::read(&seg).unwrap();
+    bytes[48 + 3] ^= 0xff;
+    std::fs::write(&seg, &bytes).unwrap();
+    let victim = &ids[HEAD];
+    let r = c.cmd_raw(&["SHOW", victim]);
+    assert!(
+        String::from_utf8_lossy(&r)
+            .starts_with("-ERR The job body is spilled to disk and could not be read back"),
+        "{}",
+        String::from_utf8_lossy(&r)
+    );
+    assert!(info(&mut c, "spill_corrupt_records") >= 1);
+    // Every other job comes back intact; the damaged one is left to
+    // replicas (here there are none), never served with another body.
+    let got = drain(&mut c, "q", n - 1);
+    let mut want: Vec<usize> = (0..n).collect();
+    want.remove(HEAD);
+    for ((id, b), i) in got.iter().zip(want) {
+        assert_eq!(id, &ids[i]);
+        assert_eq!(b, body(i).as_bytes());
+    }
+    assert!(c.cmd(&["GETJOB", "NOHANG", "FROM", "q"]).is_nil());
+}
+
+#[test]
+fn spill_directives_show_in_config_get() {
+    let s = Server::start(ServerOpts::with_args(&[
+        "--spill",
+        "yes",
+        "--spill-max-disk",
+        "10%",
+        "--spill-dir",
+        "cache",
+    ]));
+    let mut c = s.client();
+    let r = c.cmd(&["CONFIG", "GET", "spill*"]);
+    let a: Vec<String> = r.array().iter().map(|x| x.text()).collect();
+    let get = |k: &str| a.iter().position(|x| x == k).map(|i| a[i + 1].clone());
+    assert_eq!(get("spill").as_deref(), Some("yes"));
+    assert_eq!(get("spill-max-disk").as_deref(), Some("10%"));
+    assert_eq!(get("spill-watermark").as_deref(), Some("60"));
+    assert_eq!(
+        get("spill-dir").map(PathBuf::from),
+        Some(s.dir().join("cache"))
+    );
+    assert!(s.dir().join("cache").is_dir());
+    // Below the watermark nothing spills.
+    for i in 0..300 {
+        addjob(&mut c, "q", &body(i), &[]);
+    }
+    assert_eq!(info(&mut c, "spilled_jobs"), 0);
+    assert!(info(&mut c, "spill_max_disk") > 0);
+    let bad = c.cmd_raw(&["CONFIG", "SET", "spill", "no"]);
+    assert!(
+        bad.starts_with(b"-ERR"),
+        "{}",
+        String::from_utf8_lossy(&bad)
+    );
+}
+
+#[test]
+fn dequeue_enqueue_working_deljob_and_expiry_work_on_spilled_jobs() {
+    let s = Server::start(ServerOpts::with_args(SPILL_ALWAYS));
+    let mut c = s.client();
+    let n = 300;
+    let ids = fill(&mut c, "q", n);
+    let x = &ids[n - 1];
+    assert_eq!(c.cmd(&["DEQUEUE", x]).int(), 1);
+    let shown = c.cmd(&["SHOW", x]);
+    assert_eq!(shown.field("state").text(), "active");
+    assert_eq!(shown.field("body").text(), body(n - 1));
+    assert_eq!(c.cmd(&["ENQUEUE", x]).int(), 1);
+    assert_eq!(c.cmd(&["SHOW", x]).field("state").text(), "queued");
+    assert!(c.cmd(&["WORKING", x]).int() > 0);
+    assert_eq!(c.cmd(&["ENQUEUE", x]).int(), 1);
+    let gone = &ids[n - 2];
+    assert_eq!(c.cmd(&["DELJOB", gone]).int(), 1);
+    assert!(c.cmd(&["SHOW", gone]).is_nil());
+    let got = drain(&mut c, "q", n - 1);
+    let want: Vec<usize> = (0..n).filter(|&i| i != n - 2).collect();
+    for ((id, b), i) in got.iter().zip(want) {
+        assert_eq!(id, &ids[i]);
+        assert_eq!(b, body(i).as_bytes());
+    }
+    // Spilled jobs that expire free their records like any other.
+    for i in 0..200 {
+        addjob(&mut c, "short", &body(i), &["TTL", "2"]);
+    }
+    assert!(wait_until(WAIT, POLL, || info(&mut c, "spilled_jobs")
+        == (200 - HEAD) as i64));
+    assert!(wait_until(WAIT, POLL, || c.cmd(&["QLEN", "short"]).int()
+        == 0
+        && info(&mut c, "spilled_jobs") == 0
+        && info(&mut c, "spill_live_bytes") == 0));
+}
+
+#[test]
+fn kill9_while_spilling_loses_nothing_with_the_aof() {
+    let mut args = SPILL_ALWAYS.to_vec();
+    args.extend([
+        "--appendonly",
+        "yes",
+        "--appendfsync",
+        "always",
+        "--aof-enqueue-jobs-once",
+        "yes",
+    ]);
+    let mut s = Server::start(ServerOpts::with_args(&args));
+    let mut c = s.client();
+    let n = 2000;
+    let ids: Vec<String> = (0..n).map(|i| addjob(&mut c, "q", &body(i), &[])).collect();
+    // No waiting for the spill writes: some are still in flight.
+    s.kill9();
+    s.restart();
+    let mut c = s.client();
+    let ok = wait_until(WAIT, POLL, || c.cmd(&["QLEN", "q"]).int() == n as i64);
+    assert!(ok, "QLEN {}", c.cmd(&["QLEN", "q"]).int());
+    let got = drain(&mut c, "q", n);
+    for (i, (id, b)) in got.iter().enumerate() {
+        assert_eq!(id, &ids[i]);
+        assert_eq!(b, body(i).as_bytes());
+    }
+}
+
+/// Pipelined ADDJOBs: `n` jobs of about 1 KiB; their IDs in order.
+fn fill_pipelined(c: &mut Client, q: &str, n: usize) -> Vec<String> {
+    let big = |i: usize| format!("{i:06}-{}", "y".repeat(1010));
+    let mut ids = Vec::with_capacity(n);
+    for chunk in (0..n).collect::<Vec<_>>().chunks(500) {
+        for &i in chunk {
+            c.send(&["ADDJOB", q, &big(i), "0"]);
+        }
+        for _ in chunk {
+            ids.push(c.read_reply().text());
+        }
+    }
+    ids
+}
+
+#[test]
+fn a_mostly_dead_segment_is_compacted_and_its_stragglers_survive() {
+    let s = Server::start(ServerOpts::with_args(SPILL_ALWAYS));
+    let mut c = s.client();
+    // A little over two 64 MiB segments of bodies.
+    let n = 140_000;
+    let ids = fill_pipelined(&mut c, "q", n);
+    assert!(wait_until(WAIT * 3, POLL, || info(&mut c, "spilled_jobs")
+        == (n - HEAD) as i64));
+    assert!(segments(&s).len() >= 3, "{:?}", segments(&s));
+    // Acknowledge all but every 50th job: the sealed segments are mostly dead.
+    let keep: Vec<usize> = (0..n).filter(|i| i % 50 == 0).collect();
+    let gone: Vec<&str> = (0..n)
+        .filter(|i| i % 50 != 0)
+        .map(|i| ids[i].as_str())
+        .collect();
+    for chunk in gone.chunks(1000) {
+        let mut cmd = vec!["ACKJOB"];
+        cmd.extend_from_slice(chunk);
+        assert_eq!(c.cmd(&cmd).int(), chunk.len() as i64);
+    }
+    assert!(
+        wait_until(WAIT * 3, POLL, || info(&mut c, "spill_compactions") > 0
+            && info(&mut c, "spill_segments_deleted") > 0
+            && info(&mut c, "spill_disk_bytes")
+                <= 2 * info(&mut c, "spill_live_bytes") + (64 << 20)),
+        "{}",
+        c.cmd(&["INFO", "spill"]).text()
+    );
+    assert!(info(&mut c, "spill_records_moved") > 0);
+    // The stragglers come back with their own bodies.
+    let got = drain(&mut c, "q", keep.len());
+    for ((id, b), i) in got.iter().zip(keep) {
+        assert_eq!(id, &ids[i]);
+        assert!(b.starts_with(format!("{i:06}-").as_bytes()), "job {i}");
+        assert_eq!(b.len(), 1017);
+    }
+}
