@@ -158,6 +158,8 @@ pub enum WireError {
     ScheduleSpec,
     ScheduleCatchup,
     ScheduleGrace,
+    LimitRateRange,
+    LimitInflightRange,
 
     /// Any other error; the text follows `ERR `.
     Other(String),
@@ -295,6 +297,8 @@ impl WireError {
             ExtNeedsRetry => "ERR BACKOFF and MAXDELIVERIES need RETRY > 0 (at-least-once delivery)",
             NackDelayRange => "ERR NACK DELAY must be a non negative number of seconds",
             PriorityRange => "ERR PRIORITY must be between 1 (lowest) and 9 (highest)",
+            LimitRateRange => "ERR RATE needs a count between 1 and 1000000 and an interval between 1 and 86400000 ms",
+            LimitInflightRange => "ERR INFLIGHT must be between 1 and 1000000",
             Cancelled => "CANCELLED The job was cancelled: stop working on it.",
             ProgressRange => "ERR PROGRESS must be between 0 and 100",
             ProgressDescTooLong => "ERR DESC must be at most 256 bytes",

@@ -45,6 +45,7 @@ fn listed(name: &str) -> Option<&'static [&'static str]> {
             "redrive",
             "jobpriority",
             "schedule",
+            "qlimit",
         ],
         "admin" => &[
             "shutdown",
@@ -63,6 +64,7 @@ fn listed(name: &str) -> Option<&'static [&'static str]> {
             "pause",
             "redrive",
             "schedule",
+            "qlimit",
         ],
         "dangerous" => &[
             "shutdown",

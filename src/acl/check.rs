@@ -148,7 +148,7 @@ pub fn for_each_queue(
         }
     };
     match name {
-        "qlen" | "qstat" | "qpeek" | "pause" => {
+        "qlen" | "qstat" | "qpeek" | "pause" | "qlimit" => {
             if let Some(q) = rest.first() {
                 f(q);
             }

@@ -24,6 +24,7 @@ pub mod nack;
 pub mod pause;
 pub mod priority;
 pub mod progress;
+pub mod qlimit;
 pub mod queues;
 pub mod redrive;
 pub mod scan;
@@ -313,6 +314,12 @@ pub static COMMANDS: &[CommandSpec] = &[
         flags: W,
         handler: schedule::schedule,
     },
+    CommandSpec {
+        name: "qlimit",
+        arity: -2,
+        flags: W | F_FAST,
+        handler: qlimit::qlimit,
+    },
 ];
 
 /// What the connection must do after a command.
@@ -498,8 +505,8 @@ mod tests {
 
     #[test]
     fn table_has_32_commands() {
-        // Disque's 32 plus WAITJOB, REDRIVE, ACL, JOBPRIORITY, CANCEL and
-        // SCHEDULE.
-        assert_eq!(COMMANDS.len(), 38);
+        // Disque's 32 plus WAITJOB, REDRIVE, ACL, JOBPRIORITY, CANCEL,
+        // SCHEDULE and QLIMIT.
+        assert_eq!(COMMANDS.len(), 39);
     }
 }

@@ -243,6 +243,8 @@ impl Cluster {
 pub struct Loaded {
     /// Index 0 is this node.
     pub nodes: Vec<NodeInfo>,
+    /// The queue limits (`qlimit` lines, engine::limits).
+    pub limits: Vec<(bytes::Bytes, super::limits::QueueLimit)>,
 }
 
 /// Why nodes.conf text does not parse (the engine's own type: the server
@@ -276,6 +278,8 @@ pub enum LineFault {
     UnknownFlag(String),
     #[error("more than one 'myself' line")]
     TwoMyself,
+    #[error("malformed qlimit line")]
+    Limit,
 }
 
 fn parse_flags(s: &str) -> Result<u16, LineFault> {
@@ -296,6 +300,7 @@ fn parse_flags(s: &str) -> Result<u16, LineFault> {
 pub fn parse_nodes_conf(text: &str, now: u64) -> Result<Option<Loaded>, NodesConfError> {
     let mut myself: Option<NodeInfo> = None;
     let mut others = Vec::new();
+    let mut limits = Vec::new();
     for (i, line) in text.lines().enumerate() {
         let line = line.trim();
         if line.is_empty() || line.starts_with("vars") {
@@ -307,6 +312,10 @@ pub fn parse_nodes_conf(text: &str, now: u64) -> Result<Option<Loaded>, NodesCon
             fault,
             text: line.to_string(),
         };
+        if f[0] == "qlimit" {
+            limits.push(super::limits::parse_conf_line(line).ok_or_else(|| bad(LineFault::Limit))?);
+            continue;
+        }
         if f.len() != 6 {
             return Err(bad(LineFault::Fields));
         }
@@ -344,7 +353,7 @@ pub fn parse_nodes_conf(text: &str, now: u64) -> Result<Option<Loaded>, NodesCon
         Some(me) => {
             let mut nodes = vec![me];
             nodes.extend(others);
-            Ok(Some(Loaded { nodes }))
+            Ok(Some(Loaded { nodes, limits }))
         }
     }
 }

@@ -97,6 +97,7 @@ impl Engine {
                 BusOut::DeadLetter { job, epoch } => (0, job_msg(JobMsg::DeadLetter, &job, epoch)),
                 BusOut::Cancel { job } => (0, job_msg(JobMsg::Cancel, &job, 0)),
                 BusOut::Progress { data } => (0, Body::Progress { data }),
+                BusOut::QLimit { data } => (0, Body::QLimit { data }),
                 BusOut::Priority { job, level } => {
                     (0, job_msg(JobMsg::Priority, &job, u32::from(level)))
                 }
@@ -186,6 +187,7 @@ impl Engine {
                 ..
             } => self.on_cancel(&job_id, now),
             Body::Progress { data } => self.on_progress(&data),
+            Body::QLimit { data } => self.on_qlimit(&data),
             Body::Dedup { window, entry } => self.on_dedup(&entry, window, now),
             Body::Schedule { data } => self.on_schedule(&data, now),
             Body::QLenReq { req, .. } if mflags & MFLAG_TOTALS != 0 => {

@@ -19,6 +19,7 @@ pub mod forgotten;
 pub mod getjob;
 pub mod gossip;
 pub mod id_index;
+pub mod limits;
 pub mod membership;
 pub mod memory;
 pub mod messages;
@@ -109,6 +110,10 @@ pub enum BusOut {
     /// Our extension: a progress report (engine::progress): job ID then
     /// `job_ext::Progress` encoding.
     Progress {
+        data: Bytes,
+    },
+    /// Our extension: a queue's QLIMIT setting (engine::limits encoding).
+    QLimit {
         data: Bytes,
     },
     /// Our extension: the job was cancelled (engine::cancel).
@@ -263,6 +268,8 @@ pub struct Engine {
     cancelled: forgotten::Forgotten,
     /// Job bodies on disk and the decisions about them (`spill`).
     spill: spill::SpillState,
+    /// QLIMIT: per-queue delivery limits (engine::limits).
+    limits: limits::Limits,
     /// Test builds: the path that last queued each job here, so the
     /// simulation can attribute every duplicate delivery to a cause.
     #[cfg(test)]
@@ -319,6 +326,7 @@ impl Engine {
             forgotten: forgotten::Forgotten::default(),
             cancelled: forgotten::Forgotten::default(),
             spill: spill::SpillState::default(),
+            limits: limits::Limits::default(),
             #[cfg(test)]
             queued_why: Map::with_hasher(keyed),
             #[cfg(test)]
@@ -418,7 +426,7 @@ impl Engine {
             return None;
         }
         self.cluster.dirty = false;
-        Some(self.cluster.nodes_text(false))
+        Some(self.cluster.nodes_text(false) + &self.limits_conf_text())
     }
 
     /// CLUSTER INFO: (known, reachable, size, messages sent, received).
@@ -927,6 +935,7 @@ impl Engine {
             self.waitjobs.next_deadline(),
             self.counts.next_deadline(),
             self.producers.next_deadline(),
+            self.limits_deadline(),
             self.add_timeouts
                 .first()
                 .map(|x| x.0)

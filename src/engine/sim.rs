@@ -9,6 +9,7 @@ mod controls;
 mod duplicates;
 mod extensions;
 mod federation;
+mod limits;
 mod net;
 mod returning;
 mod schedules;

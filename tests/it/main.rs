@@ -23,6 +23,7 @@ mod getjob;
 mod hostile;
 mod jobs;
 mod leaving;
+mod limits;
 mod memory;
 mod memory_growth;
 mod observe;

@@ -49,9 +49,10 @@
 //! | PRIORITY | 30 | job ID[40], u32 level | 44 |
 //! | CANCEL | 31 | job ID[40], u32 0 | 44 |
 //! | PROGRESS | 32 | job ID[40], u64 ms, u8 percent, u16 n, text[n], u32 m, data[m] | >= 40 |
+//! | QLIMIT | 33 | u64 version, origin[40], u32 rate, u64 ms, u32 inflight, u32 qlen, queue | 68 + qlen |
 //! | SCHEDULE | 40 | a schedule definition (`engine::schedule`) | >= 1 |
 //!
-//! Types 18..22, 30..32 and 40 carry our extensions (docs/COMPATIBILITY.md).
+//! Types 18..22, 30..33 and 40 carry our extensions (docs/COMPATIBILITY.md).
 //! A node sends SCHEDULE frames only once a schedule exists.
 //!
 //! A receiver drops the link on a type it does not know, so a node sends
@@ -151,6 +152,7 @@ pub mod msg_type {
     pub const PRIORITY: u16 = 30;
     pub const CANCEL: u16 = 31;
     pub const PROGRESS: u16 = 32;
+    pub const QLIMIT: u16 = 33;
     /// Schedules and workflows (types 40..49 are theirs).
     pub const SCHEDULE: u16 = 40;
 }
@@ -341,6 +343,10 @@ pub enum Body {
     Progress {
         data: Bytes,
     },
+    /// A queue's QLIMIT setting (`engine::limits` encodes and checks it).
+    QLimit {
+        data: Bytes,
+    },
 }
 
 /// One node's queue totals (the dashboard's cluster view).
@@ -464,6 +470,7 @@ impl Body {
             Body::Acl { .. } => ACL,
             Body::Schedule { .. } => SCHEDULE,
             Body::Progress { .. } => PROGRESS,
+            Body::QLimit { .. } => QLIMIT,
         }
     }
 
@@ -491,7 +498,8 @@ impl Body {
             Body::ReplJob { job }
             | Body::Acl { data: job }
             | Body::Progress { data: job }
-            | Body::Schedule { data: job } => job.len(),
+            | Body::Schedule { data: job }
+            | Body::QLimit { data: job } => job.len(),
             Body::NeedJobs { queue, .. }
             | Body::Pause { queue, .. }
             | Body::QLenReq { queue, .. }
@@ -530,7 +538,8 @@ impl Body {
             Body::ReplJob { job }
             | Body::Acl { data: job }
             | Body::Progress { data: job }
-            | Body::Schedule { data: job } => out.put_slice(job),
+            | Body::Schedule { data: job }
+            | Body::QLimit { data: job } => out.put_slice(job),
             Body::QLenRep { req, len } => {
                 out.put_u32(*req);
                 out.put_u32(8);
@@ -601,6 +610,7 @@ pub fn type_name(t: u16) -> &'static str {
         PRIORITY => "PRIORITY",
         CANCEL => "CANCEL",
         PROGRESS => "PROGRESS",
+        QLIMIT => "QLIMIT",
         _ => "UNKNOWN",
     }
 }
@@ -888,6 +898,8 @@ fn parse_body_shape(ty: u16, p: &[u8]) -> Result<Shape, BusError> {
         SCHEDULE => Ok(Shape::Opaque),
         PROGRESS if p.len() < 40 => Err(BusError::BadPayload("PROGRESS payload too short")),
         PROGRESS => Ok(Shape::Opaque),
+        QLIMIT if p.len() < 68 => Err(BusError::BadPayload("QLIMIT payload too short")),
+        QLIMIT => Ok(Shape::Opaque),
         QLENREP => match (p.len(), p.get(4..8)) {
             (16, Some([0, 0, 0, 8])) | (40, Some([0, 0, 0, 32])) => Ok(Shape::Fixed),
             _ => Err(BusError::BadPayload(
@@ -954,6 +966,7 @@ impl Shape {
             Shape::Job => Body::ReplJob { job: p.clone() },
             Shape::Opaque if ty == PROGRESS => Body::Progress { data: p.clone() },
             Shape::Opaque if ty == SCHEDULE => Body::Schedule { data: p.clone() },
+            Shape::Opaque if ty == QLIMIT => Body::QLimit { data: p.clone() },
             Shape::Opaque => Body::Acl { data: p.clone() },
             Shape::Jobs(ranges) => Body::YourJobs {
                 jobs: ranges.into_iter().map(|(a, b)| p.slice(a..b)).collect(),
@@ -1159,6 +1172,9 @@ mod tests {
             Body::Progress {
                 data: Bytes::from_static(&[b'x'; 60]),
             },
+            Body::QLimit {
+                data: Bytes::from_static(&[b'x'; 70]),
+            },
             Body::Dedup {
                 window: 300,
                 entry: Bytes::from_static(b"entry"),
@@ -1205,7 +1221,7 @@ mod tests {
         let msgs = all_messages();
         let mut types: Vec<u16> = msgs.iter().map(|m| m.body.msg_type()).collect();
         types.dedup();
-        assert_eq!(types.len(), 27, "all types covered");
+        assert_eq!(types.len(), 28, "all types covered");
         for m in &msgs {
             let mut b = BytesMut::new();
             m.encode(&mut b);

@@ -261,11 +261,22 @@ pub(super) async fn queues(State(st): State<AppState>) -> Json<Value> {
             let list: Vec<Value> = qs
                 .into_iter()
                 .map(|q| {
+                    // QLIMIT, for a queue given one: the setting, this
+                    // node's shares and what it used of them.
+                    let limit = node.engine.limit_of(&q.name).map(|l| {
+                        json!({
+                            "rate": l.limit.rate, "interval_ms": l.limit.interval_ms,
+                            "inflight": l.limit.inflight, "rate_share": l.rate_share,
+                            "inflight_share": l.inflight_share,
+                            "window_used": l.window_used, "inflight_used": l.inflight_used,
+                        })
+                    });
                     json!({
                         "name": String::from_utf8_lossy(&q.name),
                         "len": q.len, "oldest_age_ms": q.oldest_age_ms,
                         "blocked": q.blocked, "jobs_in": q.jobs_in, "jobs_out": q.jobs_out,
                         "paused_in": q.paused_in, "paused_out": q.paused_out,
+                        "limit": limit,
                     })
                 })
                 .collect();

@@ -334,6 +334,17 @@ async function pauseQueue(name, mode) {
 
 function currentQueue() { return state.queues && state.queues.queues.find((q) => q.name === state.queue); }
 
+// QLIMIT: the cluster-wide setting, with this node's share and use.
+function limitCard(l) {
+  const parts = [];
+  if (l.rate) parts.push(fmtNum(l.rate) + " per " + fmtNum(l.interval_ms) + " ms");
+  if (l.inflight) parts.push(fmtNum(l.inflight) + " in flight");
+  const here = [];
+  if (l.rate) here.push(fmtNum(l.window_used) + "/" + fmtNum(l.rate_share) + " in window");
+  if (l.inflight) here.push(fmtNum(l.inflight_used) + "/" + fmtNum(l.inflight_share) + " in flight");
+  return card("Limit", parts.join(", "), "this node: " + here.join(", "));
+}
+
 function renderQueueHeader() {
   $("queue-title").textContent = state.queue;
   const q = currentQueue() || { len: 0, blocked: 0, jobs_in: 0, jobs_out: 0, paused_in: false, paused_out: false, oldest_age_ms: 0, rate_in: null, rate_out: null };
@@ -341,7 +352,8 @@ function renderQueueHeader() {
   $("queue-cards").replaceChildren(
     card("Length", fmtNum(q.len)), card("Oldest job", q.len ? fmtAge(q.oldest_age_ms) : "–"),
     card("Consumers", fmtNum(q.blocked)), card("In", fmtRate(q.rate_in), fmtNum(q.jobs_in) + " total"),
-    card("Out", fmtRate(q.rate_out), fmtNum(q.jobs_out) + " total"));
+    card("Out", fmtRate(q.rate_out), fmtNum(q.jobs_out) + " total"),
+    ...(q.limit ? [limitCard(q.limit)] : []));
   $("redrive").hidden = !(state.overview && state.overview.features.redrive);
 }
 
