@@ -10,7 +10,9 @@ test's queue, pausing it from the UI (with the confirmation dialog) makes
 ADDJOB answer -PAUSED and resuming makes it work again, a job's details
 open, the cluster view shows each peer's queued jobs and "unknown" for a
 peer that was killed, the history charts draw lines with points after
-some traffic (overview and a queue's page, also phone-sized), and
+some traffic (overview and a queue's page, also phone-sized), the
+schedules view lists a schedule and pauses / resumes it through the
+dialog, and
 requests without credentials are refused. Screenshots go to docs/. Exits non-zero on the first failure.
 """
 
@@ -36,6 +38,7 @@ from selenium.webdriver.support.ui import WebDriverWait
 
 PASSWORD = "dash-secret"
 QUEUE = "browser:orders"
+SCHEDULE = "browser:nightly"
 WAIT = 15
 TRAFFIC_QUEUE = "browser:traffic"
 # Two history samples (5 s apart) are needed before a line is drawn.
@@ -333,6 +336,44 @@ def main():
             fail("ADDJOB still refused after resuming from the UI")
         check_console(driver, "queue")
 
+        # Schedules: listed with their next tick; pause and resume behind
+        # the confirmation dialog, checked over RESP.
+        def sched_paused():
+            show = r.cmd("SCHEDULE", "SHOW", SCHEDULE)
+            return dict(zip(show[::2], show[1::2]))["paused"]
+
+        if r.cmd("SCHEDULE", "ADD", SCHEDULE, QUEUE, "nightly", "CRON", "0 3 * * *",
+                 "TZ", "Europe/Paris") != "+OK":
+            fail("SCHEDULE ADD failed")
+        driver.get(base + "/#/schedules")
+        row = f'#schedules tr[data-schedule="{SCHEDULE}"]'
+        wait.until(lambda d: "in " in d.find_element(By.CSS_SELECTOR, row).text)
+        if "0 3 * * * (Europe/Paris)" not in driver.find_element(By.CSS_SELECTOR, row).text:
+            fail("schedule row does not show the cron expression and zone")
+        driver.find_element(By.CSS_SELECTOR, row + ' button[data-action="pause"]').click()
+        wait.until(EC.visibility_of_element_located((By.ID, "confirm")))
+        driver.find_element(By.ID, "confirm-ok").click()
+        wait.until(lambda d: "Schedule paused" in d.find_element(By.ID, "toast").text)
+        if sched_paused() != 1:
+            fail("pausing the schedule from the UI did not pause it")
+        wait.until(lambda d: "paused" in d.find_element(By.CSS_SELECTOR, row).text)
+        if shots:
+            driver.save_screenshot(os.path.join(docs, "dashboard-schedules.png"))
+        driver.find_element(By.CSS_SELECTOR, row + ' button[data-action="resume"]').click()
+        wait.until(EC.visibility_of_element_located((By.ID, "confirm")))
+        driver.find_element(By.ID, "confirm-cancel").click()
+        if sched_paused() != 1:
+            fail("cancelling the dialog resumed the schedule")
+        driver.find_element(By.CSS_SELECTOR, row + ' button[data-action="resume"]').click()
+        wait.until(EC.visibility_of_element_located((By.ID, "confirm")))
+        driver.find_element(By.ID, "confirm-ok").click()
+        wait.until(lambda d: "Schedule resumed" in d.find_element(By.ID, "toast").text)
+        if sched_paused() != 0:
+            fail("resuming the schedule from the UI did not resume it")
+        check_console(driver, "schedules")
+        driver.get(base + "/#/queue/" + QUEUE)
+        wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#jobs tbody tr a")) > 0)
+
         # A job's details.
         link = driver.find_element(By.CSS_SELECTOR, "#jobs tbody tr a")
         job_id = link.text
@@ -395,7 +436,8 @@ def main():
             time.sleep(0.3)
             driver.save_screenshot(os.path.join(docs, "dashboard-queue-history.png"))
         print("browser-test: OK (overview, history charts, queues, pause/resume "
-              "with PAUSED, queue charts, job, cluster totals and unknown, phone, auth)")
+              "with PAUSED, queue charts, schedules pause/resume, job, cluster totals "
+              "and unknown, phone, auth)")
     except Exception:
         if driver is not None:
             print("browser-test: page at failure:", driver.current_url, file=sys.stderr)

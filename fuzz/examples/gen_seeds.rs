@@ -211,6 +211,29 @@ fn main() {
         Body::Fail {
             node: *b"c0ffee00c0ffee00c0ffee00c0ffee00c0ffee00",
         },
+        Body::Schedule {
+            data: disque::engine::schedule::ScheduleDef {
+                name: Bytes::from_static(b"nightly"),
+                spec: disque::engine::schedule::Spec::Cron {
+                    expr: "0 3 * * *".into(),
+                    tz: "Europe/Paris".into(),
+                },
+                queue: Bytes::from_static(b"orders"),
+                body: Bytes::from_static(b"report"),
+                replicate: 0,
+                retry: Some(30),
+                ttl: None,
+                catchup: 60,
+                grace: 2000,
+                skip_overlap: true,
+                paused: false,
+                deleted: false,
+                created: now,
+                version: now,
+                origin: *b"c0ffee00c0ffee00c0ffee00c0ffee00c0ffee00",
+            }
+            .encode(),
+        },
     ]
     .into_iter()
     .map(|b| Message::new(h, b).to_bytes())

@@ -44,6 +44,8 @@ fn listed(name: &str) -> Option<&'static [&'static str]> {
             "pause",
             "redrive",
             "jobpriority",
+            "schedule",
+            "qlimit",
         ],
         "admin" => &[
             "shutdown",
@@ -61,6 +63,8 @@ fn listed(name: &str) -> Option<&'static [&'static str]> {
             "dequeue",
             "pause",
             "redrive",
+            "schedule",
+            "qlimit",
         ],
         "dangerous" => &[
             "shutdown",
@@ -108,6 +112,8 @@ fn listed(name: &str) -> Option<&'static [&'static str]> {
             "latency|doctor",
             "acl|whoami",
             "acl|cat",
+            "schedule|list",
+            "schedule|show",
         ],
         "cluster" => &["cluster", "hello"],
         _ => return None,

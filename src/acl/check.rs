@@ -148,7 +148,7 @@ pub fn for_each_queue(
         }
     };
     match name {
-        "qlen" | "qstat" | "qpeek" | "pause" => {
+        "qlen" | "qstat" | "qpeek" | "pause" | "qlimit" => {
             if let Some(q) = rest.first() {
                 f(q);
             }
@@ -206,6 +206,13 @@ pub fn for_each_queue(
             // access: such a user must name one.
             if !named {
                 f(b"*");
+            }
+        }
+        // The queue a schedule adds its jobs to; the other subcommands
+        // name schedules, not queues.
+        "schedule" if rest.first().is_some_and(|a| eq_ic(a, "add")) => {
+            if let Some(q) = rest.get(2) {
+                f(q);
             }
         }
         "redrive" => {

@@ -4,7 +4,7 @@
 //! layer; `commands` checks in a test that both lists agree.
 
 /// (name, fast) in command-table order.
-pub const COMMANDS: [(&str, bool); 37] = [
+pub const COMMANDS: [(&str, bool); 39] = [
     ("auth", true),
     ("ping", true),
     ("info", false),
@@ -42,6 +42,8 @@ pub const COMMANDS: [(&str, bool); 37] = [
     ("acl", false),
     ("jobpriority", true),
     ("cancel", true),
+    ("schedule", false),
+    ("qlimit", true),
 ];
 
 /// Table index of a command by its (lower-case) name.

@@ -158,6 +158,8 @@ pub enum RecordError {
     BadJob,
     #[error("DEDUP record is malformed")]
     BadDedup,
+    #[error("SCHEDULE record is malformed")]
+    BadSchedule,
 }
 
 impl AofError {

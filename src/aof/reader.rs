@@ -30,6 +30,8 @@ pub enum Record {
     /// Our extension: the file's format version (`AOFVERSION <n>`), at
     /// most [`AOF_FORMAT_VERSION`] (a newer one is [`ReadError::Version`]).
     Version(u32),
+    /// Our extension: a schedule definition (`engine::schedule`).
+    Schedule(Bytes),
 }
 
 /// The AOF format this build writes and the newest it reads. A file
@@ -46,6 +48,7 @@ enum Kind {
     Del,
     Dedup,
     Version(u32),
+    Schedule,
 }
 
 /// Why reading stopped before the end of the file.
@@ -208,7 +211,8 @@ fn parse(buf: &[u8]) -> Parse {
     let is_del = name.eq_ignore_ascii_case(b"DELJOB");
     let is_dedup = name.eq_ignore_ascii_case(b"DEDUP");
     let is_version = name.eq_ignore_ascii_case(b"AOFVERSION");
-    if !is_load && !is_del && !is_dedup && !is_version {
+    let is_schedule = name.eq_ignore_ascii_case(b"SCHEDULE");
+    if !is_load && !is_del && !is_dedup && !is_version && !is_schedule {
         return Parse::Corrupt(format!(
             "unknown command '{}'",
             String::from_utf8_lossy(&name[..name.len().min(32)])
@@ -224,6 +228,14 @@ fn parse(buf: &[u8]) -> Parse {
         return match parse_version(arg) {
             Some(v) => Parse::Done(Kind::Version(v), (as_, ae), end),
             None => Parse::Corrupt("AOFVERSION argument is not a version number".into()),
+        };
+    }
+    if is_schedule {
+        let def = crate::engine::schedule::ScheduleDef::decode(&Bytes::copy_from_slice(arg));
+        return if def.is_some() {
+            Parse::Done(Kind::Schedule, (as_, ae), end)
+        } else {
+            Parse::Corrupt("SCHEDULE argument is not a schedule definition".into())
         };
     }
     if is_dedup {
@@ -291,6 +303,7 @@ fn partial_name_check(buf: &[u8]) -> Parse {
         || prefix_of(b"$6\r\nDELJOB")
         || prefix_of(b"$5\r\nDEDUP")
         || prefix_of(b"$10\r\nAOFVERSION")
+        || prefix_of(b"$8\r\nSCHEDULE")
     {
         Parse::Incomplete
     } else {
@@ -359,6 +372,7 @@ impl<R: Read> AofReader<R> {
                             Kind::Version(v) => Record::Version(v),
                             Kind::Load => Record::LoadJob(raw.slice(a..b)),
                             Kind::Dedup => Record::Dedup(raw.slice(a..b)),
+                            Kind::Schedule => Record::Schedule(raw.slice(a..b)),
                             Kind::Del => {
                                 let mut id = [0u8; 40];
                                 id.copy_from_slice(&raw[a..b]);
@@ -413,6 +427,13 @@ pub fn encode_record(rec: &crate::engine::AofRecord, out: &mut Vec<u8>) {
         crate::engine::AofRecord::DelJob(id) => {
             out.extend_from_slice(b"*2\r\n$6\r\nDELJOB\r\n$40\r\n");
             out.extend_from_slice(&id.0);
+            out.extend_from_slice(b"\r\n");
+        }
+        crate::engine::AofRecord::Schedule(payload) => {
+            out.extend_from_slice(b"*2\r\n$8\r\nSCHEDULE\r\n$");
+            push_decimal(payload.len(), out);
+            out.extend_from_slice(b"\r\n");
+            out.extend_from_slice(payload);
             out.extend_from_slice(b"\r\n");
         }
         crate::engine::AofRecord::Dedup(payload) => {

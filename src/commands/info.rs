@@ -242,6 +242,7 @@ fn section(node: &Node, name: &str, now: u64, out: &mut String) {
 /// extension, only shown by `INFO jobstats` / `INFO all`).
 fn info_jobstats(node: &Node, out: &mut String) {
     let c = node.engine.counters();
+    let t = node.engine.schedule_totals();
     let _ = write!(
         out,
         "# Jobstats\r\n\
@@ -260,6 +261,11 @@ fn info_jobstats(node: &Node, out: &mut String) {
          producer_waits:{}\r\n\
          producer_timeouts:{}\r\n\
          producer_wait_ms:{}\r\n\
+         schedules:{}\r\n\
+         schedule_ticks_fired:{}\r\n\
+         schedule_ticks_deduplicated:{}\r\n\
+         schedule_ticks_skipped:{}\r\n\
+         schedule_ticks_expired:{}\r\n\
          async_copies_pending:{}\r\n",
         c.added,
         c.delivered,
@@ -276,6 +282,11 @@ fn info_jobstats(node: &Node, out: &mut String) {
         c.producer_waits,
         c.producer_timeouts,
         c.producer_wait_ms,
+        node.engine.schedule_count(),
+        t.fired,
+        t.deduplicated,
+        t.skipped,
+        t.expired,
         node.engine.async_copies_pending(),
     );
 }

@@ -24,9 +24,11 @@ pub mod nack;
 pub mod pause;
 pub mod priority;
 pub mod progress;
+pub mod qlimit;
 pub mod queues;
 pub mod redrive;
 pub mod scan;
+pub mod schedule;
 pub mod show;
 pub mod spill;
 pub mod waitjob;
@@ -306,6 +308,18 @@ pub static COMMANDS: &[CommandSpec] = &[
         flags: W | F_FAST,
         handler: cancel::cancel,
     },
+    CommandSpec {
+        name: "schedule",
+        arity: -2,
+        flags: W,
+        handler: schedule::schedule,
+    },
+    CommandSpec {
+        name: "qlimit",
+        arity: -2,
+        flags: W | F_FAST,
+        handler: qlimit::qlimit,
+    },
 ];
 
 /// What the connection must do after a command.
@@ -491,7 +505,8 @@ mod tests {
 
     #[test]
     fn table_has_32_commands() {
-        // Disque's 32 plus WAITJOB, REDRIVE, ACL, JOBPRIORITY and CANCEL.
-        assert_eq!(COMMANDS.len(), 37);
+        // Disque's 32 plus WAITJOB, REDRIVE, ACL, JOBPRIORITY, CANCEL,
+        // SCHEDULE and QLIMIT.
+        assert_eq!(COMMANDS.len(), 39);
     }
 }

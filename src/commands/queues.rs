@@ -75,6 +75,25 @@ fn encode_qstat(s: QStat, len_cluster: Option<i64>) -> Reply {
     if s.producers > 0 || len_cluster.is_some() {
         pairs.push(("producers-waiting", Reply::Integer(s.producers as i64)));
     }
+    // Only for a queue given a QLIMIT (an extension).
+    if let Some(l) = s.limit {
+        let lim = l.limit;
+        pairs.extend([
+            ("limit-rate", Reply::Integer(i64::from(lim.rate))),
+            ("limit-interval", Reply::Integer(lim.interval_ms as i64)),
+            ("limit-inflight", Reply::Integer(i64::from(lim.inflight))),
+            ("limit-rate-share", Reply::Integer(i64::from(l.rate_share))),
+            (
+                "limit-inflight-share",
+                Reply::Integer(i64::from(l.inflight_share)),
+            ),
+            ("limit-window-used", Reply::Integer(l.window_used as i64)),
+            (
+                "limit-inflight-used",
+                Reply::Integer(l.inflight_used as i64),
+            ),
+        ]);
+    }
     Reply::map(pairs)
 }
 

@@ -83,6 +83,8 @@ pub const PRIORITY_MAX: u8 = 9;
 /// The level of jobs added without PRIORITY: the middle, so an unset
 /// priority is never secretly the highest.
 pub const PRIORITY_DEFAULT: u8 = 5;
+// Tags 20..29: schedules and workflows (engine::schedule).
+const TAG_SCHEDULE_TICK: u8 = 20;
 
 /// Suffix of the default dead-letter queue: jobs of `q` die into `q:dead`.
 pub const DEAD_SUFFIX: &[u8] = b":dead";
@@ -110,6 +112,10 @@ pub struct JobExt {
     pub priority: u8,
     /// The newest progress report (WORKING ... PROGRESS).
     pub progress: Option<Progress>,
+    /// A schedule's tick job: its DEDUP key counts only once the job is
+    /// replicated (engine::schedule), so replicas do not learn it from the
+    /// record.
+    pub schedule_tick: bool,
 }
 
 impl JobExt {
@@ -152,6 +158,7 @@ impl JobExt {
         int(TAG_MAX_DELIVERIES, self.max_deliveries);
         int(TAG_EPOCH, self.epoch);
         int(TAG_PRIORITY, u32::from(self.priority));
+        int(TAG_SCHEDULE_TICK, u32::from(self.schedule_tick));
         if let Some(p) = &self.progress {
             let mut v = BytesMut::new();
             p.encode_into(&mut v);
@@ -202,6 +209,7 @@ impl JobExt {
                         .filter(|p| (PRIORITY_MIN..=PRIORITY_MAX).contains(p))
                         .unwrap_or(0)
                 }
+                TAG_SCHEDULE_TICK => ext.schedule_tick = int()? != 0,
                 TAG_DEAD_QUEUE => ext.dead_queue = Some(src.slice(start..end)),
                 TAG_DEDUP_KEY => ext.dedup_key = Some(src.slice(start..end)),
                 // Progress is best effort: a bad report is dropped, not the job.
@@ -246,6 +254,7 @@ mod tests {
                 desc: Bytes::from_static(b"step 2"),
                 data: Bytes::from_static(b"\x00\x01"),
             }),
+            schedule_tick: true,
         };
         let enc = x.encode();
         assert_eq!(JobExt::decode(&enc).unwrap(), x);

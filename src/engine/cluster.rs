@@ -254,6 +254,8 @@ pub const NODES_CONF_VERSION: u32 = 1;
 pub struct Loaded {
     /// Index 0 is this node.
     pub nodes: Vec<NodeInfo>,
+    /// The queue limits (`qlimit` lines, engine::limits).
+    pub limits: Vec<(bytes::Bytes, super::limits::QueueLimit)>,
 }
 
 /// Why nodes.conf text does not parse (the engine's own type: the server
@@ -294,6 +296,8 @@ pub enum LineFault {
     UnknownFlag(String),
     #[error("more than one 'myself' line")]
     TwoMyself,
+    #[error("malformed qlimit line")]
+    Limit,
     #[error("nodes-conf-version is not a version number")]
     Version,
 }
@@ -336,6 +340,7 @@ fn parse_flags(s: &str) -> Result<u16, LineFault> {
 pub fn parse_nodes_conf(text: &str, now: u64) -> Result<Option<Loaded>, NodesConfError> {
     let mut myself: Option<NodeInfo> = None;
     let mut others = Vec::new();
+    let mut limits = Vec::new();
     for (i, line) in text.lines().enumerate() {
         let line = line.trim();
         let bad = |fault: LineFault| NodesConfError::Line {
@@ -351,6 +356,10 @@ pub fn parse_nodes_conf(text: &str, now: u64) -> Result<Option<Loaded>, NodesCon
             continue;
         }
         let f: Vec<&str> = line.split(' ').collect();
+        if f[0] == "qlimit" {
+            limits.push(super::limits::parse_conf_line(line).ok_or_else(|| bad(LineFault::Limit))?);
+            continue;
+        }
         if f.len() != 6 {
             return Err(bad(LineFault::Fields));
         }
@@ -388,7 +397,7 @@ pub fn parse_nodes_conf(text: &str, now: u64) -> Result<Option<Loaded>, NodesCon
         Some(me) => {
             let mut nodes = vec![me];
             nodes.extend(others);
-            Ok(Some(Loaded { nodes }))
+            Ok(Some(Loaded { nodes, limits }))
         }
     }
 }

@@ -177,10 +177,27 @@ impl Engine {
         });
     }
 
+    /// Record a key for an existing job and tell every node (a schedule's
+    /// skipped tick points at the previous tick's job).
+    pub(crate) fn dedup_record(&mut self, queue: Bytes, key: Bytes, id: JobId, now: u64) {
+        let window = self.dedup_window;
+        self.dedup_insert(queue.clone(), key.clone(), id, now + window * 1000, now);
+        let mut entry = BytesMut::new();
+        encode_entry(&queue, &key, &id, &mut entry);
+        self.broadcast(BusOut::Dedup {
+            entry: entry.freeze(),
+            window: u32::try_from(window).unwrap_or(u32::MAX),
+        });
+    }
+
     /// A replica or loaded job with a key: the key is known here too, for
     /// the rest of the window counted from the job's creation.
     pub fn dedup_learn_from_job(&mut self, h: JobHandle, now: u64) {
-        let Some(key) = self.ext_of(h).and_then(|x| x.dedup_key.clone()) else {
+        let Some(key) = self
+            .ext_of(h)
+            .filter(|x| !x.schedule_tick)
+            .and_then(|x| x.dedup_key.clone())
+        else {
             return;
         };
         let Some(j) = self.store.get(h) else { return };

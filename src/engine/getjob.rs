@@ -62,6 +62,12 @@ impl Engine {
                 if jobs.len() as u64 >= req.count {
                     break;
                 }
+                // A queue over its QLIMIT is skipped: the client is
+                // served by its other queues, and importing jobs would
+                // not help.
+                if !self.limit_allows(name, now) {
+                    continue;
+                }
                 let qh = self.queue_handle(name);
                 let popped = match qh {
                     Some(qh)
@@ -76,7 +82,12 @@ impl Engine {
                 };
                 match popped {
                     Some((qh, h)) => {
+                        let before = jobs.len();
                         jobs.extend(self.delivered(h, req.withcounters));
+                        if let Some(j) = jobs.get(before) {
+                            let id = j.id;
+                            self.limit_record(name, id, now);
+                        }
                         taken += 1;
                         self.after_pop(qh, name, now);
                     }
@@ -153,6 +164,7 @@ impl Engine {
     /// Serve clients blocked on queues that received jobs. Call after every
     /// command, bus message and tick.
     pub fn serve_ready(&mut self, now: u64) {
+        self.limits_poll(now);
         while let Some(name) = self.ready.pop() {
             let Some(qh) = self.queue_handle(&name) else {
                 continue;
@@ -160,7 +172,8 @@ impl Engine {
             loop {
                 // Waiters stay blocked while the head's body is on disk;
                 // its page-in marks the queue ready again.
-                if !self.spill_head_ready(qh) {
+                // Over its QLIMIT: `limits_poll` marks it ready again.
+                if !self.spill_head_ready(qh) || !self.limit_allows(&name, now) {
                     break;
                 }
                 let Some(q) = self.queues.get_mut(qh) else {
@@ -184,6 +197,10 @@ impl Engine {
                     break;
                 };
                 let job = self.delivered(h, w.withcounters);
+                if let Some(j) = &job {
+                    let id = j.id;
+                    self.limit_record(&name, id, now);
+                }
                 self.counters.delivered += 1;
                 self.wake(client, Wake::Jobs(job.into_iter().collect()));
                 self.after_pop(qh, &name, now);
@@ -361,7 +378,11 @@ impl Engine {
         names.sort();
         names.dedup();
         for n in names {
-            self.need_jobs(&n, NeedReason::ClientsWaiting, now);
+            // Jobs imported into a queue over its QLIMIT would wait here
+            // while other nodes' consumers could take them.
+            if self.limit_allows(&n, now) {
+                self.need_jobs(&n, NeedReason::ClientsWaiting, now);
+            }
         }
     }
 }

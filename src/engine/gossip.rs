@@ -122,6 +122,7 @@ impl Engine {
         n.backoff = 0;
         self.send_ping(idx, now);
         self.dedup_sync_to(idx, now);
+        self.schedule_sync_to(idx, now);
     }
 
     /// Our outbound link to `idx` failed or closed.

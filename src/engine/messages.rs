@@ -97,10 +97,12 @@ impl Engine {
                 BusOut::DeadLetter { job, epoch } => (0, job_msg(JobMsg::DeadLetter, &job, epoch)),
                 BusOut::Cancel { job } => (0, job_msg(JobMsg::Cancel, &job, 0)),
                 BusOut::Progress { data } => (0, Body::Progress { data }),
+                BusOut::QLimit { data } => (0, Body::QLimit { data }),
                 BusOut::Priority { job, level } => {
                     (0, job_msg(JobMsg::Priority, &job, u32::from(level)))
                 }
                 BusOut::Dedup { entry, window } => (0, Body::Dedup { window, entry }),
+                BusOut::Schedule { data } => (0, Body::Schedule { data }),
                 BusOut::QLenReq { queue, req } => (0, Body::QLenReq { req, queue }),
                 BusOut::QLenRep { req, len } => (0, Body::QLenRep { req, len }),
                 BusOut::TotalsReq { req } => (
@@ -185,7 +187,9 @@ impl Engine {
                 ..
             } => self.on_cancel(&job_id, now),
             Body::Progress { data } => self.on_progress(&data),
+            Body::QLimit { data } => self.on_qlimit(&data),
             Body::Dedup { window, entry } => self.on_dedup(&entry, window, now),
+            Body::Schedule { data } => self.on_schedule(&data, now),
             Body::QLenReq { req, .. } if mflags & MFLAG_TOTALS != 0 => {
                 self.on_totals_req(from, req)
             }

@@ -19,6 +19,7 @@ pub mod forgotten;
 pub mod getjob;
 pub mod gossip;
 pub mod id_index;
+pub mod limits;
 pub mod membership;
 pub mod memory;
 pub mod messages;
@@ -26,6 +27,7 @@ pub mod priority;
 pub mod producers;
 pub mod progress;
 pub mod qlen_cluster;
+pub mod schedule;
 pub mod scheduler;
 #[cfg(test)]
 mod sim;
@@ -110,6 +112,10 @@ pub enum BusOut {
     Progress {
         data: Bytes,
     },
+    /// Our extension: a queue's QLIMIT setting (engine::limits encoding).
+    QLimit {
+        data: Bytes,
+    },
     /// Our extension: the job was cancelled (engine::cancel).
     Cancel {
         job: JobId,
@@ -147,6 +153,10 @@ pub enum BusOut {
         queue: Bytes,
         flags: u8,
     },
+    /// Our extension: a schedule definition (engine::schedule).
+    Schedule {
+        data: Bytes,
+    },
 }
 
 /// A record for the append-only file.
@@ -157,6 +167,8 @@ pub enum AofRecord {
     DelJob(JobId),
     /// Our extension: a DEDUP key (`engine::dedup::encode_aof` payload).
     Dedup(Bytes),
+    /// Our extension: a schedule definition (`ScheduleDef::encode`).
+    Schedule(Bytes),
 }
 
 /// Effects accumulated by engine calls, drained by the shell.
@@ -218,6 +230,8 @@ pub struct Engine {
     /// DEDUP keys and `dedup-window` (seconds).
     dedup: dedup::DedupTable,
     dedup_window: u64,
+    /// Schedule definitions and this node's pending ticks.
+    schedules: schedule::ScheduleTable,
     /// QLEN/QSTAT CLUSTER counts waiting for peers.
     counts: qlen_cluster::ClusterCounts,
     /// Jobs with a blocked ADDJOB client, by deadline (u64::MAX = none).
@@ -254,6 +268,8 @@ pub struct Engine {
     cancelled: forgotten::Forgotten,
     /// Job bodies on disk and the decisions about them (`spill`).
     spill: spill::SpillState,
+    /// QLIMIT: per-queue delivery limits (engine::limits).
+    limits: limits::Limits,
     /// Test builds: the path that last queued each job here, so the
     /// simulation can attribute every duplicate delivery to a cause.
     #[cfg(test)]
@@ -289,6 +305,7 @@ impl Engine {
             producers: producers::Producers::new(keyed.clone()),
             dedup: dedup::DedupTable::with_hasher(keyed.clone()),
             dedup_window: dedup::DEFAULT_WINDOW,
+            schedules: schedule::ScheduleTable::default(),
             counts: qlen_cluster::ClusterCounts::default(),
             add_timeouts: BTreeSet::new(),
             add_waiting: 0,
@@ -309,6 +326,7 @@ impl Engine {
             forgotten: forgotten::Forgotten::default(),
             cancelled: forgotten::Forgotten::default(),
             spill: spill::SpillState::default(),
+            limits: limits::Limits::default(),
             #[cfg(test)]
             queued_why: Map::with_hasher(keyed),
             #[cfg(test)]
@@ -408,7 +426,7 @@ impl Engine {
             return None;
         }
         self.cluster.dirty = false;
-        Some(self.cluster.nodes_text(false))
+        Some(self.cluster.nodes_text(false) + &self.limits_conf_text())
     }
 
     /// CLUSTER INFO: (known, reachable, size, messages sent, received).
@@ -917,6 +935,7 @@ impl Engine {
             self.waitjobs.next_deadline(),
             self.counts.next_deadline(),
             self.producers.next_deadline(),
+            self.limits_deadline(),
             self.add_timeouts
                 .first()
                 .map(|x| x.0)

@@ -49,6 +49,8 @@ pub struct QStat {
     pub paused: u8,
     /// Producers waiting for room (ADDJOB ... MAXLEN WAIT).
     pub producers: u64,
+    /// The queue's QLIMIT, if one is set.
+    pub limit: Option<Box<super::limits::LimitView>>,
 }
 
 struct Pending {
@@ -303,6 +305,7 @@ impl Engine {
             jobs_out: q.jobs_out,
             paused: q.paused,
             producers: self.producers.on_queue(name) as u64,
+            limit: self.limit_of(name).map(Box::new),
         })
     }
 }

@@ -9,8 +9,10 @@ mod controls;
 mod duplicates;
 mod extensions;
 mod federation;
+mod limits;
 mod net;
 mod returning;
+mod schedules;
 mod spill;
 mod totals;
 
@@ -79,17 +81,36 @@ fn poll_adds(sim: &mut Sim, w: &mut Workload) {
 /// GETJOB NOHANG COUNT 10 FROM q on one engine: the ids handed out, or
 /// None when the reply is not a job list.
 fn getjob_ids(e: &mut super::Engine, client: u64, now: u64) -> Option<Vec<JobId>> {
-    getjob_jobs(e, client, now).map(|jobs| jobs.iter().map(|j| j.id).collect())
+    getjob_ids_from(e, client, now, b"q")
+}
+
+/// `getjob_ids` from any queue.
+fn getjob_ids_from(
+    e: &mut super::Engine,
+    client: u64,
+    now: u64,
+    queue: &'static [u8],
+) -> Option<Vec<JobId>> {
+    getjob_jobs_from(e, client, now, queue).map(|jobs| jobs.iter().map(|j| j.id).collect())
 }
 
 /// `getjob_ids` with the jobs as handed out.
 fn getjob_jobs(e: &mut super::Engine, client: u64, now: u64) -> Option<Vec<super::DeliveredJob>> {
+    getjob_jobs_from(e, client, now, b"q")
+}
+
+fn getjob_jobs_from(
+    e: &mut super::Engine,
+    client: u64,
+    now: u64,
+    queue: &'static [u8],
+) -> Option<Vec<super::DeliveredJob>> {
     let req = GetJobRequest {
         nohang: true,
         timeout: 0,
         count: 10,
         withcounters: false,
-        queues: vec![Bytes::from_static(b"q")],
+        queues: vec![Bytes::from_static(queue)],
     };
     let GetJobOutcome::Jobs(jobs) = e.getjob(client, req, now) else {
         return None;

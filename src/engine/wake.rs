@@ -78,6 +78,10 @@ pub enum Wake {
 impl Engine {
     /// Queue a wake-up for the shell.
     pub(crate) fn wake(&mut self, client: ClientId, wake: Wake) {
+        // A schedule's own ADDJOB: nobody waits for the answer.
+        if client == super::schedule::INTERNAL_CLIENT {
+            return;
+        }
         self.wakes.push((client, wake));
     }
 

@@ -319,6 +319,7 @@ pub async fn run(config: crate::config::Config) -> Result<Exit, ServerError> {
             let me = l.nodes[0].id;
             let mut e = crate::engine::Engine::new(me, port, rand::random(), now);
             e.restore_nodes(l.nodes);
+            e.restore_limits(l.limits);
             tracing::info!(node_id = %String::from_utf8_lossy(&me), "Node configuration loaded.");
             e
         }

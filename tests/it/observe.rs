@@ -73,7 +73,7 @@ fn dechunk(mut s: &str) -> String {
     out
 }
 
-fn get(port: u16, path: &str) -> (u16, String) {
+pub(crate) fn get(port: u16, path: &str) -> (u16, String) {
     http(port, "GET", path, &[], "")
 }
 

@@ -63,6 +63,8 @@ pub(super) struct Sim {
     pub(super) faults: Faults,
     /// Pairs that cannot talk.
     pub(super) cut: BTreeSet<(usize, usize)>,
+    /// Per-node clock offset (ms): node i reads `now + skew[i]`.
+    pub(super) skew: Vec<i64>,
     pub(super) next_client: u64,
     /// Blocked clients, by the node they wait on.
     waiting: BTreeMap<ClientId, usize>,
@@ -109,6 +111,7 @@ impl Sim {
             seq: 0,
             faults,
             cut: BTreeSet::new(),
+            skew: vec![0; n],
             next_client: 1,
             waiting: BTreeMap::new(),
             answers: HashMap::new(),
@@ -116,6 +119,11 @@ impl Sim {
             trace: 0,
             spill: None,
         }
+    }
+
+    /// Node i's wall clock.
+    pub(super) fn clock(&self, i: usize) -> u64 {
+        crate::engine::add_ms(self.now, self.skew.get(i).copied().unwrap_or(0))
     }
 
     pub(super) fn blocked(&self, a: usize, b: usize) -> bool {
@@ -190,7 +198,7 @@ impl Sim {
 
     /// Collect effects of node `a`: frames onto links, connect/disconnect.
     pub(super) fn flush(&mut self, a: usize) {
-        let now = self.now;
+        let now = self.clock(a);
         let Some(e) = self.nodes[a].as_mut() else {
             return;
         };
@@ -235,7 +243,7 @@ impl Sim {
     }
 
     pub(super) fn deliver(&mut self, f: InFlight) {
-        let now = self.now;
+        let now = self.clock(f.to);
         if self.blocked(f.from, f.to) {
             return;
         }
@@ -292,8 +300,9 @@ impl Sim {
         }
         self.complete_spill();
         for a in 0..self.nodes.len() {
+            let now = self.clock(a);
             if let Some(e) = self.nodes[a].as_mut() {
-                e.tick(self.now);
+                e.tick(now);
             }
             self.flush(a);
         }

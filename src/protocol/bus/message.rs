@@ -49,8 +49,11 @@
 //! | PRIORITY | 30 | job ID[40], u32 level | 44 |
 //! | CANCEL | 31 | job ID[40], u32 0 | 44 |
 //! | PROGRESS | 32 | job ID[40], u64 ms, u8 percent, u16 n, text[n], u32 m, data[m] | >= 40 |
+//! | QLIMIT | 33 | u64 version, origin[40], u32 rate, u64 ms, u32 inflight, u32 qlen, queue | 68 + qlen |
+//! | SCHEDULE | 40 | a schedule definition (`engine::schedule`) | >= 1 |
 //!
-//! Types 18..22 and 30..32 carry our extensions (docs/COMPATIBILITY.md).
+//! Types 18..22, 30..33 and 40 carry our extensions (docs/COMPATIBILITY.md).
+//! A node sends SCHEDULE frames only once a schedule exists.
 //!
 //! A receiver drops the link on a type it does not know, so a node sends
 //! an ACL frame only to peers whose frames carry [`HFLAG_ACL`] in the
@@ -149,6 +152,9 @@ pub mod msg_type {
     pub const PRIORITY: u16 = 30;
     pub const CANCEL: u16 = 31;
     pub const PROGRESS: u16 = 32;
+    pub const QLIMIT: u16 = 33;
+    /// Schedules and workflows (types 40..49 are theirs).
+    pub const SCHEDULE: u16 = 40;
 }
 
 /// Common header fields (framing fields are implicit).
@@ -327,9 +333,18 @@ pub enum Body {
     Acl {
         data: Bytes,
     },
+    /// A schedule definition (`engine::schedule` checks the payload; here
+    /// it is only a non-empty byte string).
+    Schedule {
+        data: Bytes,
+    },
     /// A worker's progress report: job ID[40] then `job_ext::Progress`'s
     /// encoding (checked by its consumer, `engine::progress`).
     Progress {
+        data: Bytes,
+    },
+    /// A queue's QLIMIT setting (`engine::limits` encodes and checks it).
+    QLimit {
         data: Bytes,
     },
 }
@@ -453,7 +468,9 @@ impl Body {
             Body::QLenReq { .. } => QLENREQ,
             Body::QLenRep { .. } | Body::QLenTotals { .. } => QLENREP,
             Body::Acl { .. } => ACL,
+            Body::Schedule { .. } => SCHEDULE,
             Body::Progress { .. } => PROGRESS,
+            Body::QLimit { .. } => QLIMIT,
         }
     }
 
@@ -478,9 +495,11 @@ impl Body {
                 2 + GOSSIP_ENTRY_LEN * gossip_slice(g).len()
             }
             Body::Fail { .. } => 40,
-            Body::ReplJob { job } | Body::Acl { data: job } | Body::Progress { data: job } => {
-                job.len()
-            }
+            Body::ReplJob { job }
+            | Body::Acl { data: job }
+            | Body::Progress { data: job }
+            | Body::Schedule { data: job }
+            | Body::QLimit { data: job } => job.len(),
             Body::NeedJobs { queue, .. }
             | Body::Pause { queue, .. }
             | Body::QLenReq { queue, .. }
@@ -516,9 +535,11 @@ impl Body {
                 }
             }
             Body::Fail { node } => out.put_slice(node),
-            Body::ReplJob { job } | Body::Acl { data: job } | Body::Progress { data: job } => {
-                out.put_slice(job)
-            }
+            Body::ReplJob { job }
+            | Body::Acl { data: job }
+            | Body::Progress { data: job }
+            | Body::Schedule { data: job }
+            | Body::QLimit { data: job } => out.put_slice(job),
             Body::QLenRep { req, len } => {
                 out.put_u32(*req);
                 out.put_u32(8);
@@ -585,9 +606,11 @@ pub fn type_name(t: u16) -> &'static str {
         QLENREQ => "QLENREQ",
         QLENREP => "QLENREP",
         ACL => "ACL",
+        SCHEDULE => "SCHEDULE",
         PRIORITY => "PRIORITY",
         CANCEL => "CANCEL",
         PROGRESS => "PROGRESS",
+        QLIMIT => "QLIMIT",
         _ => "UNKNOWN",
     }
 }
@@ -871,8 +894,12 @@ fn parse_body_shape(ty: u16, p: &[u8]) -> Result<Shape, BusError> {
         AUTH => exact(48, "AUTH payload must be 48 bytes"),
         ACL if p.is_empty() => Err(BusError::BadPayload("ACL payload is empty")),
         ACL => Ok(Shape::Opaque),
+        SCHEDULE if p.is_empty() => Err(BusError::BadPayload("SCHEDULE payload is empty")),
+        SCHEDULE => Ok(Shape::Opaque),
         PROGRESS if p.len() < 40 => Err(BusError::BadPayload("PROGRESS payload too short")),
         PROGRESS => Ok(Shape::Opaque),
+        QLIMIT if p.len() < 68 => Err(BusError::BadPayload("QLIMIT payload too short")),
+        QLIMIT => Ok(Shape::Opaque),
         QLENREP => match (p.len(), p.get(4..8)) {
             (16, Some([0, 0, 0, 8])) | (40, Some([0, 0, 0, 32])) => Ok(Shape::Fixed),
             _ => Err(BusError::BadPayload(
@@ -938,6 +965,8 @@ impl Shape {
             },
             Shape::Job => Body::ReplJob { job: p.clone() },
             Shape::Opaque if ty == PROGRESS => Body::Progress { data: p.clone() },
+            Shape::Opaque if ty == SCHEDULE => Body::Schedule { data: p.clone() },
+            Shape::Opaque if ty == QLIMIT => Body::QLimit { data: p.clone() },
             Shape::Opaque => Body::Acl { data: p.clone() },
             Shape::Jobs(ranges) => Body::YourJobs {
                 jobs: ranges.into_iter().map(|(a, b)| p.slice(a..b)).collect(),
@@ -1143,6 +1172,9 @@ mod tests {
             Body::Progress {
                 data: Bytes::from_static(&[b'x'; 60]),
             },
+            Body::QLimit {
+                data: Bytes::from_static(&[b'x'; 70]),
+            },
             Body::Dedup {
                 window: 300,
                 entry: Bytes::from_static(b"entry"),
@@ -1167,6 +1199,9 @@ mod tests {
             Body::Acl {
                 data: Bytes::from_static(b"\x01table"),
             },
+            Body::Schedule {
+                data: Bytes::from_static(b"\x01def"),
+            },
         ];
         bodies
             .into_iter()
@@ -1186,7 +1221,7 @@ mod tests {
         let msgs = all_messages();
         let mut types: Vec<u16> = msgs.iter().map(|m| m.body.msg_type()).collect();
         types.dedup();
-        assert_eq!(types.len(), 26, "all types covered");
+        assert_eq!(types.len(), 28, "all types covered");
         for m in &msgs {
             let mut b = BytesMut::new();
             m.encode(&mut b);

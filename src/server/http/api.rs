@@ -261,11 +261,22 @@ pub(super) async fn queues(State(st): State<AppState>) -> Json<Value> {
             let list: Vec<Value> = qs
                 .into_iter()
                 .map(|q| {
+                    // QLIMIT, for a queue given one: the setting, this
+                    // node's shares and what it used of them.
+                    let limit = node.engine.limit_of(&q.name).map(|l| {
+                        json!({
+                            "rate": l.limit.rate, "interval_ms": l.limit.interval_ms,
+                            "inflight": l.limit.inflight, "rate_share": l.rate_share,
+                            "inflight_share": l.inflight_share,
+                            "window_used": l.window_used, "inflight_used": l.inflight_used,
+                        })
+                    });
                     json!({
                         "name": String::from_utf8_lossy(&q.name),
                         "len": q.len, "oldest_age_ms": q.oldest_age_ms,
                         "blocked": q.blocked, "jobs_in": q.jobs_in, "jobs_out": q.jobs_out,
                         "paused_in": q.paused_in, "paused_out": q.paused_out,
+                        "limit": limit,
                     })
                 })
                 .collect();
@@ -395,6 +406,65 @@ pub(super) async fn redrive(State(st): State<AppState>, Path(name): Path<String>
                     now,
                 )
             })
+            .await,
+    )
+}
+
+/// Every schedule as SCHEDULE SHOW describes it (through the command, so
+/// ACLs apply), and the node's clock for the "next tick in" column.
+pub(super) async fn schedules(State(st): State<AppState>) -> Json<Value> {
+    let user = http_user();
+    let v = st
+        .shared
+        .call(move |node, now| {
+            let names = match run(node, owned(&[b"SCHEDULE", b"LIST"]), user.clone(), now) {
+                Reply::Array(names) => names,
+                Reply::Error(e) => return json!({ "error": e }),
+                _ => Vec::new(),
+            };
+            let list: Vec<Value> = names
+                .into_iter()
+                .filter_map(|n| match n {
+                    Reply::Bulk(name) => {
+                        let args = vec![
+                            Bytes::from_static(b"SCHEDULE"),
+                            Bytes::from_static(b"SHOW"),
+                            name,
+                        ];
+                        Some(to_json(run(node, args, user.clone(), now)))
+                    }
+                    _ => None,
+                })
+                .filter(|v| v.is_object() && v.get("error").is_none())
+                .collect();
+            json!({ "now": now, "schedules": list })
+        })
+        .await;
+    Json(v)
+}
+
+/// SCHEDULE PAUSE / RESUME / DEL from the dashboard.
+pub(super) async fn schedule_action(
+    State(st): State<AppState>,
+    Path((name, action)): Path<(String, String)>,
+) -> Response {
+    let verb: &[u8] = match action.as_str() {
+        "pause" => b"PAUSE",
+        "resume" => b"RESUME",
+        "delete" => b"DEL",
+        _ => {
+            return (
+                StatusCode::NOT_FOUND,
+                Json(json!({ "error": "action must be pause, resume or delete" })),
+            )
+                .into_response()
+        }
+    };
+    let args = owned(&[b"SCHEDULE", verb, name.as_bytes()]);
+    let user = http_user();
+    reply_response(
+        st.shared
+            .call(move |node, now| run(node, args, user, now))
             .await,
     )
 }

@@ -49,6 +49,10 @@ pub struct Snapshot {
     /// The spill tier's figures, when `spill yes`: engine stats, then
     /// (corrupt records, I/O errors) seen by the spill thread.
     pub spill: Option<(crate::engine::spill::SpillStats, u64, u64)>,
+    /// Live schedules, and their tick counters on this node (deleted
+    /// schedules' included).
+    pub schedules: u64,
+    pub schedule_ticks: crate::engine::schedule::TickStats,
 }
 
 impl Snapshot {
@@ -108,6 +112,8 @@ impl Snapshot {
                     load(|s| &s.io_errors),
                 )
             }),
+            schedules: node.engine.schedule_count() as u64,
+            schedule_ticks: node.engine.schedule_totals(),
         }
     }
 }
@@ -288,9 +294,35 @@ impl Collector for NodeCollector {
                 "Jobs received from other nodes (YOURJOBS).",
                 c.imported,
             ),
+            (
+                "disque_schedule_ticks_fired",
+                "Schedule ticks this node added (SCHEDULE).",
+                s.schedule_ticks.fired,
+            ),
+            (
+                "disque_schedule_ticks_deduplicated",
+                "Schedule ticks this node found added by another node.",
+                s.schedule_ticks.deduplicated,
+            ),
+            (
+                "disque_schedule_ticks_skipped",
+                "Schedule ticks not added because the previous one was unacknowledged (OVERLAP skip).",
+                s.schedule_ticks.skipped,
+            ),
+            (
+                "disque_schedule_ticks_expired",
+                "Schedule ticks given up after dedup-window without seeing them added.",
+                s.schedule_ticks.expired,
+            ),
         ] {
             counter(e, name, help, v)?;
         }
+        gauge(
+            e,
+            "disque_schedules",
+            "Schedules defined (SCHEDULE LIST).",
+            s.schedules,
+        )?;
         counter(
             e,
             "disque_producer_waits",

@@ -168,6 +168,8 @@ fn router(state: AppState) -> Router {
         .route("/api/queues/{name}/redrive", post(api::redrive))
         .route("/api/jobs/{id}", get(api::show))
         .route("/api/jobs/{id}/delete", post(api::delete_job))
+        .route("/api/schedules", get(api::schedules))
+        .route("/api/schedules/{name}/{action}", post(api::schedule_action))
         // After routing, so the guard knows the route and its parameters.
         .route_layer(axum::middleware::from_fn_with_state(state.clone(), guard));
     Router::new()

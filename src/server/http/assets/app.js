@@ -5,7 +5,7 @@
 
 const POLL_MS = 2000;
 const state = {
-  view: "overview", queue: null, job: null, overview: null, queues: null, cluster: null,
+  view: "overview", queue: null, job: null, overview: null, queues: null, cluster: null, schedules: null,
   prevQueues: new Map(), prevQueuesAt: 0, prevCounters: null, prevCountersAt: 0,
   sort: { key: "len", dir: "desc" }, cursor: "0", nextCursor: "0", timer: null,
   history: null, historyAt: 0, queueHistory: null, queueHistoryAt: 0,
@@ -334,6 +334,17 @@ async function pauseQueue(name, mode) {
 
 function currentQueue() { return state.queues && state.queues.queues.find((q) => q.name === state.queue); }
 
+// QLIMIT: the cluster-wide setting, with this node's share and use.
+function limitCard(l) {
+  const parts = [];
+  if (l.rate) parts.push(fmtNum(l.rate) + " per " + fmtNum(l.interval_ms) + " ms");
+  if (l.inflight) parts.push(fmtNum(l.inflight) + " in flight");
+  const here = [];
+  if (l.rate) here.push(fmtNum(l.window_used) + "/" + fmtNum(l.rate_share) + " in window");
+  if (l.inflight) here.push(fmtNum(l.inflight_used) + "/" + fmtNum(l.inflight_share) + " in flight");
+  return card("Limit", parts.join(", "), "this node: " + here.join(", "));
+}
+
 function renderQueueHeader() {
   $("queue-title").textContent = state.queue;
   const q = currentQueue() || { len: 0, blocked: 0, jobs_in: 0, jobs_out: 0, paused_in: false, paused_out: false, oldest_age_ms: 0, rate_in: null, rate_out: null };
@@ -341,7 +352,8 @@ function renderQueueHeader() {
   $("queue-cards").replaceChildren(
     card("Length", fmtNum(q.len)), card("Oldest job", q.len ? fmtAge(q.oldest_age_ms) : "–"),
     card("Consumers", fmtNum(q.blocked)), card("In", fmtRate(q.rate_in), fmtNum(q.jobs_in) + " total"),
-    card("Out", fmtRate(q.rate_out), fmtNum(q.jobs_out) + " total"));
+    card("Out", fmtRate(q.rate_out), fmtNum(q.jobs_out) + " total"),
+    ...(q.limit ? [limitCard(q.limit)] : []));
   $("redrive").hidden = !(state.overview && state.overview.features.redrive);
 }
 
@@ -394,6 +406,50 @@ async function loadJob() {
 
 // Each node's totals come from /api/cluster, which asks the peers over the
 // bus; a peer that did not answer in time has totals null: "unknown".
+function fmtWhen(s) {
+  return s.every !== null ? "every " + fmtAge(s.every * 1000) : s.cron + " (" + s.tz + ")";
+}
+
+function renderSchedules() {
+  const d = state.schedules; if (!d) return;
+  const rows = d.schedules.map((s) => el("tr", { "data-schedule": s.name },
+    el("td", { class: "mono", text: s.name }),
+    el("td", { class: "mono", text: fmtWhen(s) }),
+    el("td", {}, queueLink(s.queue)),
+    el("td", { text: s["next-tick"] === null ? "–" : "in " + fmtAge(Math.max(0, s["next-tick"] - d.now)) }),
+    el("td", { text: s["last-tick"] ? fmtAge(Math.max(0, d.now - s["last-tick"])) + " ago" : "never" }),
+    el("td", { class: "num", text: fmtNum(s["ticks-fired"]) + " / " + fmtNum(s["ticks-deduplicated"]) }),
+    el("td", {}, s.paused ? el("span", { class: "badge warn", text: "paused" }) : el("span", { class: "badge ok", text: "active" })),
+    el("td", {},
+      s.paused
+        ? el("button", { class: "btn small", "data-action": "resume", onclick: () => scheduleAction(s.name, "resume") }, "Resume")
+        : el("button", { class: "btn small", "data-action": "pause", onclick: () => scheduleAction(s.name, "pause") }, "Pause"),
+      el("button", { class: "btn small danger", "data-action": "delete", onclick: () => scheduleAction(s.name, "delete") }, "Delete"))));
+  table($("schedules"), [{ label: "Schedule" }, { label: "When" }, { label: "Queue" }, { label: "Next tick" },
+    { label: "Last added" }, { label: "Added here / seen", num: true }, { label: "State" }, { label: "" }],
+  rows.length ? rows : [el("tr", {}, el("td", { colspan: 8, class: "muted", text: "No schedules (SCHEDULE ADD creates one)." }))]);
+}
+
+async function refreshSchedules() {
+  try { state.schedules = await api("/api/schedules"); renderSchedules(); }
+  catch (e) { toast("Loading the schedules failed: " + e.message, true); }
+}
+
+async function scheduleAction(name, act) {
+  const text = {
+    pause: "No job is added for its ticks until it is resumed, on every node of the cluster.",
+    resume: "Its ticks are added again from the next one, on every node of the cluster.",
+    delete: "The schedule is removed from every node of the cluster (SCHEDULE DEL); jobs already added stay.",
+  }[act];
+  const title = { pause: "Pause", resume: "Resume", delete: "Delete" }[act] + " schedule " + name + "?";
+  if (!(await confirmDialog(title, text))) return;
+  try {
+    await action("/api/schedules/" + encodeURIComponent(name) + "/" + act);
+    toast({ pause: "Schedule paused", resume: "Schedule resumed", delete: "Schedule deleted" }[act]);
+    refreshSchedules();
+  } catch (e) { toast("Failed: " + e.message, true); }
+}
+
 function renderCluster() {
   const c = state.cluster; if (!c) return;
   const known = c.nodes.length - c.nodes_unknown;
@@ -427,6 +483,7 @@ async function refresh() {
     if (state.view === "queues") renderQueues();
     if (state.view === "queue") renderQueueHeader();
     if (state.view === "cluster") refreshCluster();
+    if (state.view === "schedules") refreshSchedules();
     refreshHistory(false);
   } catch (e) {
     $("ready").textContent = "offline";
@@ -440,6 +497,7 @@ function route() {
   let view = "overview";
   if (h === "queues") view = "queues";
   else if (h === "cluster") view = "cluster";
+  else if (h === "schedules") view = "schedules";
   else if (h.startsWith("queue/")) { view = "queue"; if (state.queue !== h.slice(6)) { state.queue = h.slice(6); state.cursor = "0"; } }
   else if (h.startsWith("job/")) { view = "job"; state.job = h.slice(4); }
   state.view = view;
@@ -451,6 +509,7 @@ function route() {
   if (view === "overview") { renderNodeHistory(); refreshHistory(true); }
   if (view === "job") loadJob();
   if (view === "cluster") refreshCluster();
+  if (view === "schedules") refreshSchedules();
 }
 
 function schedule() {
