@@ -234,6 +234,25 @@ fn main() {
             }
             .encode(),
         },
+        Body::Batch {
+            data: disque::engine::batch::BatchState {
+                id: Bytes::from_static(b"import-42"),
+                flags: 1,
+                on_success: Some(disque::engine::batch::Callback {
+                    queue: Bytes::from_static(b"reports"),
+                    body: Bytes::from_static(b"ok"),
+                }),
+                on_complete: None,
+                members: [disque::domain::job::JobId(
+                    *b"D-c0ffee00-0123456789abcdefABCDEFGH-05a0",
+                )]
+                .into_iter()
+                .collect(),
+                acked: Default::default(),
+                dead: Default::default(),
+            }
+            .encode(),
+        },
     ]
     .into_iter()
     .map(|b| Message::new(h, b).to_bytes())

@@ -46,6 +46,7 @@ fn listed(name: &str) -> Option<&'static [&'static str]> {
             "jobpriority",
             "schedule",
             "qlimit",
+            "batch",
         ],
         "admin" => &[
             "shutdown",

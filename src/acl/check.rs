@@ -215,6 +215,16 @@ pub fn for_each_queue(
                 f(q);
             }
         }
+        // The callback queues a batch adds its jobs to.
+        "batch" if rest.first().is_some_and(|a| eq_ic(a, "create")) => {
+            for (i, a) in rest.iter().enumerate() {
+                if eq_ic(a, "onsuccess") || eq_ic(a, "oncomplete") {
+                    if let Some(q) = rest.get(i + 1) {
+                        f(q);
+                    }
+                }
+            }
+        }
         "redrive" => {
             if rest.first().is_some_and(|a| eq_ic(a, "from")) {
                 if let Some(q) = rest.get(1) {

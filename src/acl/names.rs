@@ -4,7 +4,7 @@
 //! layer; `commands` checks in a test that both lists agree.
 
 /// (name, fast) in command-table order.
-pub const COMMANDS: [(&str, bool); 39] = [
+pub const COMMANDS: [(&str, bool); 40] = [
     ("auth", true),
     ("ping", true),
     ("info", false),
@@ -44,6 +44,7 @@ pub const COMMANDS: [(&str, bool); 39] = [
     ("cancel", true),
     ("schedule", false),
     ("qlimit", true),
+    ("batch", false),
 ];
 
 /// Table index of a command by its (lower-case) name.

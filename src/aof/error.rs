@@ -160,6 +160,8 @@ pub enum RecordError {
     BadDedup,
     #[error("SCHEDULE record is malformed")]
     BadSchedule,
+    #[error("BATCH record is malformed")]
+    BadBatch,
 }
 
 impl AofError {

@@ -21,7 +21,7 @@ pub(super) fn record_len(r: &AofRecord) -> usize {
     match r {
         AofRecord::LoadJob(b) => b.len() + 32,
         AofRecord::DelJob(_) => 63,
-        AofRecord::Dedup(b) | AofRecord::Schedule(b) => b.len() + 32,
+        AofRecord::Dedup(b) | AofRecord::Schedule(b) | AofRecord::Batch(b) => b.len() + 32,
     }
 }
 

@@ -221,6 +221,11 @@ pub fn apply(
         }
         // The reader already refused a version newer than this build's.
         Record::Version(_) => {}
+        Record::Batch(payload) => {
+            if !engine.batch_load(&payload) {
+                return Err(RecordError::BadBatch);
+            }
+        }
         Record::Schedule(payload) => {
             if !engine.schedule_load(&payload, now) {
                 return Err(RecordError::BadSchedule);

@@ -32,6 +32,8 @@ pub enum Record {
     Version(u32),
     /// Our extension: a schedule definition (`engine::schedule`).
     Schedule(Bytes),
+    /// Our extension: a batch state or delta (`engine::batch`).
+    Batch(Bytes),
 }
 
 /// The AOF format this build writes and the newest it reads. A file
@@ -49,6 +51,7 @@ enum Kind {
     Dedup,
     Version(u32),
     Schedule,
+    Batch,
 }
 
 /// Why reading stopped before the end of the file.
@@ -212,7 +215,8 @@ fn parse(buf: &[u8]) -> Parse {
     let is_dedup = name.eq_ignore_ascii_case(b"DEDUP");
     let is_version = name.eq_ignore_ascii_case(b"AOFVERSION");
     let is_schedule = name.eq_ignore_ascii_case(b"SCHEDULE");
-    if !is_load && !is_del && !is_dedup && !is_version && !is_schedule {
+    let is_batch = name.eq_ignore_ascii_case(b"BATCH");
+    if !is_load && !is_del && !is_dedup && !is_version && !is_schedule && !is_batch {
         return Parse::Corrupt(format!(
             "unknown command '{}'",
             String::from_utf8_lossy(&name[..name.len().min(32)])
@@ -228,6 +232,14 @@ fn parse(buf: &[u8]) -> Parse {
         return match parse_version(arg) {
             Some(v) => Parse::Done(Kind::Version(v), (as_, ae), end),
             None => Parse::Corrupt("AOFVERSION argument is not a version number".into()),
+        };
+    }
+    if is_batch {
+        let st = crate::engine::batch::BatchState::decode(&Bytes::copy_from_slice(arg));
+        return if st.is_some() {
+            Parse::Done(Kind::Batch, (as_, ae), end)
+        } else {
+            Parse::Corrupt("BATCH argument is not a batch state".into())
         };
     }
     if is_schedule {
@@ -373,6 +385,7 @@ impl<R: Read> AofReader<R> {
                             Kind::Load => Record::LoadJob(raw.slice(a..b)),
                             Kind::Dedup => Record::Dedup(raw.slice(a..b)),
                             Kind::Schedule => Record::Schedule(raw.slice(a..b)),
+                            Kind::Batch => Record::Batch(raw.slice(a..b)),
                             Kind::Del => {
                                 let mut id = [0u8; 40];
                                 id.copy_from_slice(&raw[a..b]);
@@ -427,6 +440,13 @@ pub fn encode_record(rec: &crate::engine::AofRecord, out: &mut Vec<u8>) {
         crate::engine::AofRecord::DelJob(id) => {
             out.extend_from_slice(b"*2\r\n$6\r\nDELJOB\r\n$40\r\n");
             out.extend_from_slice(&id.0);
+            out.extend_from_slice(b"\r\n");
+        }
+        crate::engine::AofRecord::Batch(payload) => {
+            out.extend_from_slice(b"*2\r\n$5\r\nBATCH\r\n$");
+            push_decimal(payload.len(), out);
+            out.extend_from_slice(b"\r\n");
+            out.extend_from_slice(payload);
             out.extend_from_slice(b"\r\n");
         }
         crate::engine::AofRecord::Schedule(payload) => {

@@ -24,6 +24,11 @@ pub fn addjob(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
         Ok(req) => req,
         Err(e) => return err(e),
     };
+    if let Some(b) = req.ext.as_ref().and_then(|x| x.batch.as_ref()) {
+        if let Err(e) = ctx.node.engine.batch_check_open(b) {
+            return err(super::batch::batch_error(e));
+        }
+    }
     match ctx.node.engine.addjob(ctx.client.id, req, ctx.now) {
         AddJobOutcome::Added(id) => Outcome::Reply(encode_added(id)),
         AddJobOutcome::Blocked => blocked(ctx),
@@ -59,6 +64,7 @@ fn parse(args: &[Bytes]) -> Result<AddJobRequest, WireError> {
             "dedup",
             "wait",
             "priority",
+            "batch",
         ]
         .iter()
         .any(|o| opt.is(o));
@@ -124,6 +130,14 @@ fn ext_option(req: &mut AddJobRequest, opt: Word, a: &mut Args) -> Option<Result
     } else if opt.is("priority") {
         let n = a.next().and_then(|v| super::string2ll(v));
         super::priority::parse_level(n).map(|level| ext_fields(req).priority = level)
+    } else if opt.is("batch") {
+        let value = a.arg();
+        if value.is_empty() {
+            Err(WireError::BatchEmpty)
+        } else {
+            ext_fields(req).batch = Some(Bytes::copy_from_slice(value));
+            Ok(())
+        }
     } else if opt.is("dedup") {
         let value = a.arg();
         if value.is_empty() {

@@ -266,7 +266,10 @@ fn info_jobstats(node: &Node, out: &mut String) {
          schedule_ticks_deduplicated:{}\r\n\
          schedule_ticks_skipped:{}\r\n\
          schedule_ticks_expired:{}\r\n\
-         async_copies_pending:{}\r\n",
+         async_copies_pending:{}\r\n\
+         batches:{}\r\n\
+         batches_open:{}\r\n\
+         batch_callbacks_added:{}\r\n",
         c.added,
         c.delivered,
         c.acked,
@@ -288,6 +291,9 @@ fn info_jobstats(node: &Node, out: &mut String) {
         t.skipped,
         t.expired,
         node.engine.async_copies_pending(),
+        node.engine.batch_ids().len(),
+        node.engine.batch_open_count(),
+        node.engine.batch_callbacks_added(),
     );
 }
 

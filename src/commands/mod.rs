@@ -11,6 +11,7 @@ pub mod addjob;
 pub mod admin;
 pub mod args;
 pub mod auth;
+pub mod batch;
 pub mod cancel;
 pub mod client;
 pub mod cluster_cmd;
@@ -320,6 +321,12 @@ pub static COMMANDS: &[CommandSpec] = &[
         flags: W | F_FAST,
         handler: qlimit::qlimit,
     },
+    CommandSpec {
+        name: "batch",
+        arity: -2,
+        flags: W,
+        handler: batch::batch,
+    },
 ];
 
 /// What the connection must do after a command.
@@ -506,7 +513,7 @@ mod tests {
     #[test]
     fn table_has_32_commands() {
         // Disque's 32 plus WAITJOB, REDRIVE, ACL, JOBPRIORITY, CANCEL,
-        // SCHEDULE and QLIMIT.
-        assert_eq!(COMMANDS.len(), 39);
+        // SCHEDULE, QLIMIT and BATCH.
+        assert_eq!(COMMANDS.len(), 40);
     }
 }

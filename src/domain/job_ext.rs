@@ -85,6 +85,7 @@ pub const PRIORITY_MAX: u8 = 9;
 pub const PRIORITY_DEFAULT: u8 = 5;
 // Tags 20..29: schedules and workflows (engine::schedule).
 const TAG_SCHEDULE_TICK: u8 = 20;
+const TAG_BATCH: u8 = 21;
 
 /// Suffix of the default dead-letter queue: jobs of `q` die into `q:dead`.
 pub const DEAD_SUFFIX: &[u8] = b":dead";
@@ -116,6 +117,8 @@ pub struct JobExt {
     /// replicated (engine::schedule), so replicas do not learn it from the
     /// record.
     pub schedule_tick: bool,
+    /// ADDJOB BATCH: the batch this job is a member of (engine::batch).
+    pub batch: Option<Bytes>,
 }
 
 impl JobExt {
@@ -170,6 +173,7 @@ impl JobExt {
             (TAG_DEAD_QUEUE, &self.dead_queue),
             (TAG_DEDUP_KEY, &self.dedup_key),
             (TAG_ORIGIN, &self.origin),
+            (TAG_BATCH, &self.batch),
         ] {
             if let Some(b) = v {
                 out.put_u8(tag);
@@ -215,6 +219,7 @@ impl JobExt {
                 // Progress is best effort: a bad report is dropped, not the job.
                 TAG_PROGRESS => ext.progress = Progress::decode(&src.slice(start..end)),
                 TAG_ORIGIN => ext.origin = Some(src.slice(start..end)),
+                TAG_BATCH => ext.batch = Some(src.slice(start..end)),
                 _ => {}
             }
             pos = end;
@@ -255,6 +260,7 @@ mod tests {
                 data: Bytes::from_static(b"\x00\x01"),
             }),
             schedule_tick: true,
+            batch: Some(Bytes::from_static(b"b1")),
         };
         let enc = x.encode();
         assert_eq!(JobExt::decode(&enc).unwrap(), x);

@@ -64,6 +64,7 @@ impl Engine {
         for id in ids {
             match self.lookup(id) {
                 Some(h) => {
+                    self.batch_member_done(h, false);
                     self.send_to_delivered(h, BusOut::DelJob { job: *id });
                     self.delete_job(h, now);
                     self.forgotten.insert(id, now);

@@ -201,6 +201,7 @@ impl Engine {
                 self.aof_loadjob(h);
             }
             self.dedup_commit(h, now);
+            self.batch_member_added(h);
             if needed > 0 {
                 // GOTJOBs asked for: the copies are confirmed (async_repl).
                 self.add_replication_targets(h, needed as usize, false);
@@ -331,6 +332,7 @@ impl Engine {
                 .unwrap_or_default()
         };
         self.dedup_commit(h, now);
+        self.batch_member_added(h);
         if let Some(w) = self.adders.remove(&h) {
             self.counters
                 .repl_latency

@@ -185,6 +185,7 @@ impl Engine {
             self.aof_loadjob(h);
         }
         if dead {
+            self.batch_member_done(h, true);
             self.job_finished(&id, super::JobEnd::Dead);
         }
         self.update_awake(h, now);

@@ -123,6 +123,7 @@ impl Engine {
         self.send_ping(idx, now);
         self.dedup_sync_to(idx, now);
         self.schedule_sync_to(idx, now);
+        self.batch_sync_to(idx);
     }
 
     /// Our outbound link to `idx` failed or closed.

@@ -8,6 +8,7 @@
 pub mod ack;
 pub mod addjob;
 pub mod async_repl;
+pub mod batch;
 pub mod cancel;
 pub mod cluster;
 pub mod codec;
@@ -157,6 +158,10 @@ pub enum BusOut {
     Schedule {
         data: Bytes,
     },
+    /// Our extension: a batch's state or a delta of it (engine::batch).
+    Batch {
+        data: Bytes,
+    },
 }
 
 /// A record for the append-only file.
@@ -169,6 +174,8 @@ pub enum AofRecord {
     Dedup(Bytes),
     /// Our extension: a schedule definition (`ScheduleDef::encode`).
     Schedule(Bytes),
+    /// Our extension: a batch's state or delta (`BatchState::encode`).
+    Batch(Bytes),
 }
 
 /// Effects accumulated by engine calls, drained by the shell.
@@ -232,6 +239,8 @@ pub struct Engine {
     dedup_window: u64,
     /// Schedule definitions and this node's pending ticks.
     schedules: schedule::ScheduleTable,
+    /// Batches and their callbacks.
+    batches: batch::BatchTable,
     /// QLEN/QSTAT CLUSTER counts waiting for peers.
     counts: qlen_cluster::ClusterCounts,
     /// Jobs with a blocked ADDJOB client, by deadline (u64::MAX = none).
@@ -306,6 +315,7 @@ impl Engine {
             dedup: dedup::DedupTable::with_hasher(keyed.clone()),
             dedup_window: dedup::DEFAULT_WINDOW,
             schedules: schedule::ScheduleTable::default(),
+            batches: batch::BatchTable::default(),
             counts: qlen_cluster::ClusterCounts::default(),
             add_timeouts: BTreeSet::new(),
             add_waiting: 0,
@@ -923,6 +933,7 @@ impl Engine {
         if live {
             self.aof_deljob(id);
         }
+        self.batch_member_done(h, false);
         self.job_finished(&id, JobEnd::Acked);
         true
     }

@@ -5,6 +5,7 @@
 //! network harness is `net`; this file holds Disque's scenarios and
 //! `extensions` and `totals` ours.
 
+mod batches;
 mod controls;
 mod duplicates;
 mod extensions;

@@ -364,6 +364,9 @@ fn encode_dedup_keys(engine: &crate::engine::Engine) -> Vec<u8> {
     for payload in engine.dedup_snapshot() {
         reader::encode_record(&crate::engine::AofRecord::Dedup(payload), &mut out);
     }
+    for payload in engine.batch_snapshot() {
+        reader::encode_record(&crate::engine::AofRecord::Batch(payload), &mut out);
+    }
     for payload in engine.schedule_snapshot() {
         reader::encode_record(&crate::engine::AofRecord::Schedule(payload), &mut out);
     }

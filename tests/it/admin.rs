@@ -382,10 +382,10 @@ fn command_count_info_and_table() {
     let s = Server::start_default();
     let mut c = s.client();
     // Disque's 32 plus our WAITJOB, REDRIVE, ACL, JOBPRIORITY, CANCEL,
-    // SCHEDULE and QLIMIT (docs/COMPATIBILITY.md).
-    assert_bytes(&c.cmd_raw(&["COMMAND", "COUNT"]), b":39\r\n");
+    // SCHEDULE, QLIMIT and BATCH (docs/COMPATIBILITY.md).
+    assert_bytes(&c.cmd_raw(&["COMMAND", "COUNT"]), b":40\r\n");
     let r = c.cmd(&["COMMAND"]);
-    assert_eq!(r.array().len(), 39);
+    assert_eq!(r.array().len(), 40);
     let find = |name: &str| -> Reply {
         r.array()
             .iter()

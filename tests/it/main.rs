@@ -10,6 +10,7 @@ mod acl;
 mod admin;
 mod aof;
 mod auth;
+mod batches;
 mod bench_tool;
 mod client_lib;
 mod cluster;

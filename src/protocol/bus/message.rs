@@ -51,9 +51,11 @@
 //! | PROGRESS | 32 | job ID[40], u64 ms, u8 percent, u16 n, text[n], u32 m, data[m] | >= 40 |
 //! | QLIMIT | 33 | u64 version, origin[40], u32 rate, u64 ms, u32 inflight, u32 qlen, queue | 68 + qlen |
 //! | SCHEDULE | 40 | a schedule definition (`engine::schedule`) | >= 1 |
+//! | BATCH | 41 | a batch state or delta (`engine::batch`) | >= 1 |
 //!
-//! Types 18..22, 30..33 and 40 carry our extensions (docs/COMPATIBILITY.md).
-//! A node sends SCHEDULE frames only once a schedule exists.
+//! Types 18..22, 30..33, 40 and 41 carry our extensions
+//! (docs/COMPATIBILITY.md). A node sends SCHEDULE and BATCH frames only once
+//! a schedule or a batch exists.
 //!
 //! A receiver drops the link on a type it does not know, so a node sends
 //! an ACL frame only to peers whose frames carry [`HFLAG_ACL`] in the
@@ -155,6 +157,7 @@ pub mod msg_type {
     pub const QLIMIT: u16 = 33;
     /// Schedules and workflows (types 40..49 are theirs).
     pub const SCHEDULE: u16 = 40;
+    pub const BATCH: u16 = 41;
 }
 
 /// Common header fields (framing fields are implicit).
@@ -347,6 +350,10 @@ pub enum Body {
     QLimit {
         data: Bytes,
     },
+    /// A batch state or delta (`engine::batch` checks the payload).
+    Batch {
+        data: Bytes,
+    },
 }
 
 /// One node's queue totals (the dashboard's cluster view).
@@ -471,6 +478,7 @@ impl Body {
             Body::Schedule { .. } => SCHEDULE,
             Body::Progress { .. } => PROGRESS,
             Body::QLimit { .. } => QLIMIT,
+            Body::Batch { .. } => BATCH,
         }
     }
 
@@ -499,7 +507,8 @@ impl Body {
             | Body::Acl { data: job }
             | Body::Progress { data: job }
             | Body::Schedule { data: job }
-            | Body::QLimit { data: job } => job.len(),
+            | Body::QLimit { data: job }
+            | Body::Batch { data: job } => job.len(),
             Body::NeedJobs { queue, .. }
             | Body::Pause { queue, .. }
             | Body::QLenReq { queue, .. }
@@ -539,7 +548,8 @@ impl Body {
             | Body::Acl { data: job }
             | Body::Progress { data: job }
             | Body::Schedule { data: job }
-            | Body::QLimit { data: job } => out.put_slice(job),
+            | Body::QLimit { data: job }
+            | Body::Batch { data: job } => out.put_slice(job),
             Body::QLenRep { req, len } => {
                 out.put_u32(*req);
                 out.put_u32(8);
@@ -611,6 +621,7 @@ pub fn type_name(t: u16) -> &'static str {
         CANCEL => "CANCEL",
         PROGRESS => "PROGRESS",
         QLIMIT => "QLIMIT",
+        BATCH => "BATCH",
         _ => "UNKNOWN",
     }
 }
@@ -900,6 +911,8 @@ fn parse_body_shape(ty: u16, p: &[u8]) -> Result<Shape, BusError> {
         PROGRESS => Ok(Shape::Opaque),
         QLIMIT if p.len() < 68 => Err(BusError::BadPayload("QLIMIT payload too short")),
         QLIMIT => Ok(Shape::Opaque),
+        BATCH if p.is_empty() => Err(BusError::BadPayload("BATCH payload is empty")),
+        BATCH => Ok(Shape::Opaque),
         QLENREP => match (p.len(), p.get(4..8)) {
             (16, Some([0, 0, 0, 8])) | (40, Some([0, 0, 0, 32])) => Ok(Shape::Fixed),
             _ => Err(BusError::BadPayload(
@@ -967,6 +980,7 @@ impl Shape {
             Shape::Opaque if ty == PROGRESS => Body::Progress { data: p.clone() },
             Shape::Opaque if ty == SCHEDULE => Body::Schedule { data: p.clone() },
             Shape::Opaque if ty == QLIMIT => Body::QLimit { data: p.clone() },
+            Shape::Opaque if ty == BATCH => Body::Batch { data: p.clone() },
             Shape::Opaque => Body::Acl { data: p.clone() },
             Shape::Jobs(ranges) => Body::YourJobs {
                 jobs: ranges.into_iter().map(|(a, b)| p.slice(a..b)).collect(),
@@ -1202,6 +1216,9 @@ mod tests {
             Body::Schedule {
                 data: Bytes::from_static(b"\x01def"),
             },
+            Body::Batch {
+                data: Bytes::from_static(b"\x01batch"),
+            },
         ];
         bodies
             .into_iter()
@@ -1221,7 +1238,7 @@ mod tests {
         let msgs = all_messages();
         let mut types: Vec<u16> = msgs.iter().map(|m| m.body.msg_type()).collect();
         types.dedup();
-        assert_eq!(types.len(), 28, "all types covered");
+        assert_eq!(types.len(), 29, "all types covered");
         for m in &msgs {
             let mut b = BytesMut::new();
             m.encode(&mut b);
