@@ -13,73 +13,165 @@
 
 use bytes::Bytes;
 
-use super::{eq_ic, err, syntax_error, Ctx, Outcome};
+use super::args::Args;
+use super::{err, Ctx, Outcome};
 use crate::engine::batch::{BatchError, Callback, MAX_ID_LEN};
 use crate::errors::WireError;
 use crate::protocol::resp::Reply;
 
-pub fn batch(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
-    let sub = &args[1];
-    let rest = &args[2..];
-    if eq_ic(sub, "create") {
-        return create(ctx, rest);
+/// A BATCH request.
+enum Request<'a> {
+    Create {
+        id: Option<Bytes>,
+        on_success: Option<Callback>,
+        on_complete: Option<Callback>,
+    },
+    List,
+    Status(&'a Bytes),
+    /// COMMIT, or CANCEL when `cancel`.
+    Close {
+        id: &'a Bytes,
+        cancel: bool,
+    },
+}
+
+fn parse(args: &[Bytes]) -> Result<Request<'_>, WireError> {
+    let mut a = Args::new(args);
+    let sub = a.word();
+    if sub.is("create") {
+        return create(a);
     }
-    if eq_ic(sub, "list") {
-        if !rest.is_empty() {
-            return syntax_error();
+    if sub.is("list") {
+        if !a.is_done() {
+            return Err(WireError::Syntax);
         }
-        let ids = ctx.node.engine.batch_ids();
-        return Reply::Array(ids.into_iter().map(Reply::Bulk).collect()).into();
+        return Ok(Request::List);
     }
-    if !["commit", "cancel", "status"].iter().any(|s| eq_ic(sub, s)) {
-        return err(WireError::BatchUsage);
+    if !["commit", "cancel", "status"].iter().any(|s| sub.is(s)) {
+        return Err(WireError::BatchUsage);
     }
-    let [id] = rest else {
-        return err(WireError::WrongArity("batch"));
+    let [id] = a.rest() else {
+        return Err(WireError::WrongArity("batch"));
     };
-    let engine = &mut ctx.node.engine;
-    if eq_ic(sub, "status") {
-        return match engine.batch_get(id) {
-            Some(s) => {
-                let v = s.status();
-                let int = |n: usize| Reply::Integer(i64::try_from(n).unwrap_or(i64::MAX));
-                let flag = |b: bool| Reply::Integer(i64::from(b));
-                let state = if v.cancelled {
-                    "cancelled"
-                } else if !v.committed {
-                    "open"
-                } else if v.pending > 0 {
-                    "committed"
-                } else if v.dead > 0 {
-                    "failed"
-                } else {
-                    "succeeded"
-                };
-                let fields: Vec<(&str, Reply)> = vec![
-                    ("id", Reply::Bulk(id.clone())),
-                    ("state", Reply::Bulk(Bytes::from_static(state.as_bytes()))),
-                    ("total", int(v.total)),
-                    ("pending", int(v.pending)),
-                    ("acked", int(v.acked)),
-                    ("dead", int(v.dead)),
-                    ("success-added", flag(v.success_added)),
-                    ("complete-added", flag(v.complete_added)),
-                ];
-                Reply::Map(
-                    fields
-                        .into_iter()
-                        .map(|(k, v)| (Reply::Bulk(Bytes::from_static(k.as_bytes())), v))
-                        .collect(),
-                )
-                .into()
-            }
-            None => Reply::NullBulk.into(),
-        };
+    Ok(if sub.is("status") {
+        Request::Status(id)
+    } else {
+        Request::Close {
+            id,
+            cancel: sub.is("cancel"),
+        }
+    })
+}
+
+/// `CREATE [<id>] [ONSUCCESS <queue> <body>] [ONCOMPLETE <queue> <body>]`.
+fn create(mut a: Args<'_>) -> Result<Request<'static>, WireError> {
+    let mut id = None;
+    // Only the first argument may be the ID (a probe copy looks ahead).
+    let mut probe = a;
+    let callback_first = probe.eat("onsuccess") || probe.eat("oncomplete");
+    if let Some(o) = a.peek().filter(|_| !callback_first) {
+        if o.is_empty() || o.len() > MAX_ID_LEN {
+            return Err(WireError::BatchId);
+        }
+        id = Some(o.clone());
+        a.next();
     }
-    match engine.batch_close(id, eq_ic(sub, "cancel")) {
+    let mut on_success = None;
+    let mut on_complete = None;
+    while !a.is_done() {
+        let success = if a.eat("onsuccess") {
+            true
+        } else if a.eat("oncomplete") {
+            false
+        } else {
+            return Err(WireError::Syntax);
+        };
+        let (Some(queue), Some(body)) = (a.next(), a.next()) else {
+            return Err(WireError::Syntax);
+        };
+        if queue.is_empty() {
+            return Err(WireError::BatchQueueEmpty);
+        }
+        let c = Some(Callback {
+            queue: queue.clone(),
+            body: body.clone(),
+        });
+        if success {
+            on_success = c;
+        } else {
+            on_complete = c;
+        }
+    }
+    Ok(Request::Create {
+        id,
+        on_success,
+        on_complete,
+    })
+}
+
+pub fn batch(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
+    let engine = &mut ctx.node.engine;
+    let (id, cancel) = match parse(args) {
+        Err(e) => return err(e),
+        Ok(Request::Create {
+            id,
+            on_success,
+            on_complete,
+        }) => {
+            return match engine.batch_create(id, on_success, on_complete, ctx.now) {
+                Ok(id) => Reply::Bulk(id).into(),
+                Err(e) => err(batch_error(e)),
+            }
+        }
+        Ok(Request::List) => {
+            let ids = engine.batch_ids();
+            return Reply::Array(ids.into_iter().map(Reply::Bulk).collect()).into();
+        }
+        Ok(Request::Status(id)) => return status(ctx, id),
+        Ok(Request::Close { id, cancel }) => (id, cancel),
+    };
+    match engine.batch_close(id, cancel) {
         Ok(()) => Reply::ok().into(),
         Err(e) => err(batch_error(e)),
     }
+}
+
+/// The BATCH STATUS map, or a null bulk.
+fn status(ctx: &mut Ctx, id: &Bytes) -> Outcome {
+    let Some(s) = ctx.node.engine.batch_get(id) else {
+        return Reply::NullBulk.into();
+    };
+    let v = s.status();
+    let int = |n: usize| Reply::Integer(i64::try_from(n).unwrap_or(i64::MAX));
+    let flag = |b: bool| Reply::Integer(i64::from(b));
+    let state = if v.cancelled {
+        "cancelled"
+    } else if !v.committed {
+        "open"
+    } else if v.pending > 0 {
+        "committed"
+    } else if v.dead > 0 {
+        "failed"
+    } else {
+        "succeeded"
+    };
+    let fields: Vec<(&str, Reply)> = vec![
+        ("id", Reply::Bulk(id.clone())),
+        ("state", Reply::Bulk(Bytes::from_static(state.as_bytes()))),
+        ("total", int(v.total)),
+        ("pending", int(v.pending)),
+        ("acked", int(v.acked)),
+        ("dead", int(v.dead)),
+        ("success-added", flag(v.success_added)),
+        ("complete-added", flag(v.complete_added)),
+    ];
+    Reply::Map(
+        fields
+            .into_iter()
+            .map(|(k, v)| (Reply::Bulk(Bytes::from_static(k.as_bytes())), v))
+            .collect(),
+    )
+    .into()
 }
 
 /// The client-visible error for an engine refusal.
@@ -89,52 +181,5 @@ pub fn batch_error(e: BatchError) -> WireError {
         BatchError::NoBatch => WireError::NoBatch,
         BatchError::Closed => WireError::BatchClosed,
         BatchError::Full => WireError::BatchFull,
-    }
-}
-
-fn create(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
-    let mut id = None;
-    let mut on_success = None;
-    let mut on_complete = None;
-    let mut i = 0;
-    while i < args.len() {
-        let o = &args[i];
-        let cb = eq_ic(o, "onsuccess") || eq_ic(o, "oncomplete");
-        if !cb {
-            // Only the first argument may be the ID.
-            if i != 0 {
-                return syntax_error();
-            }
-            if o.is_empty() || o.len() > MAX_ID_LEN {
-                return err(WireError::BatchId);
-            }
-            id = Some(o.clone());
-            i += 1;
-            continue;
-        }
-        let (Some(queue), Some(body)) = (args.get(i + 1), args.get(i + 2)) else {
-            return syntax_error();
-        };
-        if queue.is_empty() {
-            return err(WireError::BatchQueueEmpty);
-        }
-        let c = Some(Callback {
-            queue: queue.clone(),
-            body: body.clone(),
-        });
-        if eq_ic(o, "onsuccess") {
-            on_success = c;
-        } else {
-            on_complete = c;
-        }
-        i += 3;
-    }
-    match ctx
-        .node
-        .engine
-        .batch_create(id, on_success, on_complete, ctx.now)
-    {
-        Ok(id) => Reply::Bulk(id).into(),
-        Err(e) => err(batch_error(e)),
     }
 }
