@@ -14,72 +14,100 @@
 
 use bytes::Bytes;
 
-use super::{eq_ic, err, string2ll, syntax_error, Ctx, Outcome};
+use super::args::Args;
+use super::{err, string2ll, Ctx, Outcome};
 use crate::engine::schedule::{ScheduleDef, ScheduleView, Spec, DEFAULT_GRACE_MS};
 use crate::errors::WireError;
 use crate::protocol::resp::Reply;
 
-pub fn schedule(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
-    let sub = &args[1];
-    let rest = &args[2..];
-    if eq_ic(sub, "add") {
-        return add(ctx, rest);
+/// A SCHEDULE request.
+enum Request<'a> {
+    Add(Box<ScheduleDef>),
+    List,
+    Show(&'a Bytes),
+    Del(&'a Bytes),
+    /// PAUSE (`true`) or RESUME.
+    Pause(&'a Bytes, bool),
+}
+
+fn parse(args: &[Bytes]) -> Result<Request<'_>, WireError> {
+    let mut a = Args::new(args);
+    let sub = a.word();
+    if sub.is("add") {
+        return add(a).map(|def| Request::Add(Box::new(def)));
     }
-    if eq_ic(sub, "list") {
-        if !rest.is_empty() {
-            return syntax_error();
+    if sub.is("list") {
+        if !a.is_done() {
+            return Err(WireError::Syntax);
         }
-        let names = ctx
-            .node
-            .engine
-            .schedule_views(ctx.now)
-            .into_iter()
-            .map(|v| Reply::Bulk(v.def.name))
-            .collect();
-        return Reply::Array(names).into();
+        return Ok(Request::List);
     }
-    let [name] = rest else {
-        return if ["del", "pause", "resume", "show"]
-            .iter()
-            .any(|s| eq_ic(sub, s))
-        {
-            err(WireError::WrongArity("schedule"))
-        } else {
-            err(WireError::ScheduleUsage)
-        };
+    if !["del", "pause", "resume", "show"].iter().any(|s| sub.is(s)) {
+        return Err(WireError::ScheduleUsage);
+    }
+    let [name] = a.rest() else {
+        return Err(WireError::WrongArity("schedule"));
+    };
+    Ok(if sub.is("show") {
+        Request::Show(name)
+    } else if sub.is("del") {
+        Request::Del(name)
+    } else {
+        Request::Pause(name, sub.is("pause"))
+    })
+}
+
+pub fn schedule(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
+    let request = match parse(args) {
+        Ok(r) => r,
+        Err(e) => return err(e),
     };
     let engine = &mut ctx.node.engine;
     let now = ctx.now;
-    if eq_ic(sub, "show") {
-        return match engine
-            .schedule_views(now)
-            .into_iter()
-            .find(|v| v.def.name == name)
-        {
-            Some(v) => describe(&v).into(),
-            None => Reply::NullBulk.into(),
-        };
-    }
+    let (name, pause) = match request {
+        Request::Add(def) => {
+            engine.schedule_put(*def, now);
+            return Reply::ok().into();
+        }
+        Request::List => {
+            let names = engine
+                .schedule_views(now)
+                .into_iter()
+                .map(|v| Reply::Bulk(v.def.name))
+                .collect();
+            return Reply::Array(names).into();
+        }
+        Request::Show(name) => {
+            return match engine
+                .schedule_views(now)
+                .into_iter()
+                .find(|v| v.def.name == name)
+            {
+                Some(v) => describe(&v).into(),
+                None => Reply::NullBulk.into(),
+            };
+        }
+        Request::Del(name) => (name, None),
+        Request::Pause(name, paused) => (name, Some(paused)),
+    };
     let Some(mut def) = engine.schedule_def(name).cloned() else {
-        return if eq_ic(sub, "del") {
-            Reply::Integer(0).into()
-        } else if eq_ic(sub, "pause") || eq_ic(sub, "resume") {
-            err(WireError::NoSchedule)
-        } else {
-            err(WireError::ScheduleUsage)
+        return match pause {
+            None => Reply::Integer(0).into(),
+            Some(_) => err(WireError::NoSchedule),
         };
     };
-    if eq_ic(sub, "del") {
-        def.deleted = true;
-        engine.schedule_put(def, now);
-        return Reply::Integer(1).into();
+    match pause {
+        None => {
+            def.deleted = true;
+            engine.schedule_put(def, now);
+            Reply::Integer(1).into()
+        }
+        Some(paused) => {
+            def.paused = paused;
+            engine.schedule_put(def, now);
+            Reply::ok().into()
+        }
     }
-    if eq_ic(sub, "pause") || eq_ic(sub, "resume") {
-        def.paused = eq_ic(sub, "pause");
-        engine.schedule_put(def, now);
-        return Reply::ok().into();
-    }
-    err(WireError::ScheduleUsage)
 }
 
 /// A non-negative seconds value that fits a u32.
@@ -87,12 +115,13 @@ fn seconds(v: &[u8]) -> Option<u32> {
     string2ll(v).and_then(|n| u32::try_from(n).ok())
 }
 
-fn add(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
-    let [name, queue, body, opts @ ..] = args else {
-        return err(WireError::WrongArity("schedule"));
+/// `ADD <name> <queue> <body> <options>...`: the checked definition.
+fn add(mut a: Args<'_>) -> Result<ScheduleDef, WireError> {
+    let (Some(name), Some(queue), Some(body)) = (a.next(), a.next(), a.next()) else {
+        return Err(WireError::WrongArity("schedule"));
     };
     if name.is_empty() {
-        return err(WireError::ScheduleNameEmpty);
+        return Err(WireError::ScheduleNameEmpty);
     }
     let mut every: Option<u64> = None;
     let mut cron: Option<String> = None;
@@ -114,68 +143,68 @@ fn add(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
         version: 0,
         origin: [0; 40],
     };
-    let mut i = 0;
-    while i < opts.len() {
-        let o = &opts[i];
-        if eq_ic(o, "paused") {
+    while !a.is_done() {
+        if a.eat("paused") {
             def.paused = true;
-            i += 1;
             continue;
         }
-        let Some(v) = opts.get(i + 1) else {
-            return syntax_error();
-        };
-        i += 2;
-        if eq_ic(o, "every") {
+        let o = a.word();
+        // Every other option takes a value, checked before the option's name.
+        if a.is_done() {
+            return Err(WireError::Syntax);
+        }
+        let value = a.word();
+        let v = value.bytes();
+        if o.is("every") {
             match seconds(v) {
                 Some(s) if s > 0 => every = Some(u64::from(s) * 1000),
-                _ => return err(WireError::ScheduleEvery),
+                _ => return Err(WireError::ScheduleEvery),
             }
-        } else if eq_ic(o, "cron") {
+        } else if o.is("cron") {
             match std::str::from_utf8(v) {
                 Ok(s) => cron = Some(s.to_string()),
-                Err(_) => return err(WireError::ScheduleCron("not UTF-8".into())),
+                Err(_) => return Err(WireError::ScheduleCron("not UTF-8".into())),
             }
-        } else if eq_ic(o, "tz") {
+        } else if o.is("tz") {
             match std::str::from_utf8(v) {
                 Ok(s) => tz = Some(s.to_string()),
-                Err(_) => return err(WireError::ScheduleTz(String::from_utf8_lossy(v).into())),
+                Err(_) => return Err(WireError::ScheduleTz(value.text())),
             }
-        } else if eq_ic(o, "replicate") {
+        } else if o.is("replicate") {
             match string2ll(v) {
                 Some(n @ 1..=65535) => def.replicate = n as u32,
-                _ => return err(WireError::ReplicateRange),
+                _ => return Err(WireError::ReplicateRange),
             }
-        } else if eq_ic(o, "retry") {
+        } else if o.is("retry") {
             match seconds(v) {
                 Some(s) => def.retry = Some(s),
-                None => return err(WireError::RetryRange),
+                None => return Err(WireError::RetryRange),
             }
-        } else if eq_ic(o, "ttl") {
+        } else if o.is("ttl") {
             match seconds(v) {
                 Some(s) if s > 0 => def.ttl = Some(s),
-                _ => return err(WireError::TtlRange),
+                _ => return Err(WireError::TtlRange),
             }
-        } else if eq_ic(o, "catchup") {
+        } else if o.is("catchup") {
             match seconds(v) {
                 Some(s) => def.catchup = s,
-                None => return err(WireError::ScheduleCatchup),
+                None => return Err(WireError::ScheduleCatchup),
             }
-        } else if eq_ic(o, "grace") {
+        } else if o.is("grace") {
             match seconds(v) {
                 Some(s) if s > 0 => def.grace = s,
-                _ => return err(WireError::ScheduleGrace),
+                _ => return Err(WireError::ScheduleGrace),
             }
-        } else if eq_ic(o, "overlap") {
-            if eq_ic(v, "skip") {
+        } else if o.is("overlap") {
+            if value.is("skip") {
                 def.skip_overlap = true;
-            } else if eq_ic(v, "allow") {
+            } else if value.is("allow") {
                 def.skip_overlap = false;
             } else {
-                return syntax_error();
+                return Err(WireError::Syntax);
             }
         } else {
-            return syntax_error();
+            return Err(WireError::Syntax);
         }
     }
     def.spec = match (every, cron) {
@@ -184,22 +213,21 @@ fn add(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
             expr,
             tz: tz.unwrap_or_else(|| "UTC".to_string()),
         },
-        (Some(_), None) => return err(WireError::ScheduleTzNeedsCron),
-        _ => return err(WireError::ScheduleSpec),
+        (Some(_), None) => return Err(WireError::ScheduleTzNeedsCron),
+        _ => return Err(WireError::ScheduleSpec),
     };
     if let Err(e) = def.spec.compile() {
         use crate::engine::schedule::SpecError;
-        return err(match e {
+        return Err(match e {
             SpecError::TimeZone(z) => WireError::ScheduleTz(z),
             SpecError::Cron(m) => WireError::ScheduleCron(m),
             SpecError::Interval => WireError::ScheduleEvery,
         });
     }
     if def.retry == Some(0) && def.replicate != 1 {
-        return err(WireError::RetryZeroNeedsReplicateOne);
+        return Err(WireError::RetryZeroNeedsReplicateOne);
     }
-    ctx.node.engine.schedule_put(def, ctx.now);
-    Reply::ok().into()
+    Ok(def)
 }
 
 fn int(v: u64) -> Reply {
