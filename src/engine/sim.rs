@@ -167,12 +167,7 @@ fn run_scenario(seed: u64) -> u64 {
 /// `run_scenario`, optionally with every node spilling queue tails to a
 /// simulated disk (`spill`).
 fn run_scenario_with(seed: u64, spill: bool) -> u64 {
-    let faults = Faults {
-        drop: 0.02,
-        dup: 0.01,
-        max_delay: 40,
-        retrans: 0.0,
-    };
+    let faults = Faults::lossy();
     let n = 5;
     let mut sim = Sim::new(n, seed, faults);
     if spill {

@@ -17,16 +17,7 @@ use crate::engine::getjob::{GetJobOutcome, GetJobRequest};
 
 fn cancel_scenario(seed: u64) {
     let n = 5;
-    let mut sim = Sim::new(
-        n,
-        seed,
-        Faults {
-            drop: 0.02,
-            dup: 0.01,
-            max_delay: 40,
-            retrans: 0.0,
-        },
-    );
+    let mut sim = Sim::new(n, seed, Faults::lossy());
     sim.join_all();
     let crash_node = 1 + (seed as usize % (n - 1));
     let mut table = Vec::new();

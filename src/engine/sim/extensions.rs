@@ -124,16 +124,7 @@ fn dead_and_queued(sim: &Sim) -> HashSet<JobId> {
 
 fn dead_letter_scenario(seed: u64) {
     let n = 5;
-    let mut sim = Sim::new(
-        n,
-        seed,
-        Faults {
-            drop: 0.02,
-            dup: 0.01,
-            max_delay: 40,
-            retrans: 0.0,
-        },
-    );
+    let mut sim = Sim::new(n, seed, Faults::lossy());
     sim.join_all();
     let mut pending = Vec::new();
     let mut accepted: HashSet<JobId> = HashSet::new();

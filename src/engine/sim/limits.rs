@@ -17,16 +17,7 @@ const WINDOW: u64 = 1000;
 
 fn limit_scenario(seed: u64) {
     let n = 3;
-    let mut sim = Sim::new(
-        n,
-        seed,
-        Faults {
-            drop: 0.02,
-            dup: 0.01,
-            max_delay: 40,
-            retrans: 0.0,
-        },
-    );
+    let mut sim = Sim::new(n, seed, Faults::lossy());
     sim.join_all();
     let now = sim.now;
     if let Some(e) = sim.nodes[0].as_mut() {

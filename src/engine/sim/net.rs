@@ -30,6 +30,17 @@ pub(super) struct Faults {
 }
 
 impl Faults {
+    /// The lossy network most scenarios use: 2% of messages lost, 1%
+    /// duplicated, up to 40 steps of delay.
+    pub(super) fn lossy() -> Faults {
+        Faults {
+            drop: 0.02,
+            dup: 0.01,
+            max_delay: 40,
+            retrans: 0.0,
+        }
+    }
+
     /// A healthy network: no loss or duplication, up to 5 steps of delay.
     pub(super) fn calm() -> Faults {
         Faults {
