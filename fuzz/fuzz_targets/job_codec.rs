@@ -8,7 +8,7 @@
 #![no_main]
 
 use bytes::Bytes;
-use disque::engine::codec::{ext_of_record, Flavor};
+use disque::engine::records::{ext_of_record, Flavor};
 use disque::protocol::job_codec::JobRecord;
 use disque_fuzz_common::{engine_with_peers, NOW};
 use libfuzzer_sys::fuzz_target;

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use super::reader::{AofReader, ReadError, Record};
 use super::{AofError, RecordError};
 use crate::domain::job::JobState;
-use crate::engine::codec::Flavor;
+use crate::engine::records::Flavor;
 use crate::engine::Engine;
 use crate::protocol::job_codec::JobRecord;
 
@@ -181,7 +181,7 @@ pub fn apply(
             if let Some(h) = engine.lookup(&job.id) {
                 // Duplicate (e.g. rewrite snapshot + captured record, or a
                 // JOBPRIORITY change): the later record's level wins.
-                let ext = crate::engine::codec::ext_of_record(&r);
+                let ext = crate::engine::records::ext_of_record(&r);
                 engine.load_priority(h, ext.map_or(0, |x| x.priority));
                 return Ok(());
             }
@@ -199,7 +199,7 @@ pub fn apply(
                 // qtime so the controlled-restart recipe re-queues them too.
                 job.qtime = now.max(1);
             }
-            let ext = crate::engine::codec::ext_of_record(&r);
+            let ext = crate::engine::records::ext_of_record(&r);
             let Some(h) = engine.register_with(job, ext) else {
                 return Ok(());
             };
@@ -239,7 +239,7 @@ pub fn apply(
 #[allow(clippy::unwrap_used, clippy::expect_used)] // tests may panic
 mod tests {
     use super::*;
-    use crate::engine::codec::record_of;
+    use crate::engine::records::record_of;
     use crate::engine::AofRecord;
 
     const NOW: u64 = 1_700_000_000_000;

@@ -280,7 +280,7 @@ fn info_jobstats(node: &Node, out: &mut String) {
         c.dead_lettered,
         c.imported,
         c.norepl,
-        node.metrics.oom_refused,
+        node.command_stats.oom_refused,
         node.engine.producers_waiting(),
         c.producer_waits,
         c.producer_timeouts,

@@ -469,7 +469,7 @@ pub fn dispatch(node: &mut Node, client: &mut ClientState, args: &[Bytes], now: 
     if node.engine.maxmemory() != 0 {
         let ok = node.engine.free_memory_if_needed(now);
         if !ok && spec.flags & F_DENYOOM != 0 {
-            node.metrics.oom_refused += 1;
+            node.command_stats.oom_refused += 1;
             return err(WireError::Oom);
         }
     }

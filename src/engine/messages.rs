@@ -12,8 +12,8 @@ mod requeue;
 
 use bytes::Bytes;
 
-use super::codec::Flavor;
 use super::gossip::LinkKind;
+use super::records::Flavor;
 use super::{BusOut, Engine, JobHandle};
 use crate::domain::job::{JobId, NodeIdx};
 use crate::domain::queue::{PAUSE_IN, PAUSE_OUT};
@@ -45,7 +45,7 @@ impl Engine {
                             if j.body.is_none() && !j.is_dummy() {
                                 continue;
                             }
-                            let blob = super::codec::encode_job(
+                            let blob = super::records::encode_job(
                                 j,
                                 self.ext_of(h),
                                 &self.cluster,

@@ -11,7 +11,6 @@ pub mod async_repl;
 pub mod batch;
 pub mod cancel;
 pub mod cluster;
-pub mod codec;
 pub mod counters;
 pub mod deadletter;
 pub mod dedup;
@@ -28,6 +27,7 @@ pub mod priority;
 pub mod producers;
 pub mod progress;
 pub mod qlen_cluster;
+pub mod records;
 pub mod schedule;
 pub mod scheduler;
 #[cfg(test)]
@@ -653,7 +653,7 @@ impl Engine {
             return;
         }
         if let Some(j) = self.store.get(h) {
-            let blob = codec::storage_bytes(j, self.ext_of(h), &self.cluster);
+            let blob = records::storage_bytes(j, self.ext_of(h), &self.cluster);
             self.out.aof.push(AofRecord::LoadJob(blob));
         }
     }

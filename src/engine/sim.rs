@@ -7,8 +7,8 @@
 
 mod batches;
 mod controls;
+mod delivery;
 mod duplicates;
-mod extensions;
 mod federation;
 mod limits;
 mod net;

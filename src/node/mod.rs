@@ -8,7 +8,7 @@
 //! engine and the node's own state through it; it drives the AOF writer
 //! (`persistence`) but knows nothing of sockets or of the command table.
 
-pub mod metrics;
+pub mod command_stats;
 pub mod persistence;
 pub mod queue_patterns;
 mod readiness;
@@ -115,7 +115,7 @@ pub struct Node {
     /// Where engine effects go (AOF writer, bus); None drops them.
     pub effect_sink: Option<Box<dyn Fn(crate::engine::Effects) + Send>>,
     /// Latency histograms and refusal counts for /metrics.
-    pub metrics: metrics::NodeMetrics,
+    pub command_stats: command_stats::CommandStats,
     /// Reply channels of the blocked clients (GETJOB, ADDJOB, WAITJOB,
     /// QLEN/QSTAT CLUSTER), answered when the engine wakes them. A cheap
     /// hash: the IDs are ours.
@@ -171,7 +171,7 @@ impl Node {
             effect_sink: None,
             tls: Default::default(),
             aof_writer: None,
-            metrics: metrics::NodeMetrics::new(commands),
+            command_stats: command_stats::CommandStats::new(commands),
             waiters: HashMap::default(),
             wake_buf: Vec::new(),
             totals_waiters: HashMap::default(),
@@ -219,7 +219,7 @@ impl Node {
             c.0 += 1;
             c.1 += usec;
         }
-        self.metrics.observe_command(idx, usec);
+        self.command_stats.observe_command(idx, usec);
         let threshold = self.config.slowlog_log_slower_than;
         if threshold >= 0 && usec >= threshold as u64 {
             self.slowlog_push(usec, args, now);

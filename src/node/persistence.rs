@@ -18,7 +18,7 @@ use crate::aof::writer::{self, Msg, Writer};
 use crate::aof::{loader, reader, AofError, SyncWait};
 use crate::config::AppendFsync;
 use crate::domain::job::JobState;
-use crate::engine::codec::storage_bytes;
+use crate::engine::records::storage_bytes;
 use crate::engine::AofRecord;
 use crate::errors::WireError;
 
@@ -396,7 +396,7 @@ fn encode_chunk(
         }
         if matches!(j.state, JobState::Active | JobState::Queued) {
             if let Some((_, loc)) = engine.spilled_body(h as u32) {
-                let flavor = crate::engine::codec::Flavor::Storage;
+                let flavor = crate::engine::records::Flavor::Storage;
                 if let Some(rec) = engine.job_record(h as u32, flavor, 0) {
                     spilled.push((rec, loc));
                 }

@@ -2,7 +2,7 @@
 //! messages by type, bus link connects per peer, AOF fsync latency
 //! (relaxed atomics). Job-lifecycle totals live in the engine
 //! (`engine::counters`), per-command latency in the node
-//! (`node::metrics`); `server::http` exports all of them.
+//! (`node::command_stats`); `server::http` exports all of them.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -6,8 +6,8 @@ use bytes::Bytes;
 use super::MAX_YOURJOBS_BYTES;
 use crate::domain::job::{JobId, JobState, NodeIdx, F_BCAST_QUEUED};
 use crate::domain::queue::PAUSE_OUT;
-use crate::engine::codec::Flavor;
 use crate::engine::getjob::NeedReason;
+use crate::engine::records::Flavor;
 use crate::engine::{BusOut, Engine, JobHandle};
 use crate::protocol::bus::message::{Body, Message};
 use crate::protocol::job_codec::JobRecord;
@@ -206,7 +206,7 @@ impl Engine {
                     };
                     job.nodes_delivered.insert(0);
                     job.nodes_delivered.insert(from);
-                    let ext = crate::engine::codec::ext_of_record(&rec);
+                    let ext = crate::engine::records::ext_of_record(&rec);
                     let Some(h) = self.register_with(job, ext) else {
                         continue;
                     };

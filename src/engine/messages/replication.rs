@@ -9,7 +9,7 @@ use bytes::Bytes;
 
 use crate::domain::job::{JobId, JobState, NodeIdx, F_BCAST_QUEUED};
 use crate::domain::queue::PAUSE_IN;
-use crate::engine::codec::Flavor;
+use crate::engine::records::Flavor;
 use crate::engine::{BusOut, Engine};
 use crate::protocol::bus::message::MFLAG_NOREPLY;
 use crate::protocol::job_codec::RecordRef;
@@ -49,7 +49,7 @@ impl Engine {
                 let Some(mut job) = self.job_from_ref(&rec, Flavor::Message, now, queue) else {
                     return;
                 };
-                let ext = crate::engine::codec::ext_of_ref(&rec);
+                let ext = crate::engine::records::ext_of_ref(&rec);
                 job.flags |= F_BCAST_QUEUED;
                 job.state = JobState::Active;
                 job.nodes_delivered.insert(0);

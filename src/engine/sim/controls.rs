@@ -9,7 +9,7 @@ use std::collections::HashSet;
 use bytes::Bytes;
 use rand::Rng;
 
-use super::extensions::{add, poll, run_seeds, take};
+use super::delivery::{add, poll, run_seeds, take};
 use super::{Faults, Sim};
 use crate::domain::job::{JobId, JobState};
 use crate::domain::job_ext::JobExt;

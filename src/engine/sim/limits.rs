@@ -7,7 +7,7 @@
 
 use bytes::Bytes;
 
-use super::extensions::{add, poll, run_seeds, take};
+use super::delivery::{add, poll, run_seeds, take};
 use super::{Faults, Sim};
 use crate::engine::getjob::{GetJobOutcome, GetJobRequest};
 use crate::engine::{ClientId, Wake};

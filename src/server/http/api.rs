@@ -152,7 +152,7 @@ pub(super) async fn overview(State(st): State<AppState>) -> Json<Value> {
                     "nacked": c.nacked, "requeued": c.requeued, "expired": c.expired,
                     "evicted": c.evicted, "dead_lettered": c.dead_lettered,
                     "imported": c.imported, "norepl": c.norepl,
-                    "oom": node.metrics.oom_refused,
+                    "oom": node.command_stats.oom_refused,
                 },
                 "totals": {
                     "queues": queues.len(), "queued": queued, "blocked": blocked,

@@ -75,13 +75,13 @@ impl Snapshot {
         queues.sort_by(|a, b| a.name.cmp(&b.name));
         let commands = COMMANDS
             .iter()
-            .zip(&node.metrics.cmd_latency)
+            .zip(&node.command_stats.cmd_latency)
             .filter(|(_, h)| h.count() > 0)
             .map(|(c, h)| (c.name, h.snapshot()))
             .collect();
         Snapshot {
             counters: node.engine.counters().clone(),
-            oom_refused: node.metrics.oom_refused,
+            oom_refused: node.command_stats.oom_refused,
             commands,
             queues,
             queue_count,

@@ -6,16 +6,16 @@ use crate::support::histogram::{Histogram, MICROS};
 
 /// Figures counted on the owner thread.
 #[derive(Clone, Debug)]
-pub struct NodeMetrics {
+pub struct CommandStats {
     /// Execution time per command-table index (microseconds).
     pub cmd_latency: Vec<Histogram>,
     /// Deny-oom commands refused with -OOM.
     pub oom_refused: u64,
 }
 
-impl NodeMetrics {
-    pub fn new(commands: usize) -> NodeMetrics {
-        NodeMetrics {
+impl CommandStats {
+    pub fn new(commands: usize) -> CommandStats {
+        CommandStats {
             cmd_latency: vec![Histogram::new(MICROS); commands],
             oom_refused: 0,
         }
