@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Priority latency behind a backlog (docs/PERFORMANCE.md, "Priorities").
+"""Priority latency behind a backlog (docs/PERFORMANCE.md, "Results", run W).
 
 Starts a disque-server (--port 0, a temporary --dir), fills one queue with
 a backlog of BACKLOG jobs (PRIORITY 1, or no PRIORITY with --plain-backlog),

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""QLIMIT rate across a cluster (docs/PERFORMANCE.md, "Queue limits").
+"""QLIMIT rate across a cluster (docs/PERFORMANCE.md, "Results", run Y).
 
 Starts NODES disque-servers (--port 0, temporary --dir each), joins them,
 sets `QLIMIT q RATE <rate> 1000` on the first node, waits until every node

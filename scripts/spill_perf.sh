@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The spill tier's memory figures (docs/PERFORMANCE.md, "Spill tier"):
+# The spill tier's memory figures (docs/PERFORMANCE.md, "Results", run Z):
 #
 #  ram   - used_memory per queued job with `spill no` and with `spill yes`
 #          (spill-watermark 0: every body behind the head window on disk),
