@@ -322,14 +322,18 @@ class Producer(threading.Thread):
             c.close()
 
 
-class Consumer(threading.Thread):
-    """GETJOB from every queue on the node beside it and ACKJOB each batch
-    at once (a prompt worker)."""
+class NodeLoop(threading.Thread):
+    """A client thread beside one node: `step(conn)` again and again until
+    stopped, with a fresh connection (after a short pause) whenever the
+    last one broke."""
 
-    def __init__(self, node, ledger):
+    def __init__(self, node):
         super().__init__(daemon=True)
-        self.node, self.ledger = node, ledger
+        self.node = node
         self.stop = threading.Event()
+
+    def step(self, c):
+        raise NotImplementedError
 
     def run(self):
         c = None
@@ -337,21 +341,7 @@ class Consumer(threading.Thread):
             try:
                 if c is None:
                     c = self.node.client(5.0)
-                r = c.cmd("GETJOB", "TIMEOUT", 500, "COUNT", 16, "FROM", *QUEUES)
-                if isinstance(r, RespError):
-                    self.stop.wait(0.2)
-                    continue
-                if not r:
-                    continue
-                now = time.time()
-                ids = [job[1] for job in r]
-                for jid in ids:
-                    self.ledger.delivered(jid, now, self.node.idx)
-                a = c.cmd("ACKJOB", *ids)
-                if not isinstance(a, RespError):
-                    now = time.time()
-                    for jid in ids:
-                        self.ledger.acked(jid, now)
+                self.step(c)
             except (OSError, ConnectionError):
                 if c is not None:
                     c.close()
@@ -359,6 +349,32 @@ class Consumer(threading.Thread):
                 self.stop.wait(0.2)
         if c is not None:
             c.close()
+
+
+class Consumer(NodeLoop):
+    """GETJOB from every queue on the node beside it and ACKJOB each batch
+    at once (a prompt worker)."""
+
+    def __init__(self, node, ledger):
+        super().__init__(node)
+        self.ledger = ledger
+
+    def step(self, c):
+        r = c.cmd("GETJOB", "TIMEOUT", 500, "COUNT", 16, "FROM", *QUEUES)
+        if isinstance(r, RespError):
+            self.stop.wait(0.2)
+            return
+        if not r:
+            return
+        now = time.time()
+        ids = [job[1] for job in r]
+        for jid in ids:
+            self.ledger.delivered(jid, now, self.node.idx)
+        a = c.cmd("ACKJOB", *ids)
+        if not isinstance(a, RespError):
+            now = time.time()
+            for jid in ids:
+                self.ledger.acked(jid, now)
 
 
 MIX_KINDS = ["kill", "pause", "partition", "isolate", "oneway", "loss"]

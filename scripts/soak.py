@@ -13,6 +13,10 @@ everysec), with one producer and one consumer beside every node:
   consumer: GETJOB TIMEOUT 500 COUNT 16 FROM soak-q0 soak-q1, then one
             ACKJOB for the whole batch
 
+and a schedule (SCHEDULE ADD soak-tick soak-ticks tick EVERY 1), whose tick
+jobs a tick consumer beside every node takes, names by their DEDUP key
+(SHOW's dedup-key, sched:soak-tick:<ms>) and acknowledges.
+
 Faults, one every --fault-every seconds after a calm warm-up, rotating over
 the nodes: `kill -9` and restart (the node comes back from its AOF) and a
 partition (one node cut off from the two others, both directions); once,
@@ -26,7 +30,10 @@ the interval, and counts (added, add errors, delivered, duplicates,
 outstanding, faults). At the end the producers stop, the consumers drain,
 and the run checks: 0 lost (every ID an ADDJOB returned was delivered),
 no node exited unless the harness stopped it, no panic in a log, every node
-answers PING, and the cluster converged (no queued/active job left).
+answers PING, the cluster converged (no queued/active job left), and every
+tick of the schedule from the first whole second after SCHEDULE ADD to 5 s
+before the producers stopped was delivered (duplicate ticks, possible while
+a partition separates nodes, are counted, not failed).
 
 Output in --out DIR: samples.jsonl, summary.json, table.md (Markdown) and
 chart.svg. Exit status 1 when a check fails.
@@ -48,7 +55,7 @@ import tempfile
 import threading
 import time
 
-from chaos import Net, Node, log, process_alive
+from chaos import Net, Node, NodeLoop, log, process_alive
 from disque_client import Ledger, RespError
 from perf_chart import Svg
 
@@ -56,6 +63,8 @@ NODES = 3
 QUEUES = ["soak-q0", "soak-q1"]
 REPLICATE = 2
 PREFIX = "dqs"
+SCHEDULE = "soak-tick"
+TICK_QUEUE = "soak-ticks"
 
 
 class Prof:
@@ -168,53 +177,85 @@ class Producer(threading.Thread):
             c.close()
 
 
-class Consumer(threading.Thread):
+class Consumer(NodeLoop):
     def __init__(self, node, ledger, win):
-        super().__init__(daemon=True)
-        self.node, self.ledger, self.win = node, ledger, win
-        self.stop = threading.Event()
+        super().__init__(node)
+        self.ledger, self.win = ledger, win
 
-    def run(self):
-        c = None
-        while not self.stop.is_set():
-            try:
-                if c is None:
-                    c = self.node.client(5.0)
-                r = c.cmd("GETJOB", "TIMEOUT", 500, "COUNT", 16, "FROM", *QUEUES)
-                if isinstance(r, RespError):
-                    self.stop.wait(0.2)
-                    continue
-                if not r:
-                    continue
-                now = time.time()
-                ids = [job[1] for job in r]
-                e2e, dups = [], 0
-                with self.ledger.lock:
-                    for jid in ids:
-                        if jid in self.ledger.deliveries:
-                            dups += 1
-                        elif jid in self.ledger.add_time:
-                            e2e.append((now - self.ledger.add_time[jid]) * 1000.0)
-                        self.ledger.deliveries.setdefault(jid, []).append((now, self.node.idx))
-                with self.win.lock:
-                    self.win.delivered += len(ids) - dups
-                    self.win.dups += dups
-                    self.win.e2e_ms.extend(e2e)
-                t0 = time.time()
-                a = c.cmd("ACKJOB", *ids)
-                t1 = time.time()
-                if not isinstance(a, RespError):
-                    for jid in ids:
-                        self.ledger.acked(jid, t1)
-                    with self.win.lock:
-                        self.win.ack_ms.append((t1 - t0) * 1000.0)
-            except (OSError, ConnectionError):
-                if c is not None:
-                    c.close()
-                    c = None
-                self.stop.wait(0.2)
-        if c is not None:
-            c.close()
+    def step(self, c):
+        r = c.cmd("GETJOB", "TIMEOUT", 500, "COUNT", 16, "FROM", *QUEUES)
+        if isinstance(r, RespError):
+            self.stop.wait(0.2)
+            return
+        if not r:
+            return
+        now = time.time()
+        ids = [job[1] for job in r]
+        e2e, dups = [], 0
+        with self.ledger.lock:
+            for jid in ids:
+                if jid in self.ledger.deliveries:
+                    dups += 1
+                elif jid in self.ledger.add_time:
+                    e2e.append((now - self.ledger.add_time[jid]) * 1000.0)
+                self.ledger.deliveries.setdefault(jid, []).append((now, self.node.idx))
+        with self.win.lock:
+            self.win.delivered += len(ids) - dups
+            self.win.dups += dups
+            self.win.e2e_ms.extend(e2e)
+        t0 = time.time()
+        a = c.cmd("ACKJOB", *ids)
+        t1 = time.time()
+        if not isinstance(a, RespError):
+            for jid in ids:
+                self.ledger.acked(jid, t1)
+            with self.win.lock:
+                self.win.ack_ms.append((t1 - t0) * 1000.0)
+
+
+class TickConsumer(NodeLoop):
+    """Takes the schedule's tick jobs from one node and records, per tick
+    key, the IDs delivered for it."""
+
+    def __init__(self, node, ticks):
+        super().__init__(node)
+        self.ticks = ticks
+
+    def step(self, c):
+        r = c.cmd("GETJOB", "TIMEOUT", 500, "COUNT", 16, "FROM", TICK_QUEUE)
+        if isinstance(r, RespError):
+            self.stop.wait(0.2)
+            return
+        for job in r or []:
+            show = c.cmd("SHOW", job[1])
+            key = None
+            if isinstance(show, list):
+                key = dict(zip(show[::2], show[1::2])).get("dedup-key")
+            if isinstance(key, str):
+                with self.ticks.lock:
+                    self.ticks.seen.setdefault(key, set()).add(job[1])
+            c.cmd("ACKJOB", job[1])
+
+
+class Ticks:
+    """Tick keys delivered, and the window of ticks the run must deliver."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.seen = {}
+        self.first_ms = self.last_ms = 0
+
+    def expected(self):
+        return ["sched:%s:%d" % (SCHEDULE, t)
+                for t in range(self.first_ms, self.last_ms + 1, 1000)]
+
+    def missing(self):
+        with self.lock:
+            return [k for k in self.expected() if k not in self.seen]
+
+    def duplicated(self):
+        with self.lock:
+            return sum(1 for k in self.expected() if len(self.seen.get(k, ())) > 1)
 
 
 def schedule(prof, seed):
@@ -261,6 +302,7 @@ class Soak:
         self.prefix = "%s%d" % (PREFIX, os.getpid())
         self.root = tempfile.mkdtemp(prefix="soak-")
         self.ledger = Ledger()
+        self.ticks = Ticks()
         self.win = Window()
         self.nodes = []
         self.net = None
@@ -420,12 +462,18 @@ class Soak:
             % (NODES, p.rate, p.duration_s, p.sample_s, self.root))
         log("plan: %s" % json.dumps(plan))
         self.start_cluster()
+        r = self.nodes[0].cmd("SCHEDULE", "ADD", SCHEDULE, TICK_QUEUE, "tick", "EVERY", 1,
+                              "RETRY", 5)
+        if isinstance(r, RespError):
+            raise RuntimeError("SCHEDULE ADD: %s" % r)
+        self.ticks.first_ms = (int(time.time() * 1000) // 1000 + 1) * 1000
         self.t_start = self.last_sample = time.time()
         self.stop_sampler = threading.Event()
         threads = [threading.Thread(target=self.sampler, daemon=True),
                    threading.Thread(target=self.monitor, daemon=True)]
         producers = [Producer(n, self.ledger, self.win, p) for n in self.nodes]
         consumers = [Consumer(n, self.ledger, self.win) for n in self.nodes]
+        consumers += [TickConsumer(n, self.ticks) for n in self.nodes]
         for t in threads + producers + consumers:
             t.start()
         events = []
@@ -442,12 +490,21 @@ class Soak:
         for t in producers:
             t.join(30)
         t_stop = time.time()
+        # Ticks of the last seconds may still wait for their rank's turn.
+        self.ticks.last_ms = (int(t_stop * 1000) // 1000 - 5) * 1000
         log("producers stopped: %d added, add errors %s, %d unknown outcomes"
             % (len(self.ledger.added), self.ledger.error_kinds,
                sum(pr.unknown for pr in producers)))
-        while self.ledger.missing() and time.time() - t_stop < p.drain_s:
+        while ((self.ledger.missing() or self.ticks.missing())
+               and time.time() - t_stop < p.drain_s):
             time.sleep(0.5)
         drain_s = time.time() - t_stop
+        for n in self.nodes:
+            try:
+                if not isinstance(n.cmd("SCHEDULE", "DEL", SCHEDULE, timeout=2.0), RespError):
+                    break
+            except (OSError, ConnectionError):
+                continue
         converged, leftovers = self.converge()
         for t in consumers:
             t.stop.set()
@@ -487,10 +544,12 @@ class Soak:
             "faults": events, "crashes": crashes, "panics": panics,
             "not_serving": not_serving, "converged": converged, "leftover_jobs": leftovers,
             "drain_s": round(drain_s, 1), "seed": self.args.seed,
+            "ticks": len(self.ticks.expected()), "ticks_lost": self.ticks.missing(),
+            "ticks_duplicated": self.ticks.duplicated(),
             "commit": self.args.commit, "load_avg": os.getloadavg(),
         }
         res["ok"] = (res["lost"] == 0 and not crashes and not panics and not not_serving
-                     and converged)
+                     and converged and not res["ticks_lost"] and res["ticks"] > 0)
         return res
 
     def converge(self):
@@ -512,7 +571,7 @@ class Soak:
         live = 0
         for n in self.nodes:
             try:
-                for q in QUEUES:
+                for q in QUEUES + [TICK_QUEUE]:
                     r = n.cmd("QLEN", q)
                     live += r if isinstance(r, int) else 1
                 r = n.cmd("JSCAN", 0, "BUSYLOOP", "STATE", "queued", "STATE", "active",
@@ -676,6 +735,8 @@ def summary_lines(res):
         % (len(res["faults"]), ", ".join(sorted({f["kind"] for f in res["faults"]})),
            res["crashes"] or "none", res["panics"] or "none", res["not_serving"] or "none",
            res["converged"], res["drain_s"]),
+        "schedule: %d ticks, %d lost %s, %d duplicated"
+        % (res["ticks"], len(res["ticks_lost"]), res["ticks_lost"][:10], res["ticks_duplicated"]),
     ]
 
 
@@ -749,9 +810,10 @@ def main():
     else:
         shutil.rmtree(s.root, ignore_errors=True)
     if not res["ok"]:
-        log("FAILED: lost %d, crashes %s, panics %s, not serving %s, converged %s"
+        log("FAILED: lost %d, crashes %s, panics %s, not serving %s, converged %s, "
+            "ticks lost %d of %d"
             % (res["lost"], res["crashes"], res["panics"], res["not_serving"],
-               res["converged"]))
+               res["converged"], len(res["ticks_lost"]), res["ticks"]))
         return 1
     log("ok: results in %s (table.md, chart.svg, samples.jsonl, summary.json)" % args.out)
     return 0

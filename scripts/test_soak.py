@@ -79,5 +79,18 @@ class ReportTest(unittest.TestCase):
             self.assertGreaterEqual(len(root.findall("{http://www.w3.org/2000/svg}polyline")), 7)
 
 
+class TicksTest(unittest.TestCase):
+    def test_lost_and_duplicated_ticks(self):
+        t = soak.Ticks()
+        t.first_ms, t.last_ms = 5000, 8000
+        key = lambda ms: "sched:%s:%d" % (soak.SCHEDULE, ms)
+        t.seen = {key(5000): {"a"}, key(6000): {"b", "c"}, key(8000): {"d"},
+                  key(9000): {"e", "f"}}
+        self.assertEqual(t.expected(), [key(ms) for ms in (5000, 6000, 7000, 8000)])
+        self.assertEqual(t.missing(), [key(7000)])
+        # A duplicate outside the window is not the run's.
+        self.assertEqual(t.duplicated(), 1)
+
+
 if __name__ == "__main__":
     unittest.main()
