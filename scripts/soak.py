@@ -254,8 +254,9 @@ class Ticks:
             return [k for k in self.expected() if k not in self.seen]
 
     def duplicated(self):
+        """The keys of the run's ticks delivered as more than one job."""
         with self.lock:
-            return sum(1 for k in self.expected() if len(self.seen.get(k, ())) > 1)
+            return [k for k in self.expected() if len(self.seen.get(k, ())) > 1]
 
 
 def schedule(prof, seed):
@@ -545,7 +546,7 @@ class Soak:
             "not_serving": not_serving, "converged": converged, "leftover_jobs": leftovers,
             "drain_s": round(drain_s, 1), "seed": self.args.seed,
             "ticks": len(self.ticks.expected()), "ticks_lost": self.ticks.missing(),
-            "ticks_duplicated": self.ticks.duplicated(),
+            "ticks_duplicated": self.ticks.duplicated(), "t_start": self.t_start,
             "commit": self.args.commit, "load_avg": os.getloadavg(),
         }
         res["ok"] = (res["lost"] == 0 and not crashes and not panics and not not_serving
@@ -735,8 +736,11 @@ def summary_lines(res):
         % (len(res["faults"]), ", ".join(sorted({f["kind"] for f in res["faults"]})),
            res["crashes"] or "none", res["panics"] or "none", res["not_serving"] or "none",
            res["converged"], res["drain_s"]),
-        "schedule: %d ticks, %d lost %s, %d duplicated"
-        % (res["ticks"], len(res["ticks_lost"]), res["ticks_lost"][:10], res["ticks_duplicated"]),
+        "schedule: %d ticks, %d lost %s, %d duplicated (s into the run: %s)"
+        % (res["ticks"], len(res["ticks_lost"]), res["ticks_lost"][:10],
+           len(res["ticks_duplicated"]),
+           [round(int(k.rsplit(":", 1)[1]) / 1000.0 - res["t_start"], 1)
+            for k in res["ticks_duplicated"]]),
     ]
 
 

@@ -89,7 +89,7 @@ class TicksTest(unittest.TestCase):
         self.assertEqual(t.expected(), [key(ms) for ms in (5000, 6000, 7000, 8000)])
         self.assertEqual(t.missing(), [key(7000)])
         # A duplicate outside the window is not the run's.
-        self.assertEqual(t.duplicated(), 1)
+        self.assertEqual(t.duplicated(), [key(6000)])
 
 
 if __name__ == "__main__":
