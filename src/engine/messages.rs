@@ -104,6 +104,7 @@ impl Engine {
                 BusOut::Dedup { entry, window } => (0, Body::Dedup { window, entry }),
                 BusOut::Schedule { data } => (0, Body::Schedule { data }),
                 BusOut::Batch { data } => (0, Body::Batch { data }),
+                BusOut::Deps { data } => (0, Body::Deps { data }),
                 BusOut::QLenReq { queue, req } => (0, Body::QLenReq { req, queue }),
                 BusOut::QLenRep { req, len } => (0, Body::QLenRep { req, len }),
                 BusOut::TotalsReq { req } => (
@@ -192,6 +193,7 @@ impl Engine {
             Body::Dedup { window, entry } => self.on_dedup(&entry, window, now),
             Body::Schedule { data } => self.on_schedule(&data, now),
             Body::Batch { data } => self.on_batch(&data),
+            Body::Deps { data } => self.on_deps(from, &data, now),
             Body::QLenReq { req, .. } if mflags & MFLAG_TOTALS != 0 => {
                 self.on_totals_req(from, req)
             }

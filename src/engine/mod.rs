@@ -7,6 +7,7 @@
 
 pub mod ack;
 pub mod addjob;
+pub mod after;
 pub mod async_repl;
 pub mod batch;
 pub mod cancel;
@@ -162,6 +163,11 @@ pub enum BusOut {
     Batch {
         data: Bytes,
     },
+    /// Our extension: questions and answers on job dependencies
+    /// (engine::after).
+    Deps {
+        data: Bytes,
+    },
 }
 
 /// A record for the append-only file.
@@ -241,6 +247,8 @@ pub struct Engine {
     schedules: schedule::ScheduleTable,
     /// Batches and their callbacks.
     batches: batch::BatchTable,
+    /// Jobs waiting for their dependencies (ADDJOB AFTER).
+    deps: after::DepTable,
     /// QLEN/QSTAT CLUSTER counts waiting for peers.
     counts: qlen_cluster::ClusterCounts,
     /// Jobs with a blocked ADDJOB client, by deadline (u64::MAX = none).
@@ -316,6 +324,7 @@ impl Engine {
             dedup_window: dedup::DEFAULT_WINDOW,
             schedules: schedule::ScheduleTable::default(),
             batches: batch::BatchTable::default(),
+            deps: after::DepTable::default(),
             counts: qlen_cluster::ClusterCounts::default(),
             add_timeouts: BTreeSet::new(),
             add_waiting: 0,
@@ -715,6 +724,13 @@ impl Engine {
     pub fn enqueue(&mut self, h: JobHandle, nack: bool, now: u64) -> bool {
         if self.deadletter_due(h, nack) {
             return self.dead_letter(h, now);
+        }
+        // A job waiting for its dependencies is never queued (engine::after).
+        if self.is_waiting(h) {
+            if let Some(j) = self.store.get_mut(h) {
+                j.qtime = 0;
+            }
+            return false;
         }
         let jitter = rand250(&mut self.rng);
         let Some(j) = self.store.get_mut(h) else {
