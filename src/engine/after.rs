@@ -336,6 +336,14 @@ impl Engine {
                     continue;
                 }
             };
+            // Settled once replicated: the ADDJOB answers first.
+            if self
+                .store
+                .get(h)
+                .is_some_and(|j| j.state == JobState::WaitRepl)
+            {
+                continue;
+            }
             let Some(after) = self.ext_of(h).map(|x| x.after.clone()) else {
                 continue;
             };

@@ -18,7 +18,8 @@ use super::{BusOut, Engine, JobHandle};
 use crate::domain::job::{JobId, NodeIdx};
 use crate::domain::queue::{PAUSE_IN, PAUSE_OUT};
 use crate::protocol::bus::message::{
-    Body, JobMsg, Message, MFLAG_INCR_DELIV, MFLAG_INCR_NACKS, MFLAG_NOREPLY, MFLAG_TOTALS,
+    Body, JobMsg, Message, MFLAG_CANCELLED, MFLAG_INCR_DELIV, MFLAG_INCR_NACKS, MFLAG_NOREPLY,
+    MFLAG_TOTALS,
 };
 
 /// Cap one YOURJOBS frame well below the bus frame limit.
@@ -86,7 +87,14 @@ impl Engine {
                     }
                     (f, job_msg(JobMsg::Queued, &job, self.epoch_of(&job)))
                 }
-                BusOut::SetAck { job, may_have } => (0, job_msg(JobMsg::SetAck, &job, may_have)),
+                BusOut::SetAck { job, may_have } => (
+                    if self.is_cancelled(&job) {
+                        MFLAG_CANCELLED
+                    } else {
+                        0
+                    },
+                    job_msg(JobMsg::SetAck, &job, may_have),
+                ),
                 BusOut::WillQueue { job } => (0, job_msg(JobMsg::WillQueue, &job, 0)),
                 BusOut::GotAck { job, known } => {
                     (0, job_msg(JobMsg::GotAck, &job, u32::from(known)))
@@ -214,7 +222,14 @@ impl Engine {
                 kind: JobMsg::SetAck,
                 job_id,
                 aux,
-            } => self.on_setack(from, &job_id, aux, now),
+            } => {
+                if mflags & MFLAG_CANCELLED != 0 {
+                    if let Some(id) = JobId::parse(&job_id) {
+                        self.cancelled.insert(&id, now);
+                    }
+                }
+                self.on_setack(from, &job_id, aux, now)
+            }
             Body::Job {
                 kind: JobMsg::GotAck,
                 job_id,

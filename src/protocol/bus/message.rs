@@ -121,6 +121,9 @@ pub const MFLAG_INCR_NACKS: u8 = 0x02;
 pub const MFLAG_INCR_DELIV: u8 = 0x04;
 /// QLENREQ: answer with the node's totals (40-byte QLENREP), not a queue's length.
 pub const MFLAG_TOTALS: u8 = 0x08;
+/// SETACK: the job was cancelled (CANCEL), so that a holder that missed
+/// the CANCEL frame still knows (job dependencies tell the two apart).
+pub const MFLAG_CANCELLED: u8 = 0x10;
 
 /// Header flag: the sender understands ACL frames (type 22). Disjoint from
 /// the node-table flags, which stop at LEAVING (0x80).
