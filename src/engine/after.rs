@@ -526,19 +526,37 @@ impl Engine {
         }
     }
 
-    /// A QUEUED from another holder for a job waiting here: that holder
-    /// released it (it never queues a waiting job).
-    pub(crate) fn after_queued_elsewhere(&mut self, h: JobHandle) {
+    /// A QUEUED or YOURJOBS from another holder for a job waiting here:
+    /// that holder released it (it never queues a waiting job).
+    pub(crate) fn after_released_elsewhere(&mut self, h: JobHandle, now: u64) {
         if !self.is_waiting(h) {
             return;
         }
         if self.after_settle(h).is_some() {
             self.deps.released += 1;
             if let Some(j) = self.store.get_mut(h) {
-                j.qtime = 1;
+                j.qtime = now.max(1);
             }
             self.aof_loadjob(h);
         }
+    }
+
+    /// A later AOF record of a job already loaded says it was released.
+    pub(crate) fn after_loaded_done(&mut self, h: JobHandle, done: bool, now: u64) {
+        if !done || !self.is_waiting(h) {
+            return;
+        }
+        let _ = self.after_settle(h);
+        let jitter = rand250(&mut self.rng);
+        if let Some(j) = self.store.get_mut(h) {
+            if j.retry > 0 {
+                j.qtime = add_ms(now + u64::from(j.retry) * 1000, jitter);
+                j.flags |= F_BCAST_WILLQUEUE;
+            } else {
+                j.qtime = now.max(1);
+            }
+        }
+        self.update_awake(h, now);
     }
 }
 

@@ -74,7 +74,7 @@ impl Engine {
             self.dequeue(h);
         }
         if !working {
-            self.after_queued_elsewhere(h);
+            self.after_released_elsewhere(h, now);
         }
         let jitter = rand250(&mut self.rng);
         let Some(j) = self.store.get_mut(h) else {
