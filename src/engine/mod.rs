@@ -907,6 +907,7 @@ impl Engine {
         self.dedup = dedup::DedupTable::default();
         self.forgotten.clear();
         self.cancelled.clear();
+        self.deps = after::DepTable::default();
         let ids: Vec<ClientId> = self.waiters.keys().copied().collect();
         for id in ids {
             if self.remove_waiter(id).is_some() {
