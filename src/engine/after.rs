@@ -25,8 +25,10 @@
 //! it releases it too. When one fails (dead-lettered, cancelled, or not
 //! found anywhere: expired, or acked so long ago that no node remembers)
 //! ONFAIL decides: CANCEL the waiting job (the default), DEADLETTER it,
-//! or RUN it anyway. A job is never queued before its dependencies are
-//! known met (or ONFAIL RUN applied); at worst it waits until its own TTL.
+//! or RUN it anyway. The node that took the ADDJOB applies it first; the
+//! other holders wait RETRY, as for queueing. A job is never queued
+//! before its dependencies are known met (or ONFAIL RUN applied); at worst
+//! it waits until its own TTL.
 //!
 //! "Not found anywhere": no node answered pending, met or failed for
 //! `MISSING_MS` while every reachable node, a majority of the cluster,
@@ -364,6 +366,14 @@ impl Engine {
                 }
             }
             if failed {
+                // The node that took the ADDJOB decides first (its client
+                // may still wait for the replication); the other holders
+                // only after RETRY, as they would queue it.
+                let mine = id.0[2..10] == self.cluster.my_id()[0..8];
+                let retry_ms = self.store.get(h).map_or(0, |j| u64::from(j.retry) * 1000);
+                if !mine && now < since.saturating_add(retry_ms) {
+                    continue;
+                }
                 self.after_failed(h, now);
             } else if all_met {
                 self.after_release(h, now);

@@ -725,17 +725,15 @@ impl Engine {
         if self.deadletter_due(h, nack) {
             return self.dead_letter(h, now);
         }
-        // A job waiting for its dependencies is never queued (engine::after).
-        if self.is_waiting(h) {
-            if let Some(j) = self.store.get_mut(h) {
-                j.qtime = 0;
-            }
-            return false;
-        }
         let jitter = rand250(&mut self.rng);
         let Some(j) = self.store.get_mut(h) else {
             return false;
         };
+        // A job waiting for its dependencies is never queued (engine::after).
+        if j.has(crate::domain::job::F_EXT) && self.ext.get(&h).is_some_and(|x| x.is_waiting()) {
+            j.qtime = 0;
+            return false;
+        }
         if matches!(j.state, JobState::Queued | JobState::Acked)
             || j.qtime == 0
             || (j.retry == 0 && j.has(crate::domain::job::F_DELIVERED))

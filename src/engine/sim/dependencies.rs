@@ -16,13 +16,13 @@ use std::collections::{BTreeMap, BTreeSet};
 use bytes::Bytes;
 use rand::Rng;
 
-use super::delivery::{poll, run_seeds};
+use super::delivery::run_seeds;
 use super::getjob_ids_from;
 use super::net::{Faults, Sim};
 use crate::domain::job::{JobId, JobState};
 use crate::domain::job_ext::{JobExt, ON_FAIL_CANCEL, ON_FAIL_DEADLETTER, ON_FAIL_RUN};
 use crate::engine::addjob::{AddJobOutcome, AddJobRequest};
-use crate::engine::ClientId;
+use crate::engine::{ClientId, Wake};
 
 const WORK: &[u8] = b"work";
 const DEPS: &[u8] = b"deps";
@@ -57,15 +57,12 @@ fn add_sync(
         AddJobOutcome::Error(_) => None,
         AddJobOutcome::Blocked => {
             sim.blocked_on(client, node);
-            let mut pending = vec![client];
             for _ in 0..1000 {
-                if let Some(&id) = poll(sim, &mut pending).first() {
-                    return Some(id);
+                match sim.answer(client) {
+                    Some(Some(Wake::Added(id))) => return Some(id),
+                    Some(_) => return None,
+                    None => sim.step(),
                 }
-                if pending.is_empty() {
-                    return None;
-                }
-                sim.step();
             }
             None
         }
