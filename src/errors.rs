@@ -168,6 +168,10 @@ pub enum WireError {
     BatchQueueEmpty,
     BatchEmpty,
     BatchFull,
+    AfterEmpty,
+    AfterTooMany,
+    OnFailPolicy,
+    OnFailNeedsAfter,
 
     /// Any other error; the text follows `ERR `.
     Other(String),
@@ -329,6 +333,10 @@ impl WireError {
             BatchQueueEmpty => "ERR callback queue must not be empty",
             BatchEmpty => "ERR BATCH ID must not be empty",
             BatchFull => "BATCHFULL The batch has the most members a batch can take (400000)",
+            AfterEmpty => "ERR AFTER needs a job ID or a batch ID",
+            AfterTooMany => "ERR at most 64 AFTER dependencies per job",
+            OnFailPolicy => "ERR ONFAIL must be CANCEL, DEADLETTER or RUN",
+            OnFailNeedsAfter => "ERR ONFAIL requires AFTER",
             Other(m) => return format!("ERR {m}").into(),
             Verbatim(m) => return m.clone().into(),
         };

@@ -182,7 +182,9 @@ pub fn apply(
                 // Duplicate (e.g. rewrite snapshot + captured record, or a
                 // JOBPRIORITY change): the later record's level wins.
                 let ext = crate::engine::records::ext_of_record(&r);
-                engine.load_priority(h, ext.map_or(0, |x| x.priority));
+                engine.load_priority(h, ext.as_ref().map_or(0, |x| x.priority));
+                let done = ext.is_some_and(|x| x.after_done);
+                engine.after_loaded_done(h, done, now);
                 return Ok(());
             }
             let was_queued = job.state == JobState::Queued;

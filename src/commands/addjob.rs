@@ -5,8 +5,9 @@ use bytes::Bytes;
 use super::args::{Args, Word};
 use super::{blocked, err, Ctx, Outcome};
 use crate::domain::job::JobId;
-use crate::domain::job_ext::JobExt;
+use crate::domain::job_ext::{JobExt, ON_FAIL_CANCEL, ON_FAIL_DEADLETTER, ON_FAIL_RUN};
 use crate::engine::addjob::{AddJobOutcome, AddJobRequest};
+use crate::engine::after::{classify, Dep};
 use crate::errors::WireError;
 use crate::protocol::resp::Reply;
 
@@ -27,6 +28,15 @@ pub fn addjob(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
     if let Some(b) = req.ext.as_ref().and_then(|x| x.batch.as_ref()) {
         if let Err(e) = ctx.node.engine.batch_check_open(b) {
             return err(super::batch::batch_error(e));
+        }
+    }
+    // A batch dependency must name a batch this node knows (every node
+    // gets every batch); a job ID is looked for across the cluster later.
+    for d in req.ext.iter().flat_map(|x| x.after.iter()) {
+        if let Dep::Batch(b) = classify(d) {
+            if ctx.node.engine.batch_get(&b).is_none() {
+                return err(WireError::NoBatch);
+            }
         }
     }
     match ctx.node.engine.addjob(ctx.client.id, req, ctx.now) {
@@ -65,6 +75,8 @@ fn parse(args: &[Bytes]) -> Result<AddJobRequest, WireError> {
             "wait",
             "priority",
             "batch",
+            "after",
+            "onfail",
         ]
         .iter()
         .any(|o| opt.is(o));
@@ -138,6 +150,35 @@ fn ext_option(req: &mut AddJobRequest, opt: Word, a: &mut Args) -> Option<Result
             ext_fields(req).batch = Some(Bytes::copy_from_slice(value));
             Ok(())
         }
+    } else if opt.is("after") {
+        let value = a.arg();
+        let x = ext_fields(req);
+        if value.is_empty() {
+            Err(WireError::AfterEmpty)
+        } else if x.after.len() >= crate::engine::after::MAX_AFTER {
+            Err(WireError::AfterTooMany)
+        } else {
+            x.after.push(Bytes::copy_from_slice(value));
+            Ok(())
+        }
+    } else if opt.is("onfail") {
+        let w = a.word();
+        let policy = if w.is("cancel") {
+            Ok(ON_FAIL_CANCEL)
+        } else if w.is("deadletter") {
+            Ok(ON_FAIL_DEADLETTER)
+        } else if w.is("run") {
+            Ok(ON_FAIL_RUN)
+        } else {
+            Err(WireError::OnFailPolicy)
+        };
+        policy.map(|p| {
+            let x = ext_fields(req);
+            x.on_fail = p;
+            // Remembered even for CANCEL (the default), so ONFAIL without
+            // AFTER is caught below.
+            x.on_fail_given = true;
+        })
     } else if opt.is("dedup") {
         let value = a.arg();
         if value.is_empty() {
@@ -163,6 +204,9 @@ fn check_ext(req: &AddJobRequest) -> Result<(), WireError> {
     }
     if (x.backoff_max > 0 || x.max_deliveries > 0) && req.retry == Some(0) {
         return Err(WireError::ExtNeedsRetry);
+    }
+    if x.on_fail_given && x.after.is_empty() {
+        return Err(WireError::OnFailNeedsAfter);
     }
     Ok(())
 }

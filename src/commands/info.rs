@@ -269,7 +269,10 @@ fn info_jobstats(node: &Node, out: &mut String) {
          async_copies_pending:{}\r\n\
          batches:{}\r\n\
          batches_open:{}\r\n\
-         batch_callbacks_added:{}\r\n",
+         batch_callbacks_added:{}\r\n\
+         jobs_waiting:{}\r\n\
+         jobs_released:{}\r\n\
+         jobs_dependency_failed:{}\r\n",
         c.added,
         c.delivered,
         c.acked,
@@ -294,6 +297,9 @@ fn info_jobstats(node: &Node, out: &mut String) {
         node.engine.batch_ids().len(),
         node.engine.batch_open_count(),
         node.engine.batch_callbacks_added(),
+        node.engine.waiting_count(),
+        node.engine.after_counters().0,
+        node.engine.after_counters().1,
     );
 }
 

@@ -75,6 +75,10 @@ fn encode_qstat(s: QStat, len_cluster: Option<i64>) -> Reply {
     if s.producers > 0 || len_cluster.is_some() {
         pairs.push(("producers-waiting", Reply::Integer(s.producers as i64)));
     }
+    // Only while jobs of the queue wait for dependencies (ADDJOB AFTER).
+    if s.waiting > 0 {
+        pairs.push(("jobs-waiting", Reply::Integer(s.waiting as i64)));
+    }
     // Only for a queue given a QLIMIT (an extension).
     if let Some(l) = s.limit {
         let lim = l.limit;

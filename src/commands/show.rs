@@ -5,7 +5,7 @@ use bytes::Bytes;
 use super::args::Args;
 use super::{Ctx, Outcome};
 use crate::domain::job::{Job, F_DELIVERED};
-use crate::domain::job_ext::JobExt;
+use crate::domain::job_ext::{JobExt, ON_FAIL_DEADLETTER, ON_FAIL_RUN};
 use crate::engine::{Engine, JobHandle};
 use crate::protocol::resp::Reply;
 
@@ -68,7 +68,15 @@ pub fn describe(engine: &Engine, h: JobHandle, now: u64) -> Reply {
             "queue",
             j.queue.as_deref().map_or(Reply::NullBulk, Reply::bulk),
         ),
-        ("state", Reply::bulk_str(j.state.name())),
+        (
+            "state",
+            // A job held by ADDJOB AFTER until its dependencies settle.
+            if engine.is_waiting(h) {
+                Reply::bulk_str("waiting")
+            } else {
+                Reply::bulk_str(j.state.name())
+            },
+        ),
         ("repl", num(if dummy { 0 } else { u64::from(j.repl) })),
         ("ttl", Reply::Integer(ttl.max(0))),
         ("ctime", num(if dummy { 0 } else { j.ctime })),
@@ -151,4 +159,17 @@ fn extension_pairs(j: &Job, x: &JobExt, pairs: &mut Vec<(&str, Reply)>) {
         "progress-data",
         p.map_or(Reply::NullBulk, |p| Reply::Bulk(p.data.clone())),
     ));
+    // Only for jobs added with AFTER (the pairs above stay as they were).
+    if !x.after.is_empty() {
+        pairs.push((
+            "after",
+            Reply::Array(x.after.iter().cloned().map(Reply::Bulk).collect()),
+        ));
+        let policy = match x.on_fail {
+            ON_FAIL_RUN => "run",
+            ON_FAIL_DEADLETTER => "deadletter",
+            _ => "cancel",
+        };
+        pairs.push(("on-fail", Reply::bulk_str(policy)));
+    }
 }

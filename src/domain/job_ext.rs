@@ -1,6 +1,6 @@
 //! Per-job fields of the opt-in extensions (docs/COMPATIBILITY.md): ADDJOB
-//! BACKOFF, MAXDELIVERIES / DEADLETTER (dead letters and REDRIVE), DEDUP
-//! and PRIORITY.
+//! BACKOFF, MAXDELIVERIES / DEADLETTER (dead letters and REDRIVE), DEDUP,
+//! PRIORITY, BATCH and AFTER / ONFAIL (job dependencies).
 //! Only jobs that use an extension carry a `JobExt` (the engine keeps them
 //! in a side map, so plain jobs pay nothing), and only those jobs get the
 //! extension section of the serialized record (`job_codec`).
@@ -86,6 +86,18 @@ pub const PRIORITY_DEFAULT: u8 = 5;
 // Tags 20..29: schedules and workflows (engine::schedule).
 const TAG_SCHEDULE_TICK: u8 = 20;
 const TAG_BATCH: u8 = 21;
+/// One entry per dependency (a job ID or a batch ID), in the order given.
+const TAG_AFTER: u8 = 22;
+const TAG_ON_FAIL: u8 = 23;
+const TAG_AFTER_DONE: u8 = 24;
+
+/// ADDJOB ONFAIL: what a waiting job does when a dependency fails.
+/// Cancel the waiting job (the default).
+pub const ON_FAIL_CANCEL: u8 = 0;
+/// Run it anyway.
+pub const ON_FAIL_RUN: u8 = 1;
+/// Move it to its dead-letter queue.
+pub const ON_FAIL_DEADLETTER: u8 = 2;
 
 /// Suffix of the default dead-letter queue: jobs of `q` die into `q:dead`.
 pub const DEAD_SUFFIX: &[u8] = b":dead";
@@ -119,6 +131,16 @@ pub struct JobExt {
     pub schedule_tick: bool,
     /// ADDJOB BATCH: the batch this job is a member of (engine::batch).
     pub batch: Option<Bytes>,
+    /// ADDJOB AFTER: the job IDs and batch IDs this job waits for
+    /// (engine::after). Empty for every other job.
+    pub after: Vec<Bytes>,
+    /// ADDJOB ONFAIL: one of the `ON_FAIL_*` values.
+    pub on_fail: u8,
+    /// The dependencies were settled (met, or failed and ONFAIL applied):
+    /// the job no longer waits. Set once, never cleared.
+    pub after_done: bool,
+    /// Parsing only: ONFAIL was given (not stored).
+    pub on_fail_given: bool,
 }
 
 impl JobExt {
@@ -133,6 +155,12 @@ impl JobExt {
 
     pub fn is_dead(&self) -> bool {
         self.epoch & 1 == 1
+    }
+
+    /// Held until its dependencies are settled (ADDJOB AFTER): never
+    /// queued meanwhile. A dead-lettered job no longer waits.
+    pub fn is_waiting(&self) -> bool {
+        !self.after.is_empty() && !self.after_done && !self.is_dead()
     }
 
     /// The queue dead jobs of `queue` go to.
@@ -162,6 +190,13 @@ impl JobExt {
         int(TAG_EPOCH, self.epoch);
         int(TAG_PRIORITY, u32::from(self.priority));
         int(TAG_SCHEDULE_TICK, u32::from(self.schedule_tick));
+        int(TAG_ON_FAIL, u32::from(self.on_fail));
+        int(TAG_AFTER_DONE, u32::from(self.after_done));
+        for d in &self.after {
+            out.put_u8(TAG_AFTER);
+            out.put_u32_le(u32::try_from(d.len()).unwrap_or(u32::MAX));
+            out.put_slice(d);
+        }
         if let Some(p) = &self.progress {
             let mut v = BytesMut::new();
             p.encode_into(&mut v);
@@ -220,6 +255,15 @@ impl JobExt {
                 TAG_PROGRESS => ext.progress = Progress::decode(&src.slice(start..end)),
                 TAG_ORIGIN => ext.origin = Some(src.slice(start..end)),
                 TAG_BATCH => ext.batch = Some(src.slice(start..end)),
+                TAG_AFTER => ext.after.push(src.slice(start..end)),
+                // A policy this version does not know reads as the default.
+                TAG_ON_FAIL => {
+                    ext.on_fail = u8::try_from(int()?)
+                        .ok()
+                        .filter(|&p| p <= ON_FAIL_DEADLETTER)
+                        .unwrap_or(ON_FAIL_CANCEL)
+                }
+                TAG_AFTER_DONE => ext.after_done = int()? != 0,
                 _ => {}
             }
             pos = end;
@@ -261,6 +305,10 @@ mod tests {
             }),
             schedule_tick: true,
             batch: Some(Bytes::from_static(b"b1")),
+            after: vec![Bytes::from_static(b"b1"), Bytes::from_static(b"b2")],
+            on_fail: ON_FAIL_DEADLETTER,
+            after_done: true,
+            on_fail_given: false,
         };
         let enc = x.encode();
         assert_eq!(JobExt::decode(&enc).unwrap(), x);

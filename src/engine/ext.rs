@@ -44,6 +44,7 @@ impl Engine {
                     }
                 }
             }
+            self.after_registered(h);
         }
         Some(h)
     }

@@ -18,7 +18,8 @@ use super::{BusOut, Engine, JobHandle};
 use crate::domain::job::{JobId, NodeIdx};
 use crate::domain::queue::{PAUSE_IN, PAUSE_OUT};
 use crate::protocol::bus::message::{
-    Body, JobMsg, Message, MFLAG_INCR_DELIV, MFLAG_INCR_NACKS, MFLAG_NOREPLY, MFLAG_TOTALS,
+    Body, JobMsg, Message, MFLAG_CANCELLED, MFLAG_INCR_DELIV, MFLAG_INCR_NACKS, MFLAG_NOREPLY,
+    MFLAG_TOTALS,
 };
 
 /// Cap one YOURJOBS frame well below the bus frame limit.
@@ -86,7 +87,14 @@ impl Engine {
                     }
                     (f, job_msg(JobMsg::Queued, &job, self.epoch_of(&job)))
                 }
-                BusOut::SetAck { job, may_have } => (0, job_msg(JobMsg::SetAck, &job, may_have)),
+                BusOut::SetAck { job, may_have } => (
+                    if self.is_cancelled(&job) {
+                        MFLAG_CANCELLED
+                    } else {
+                        0
+                    },
+                    job_msg(JobMsg::SetAck, &job, may_have),
+                ),
                 BusOut::WillQueue { job } => (0, job_msg(JobMsg::WillQueue, &job, 0)),
                 BusOut::GotAck { job, known } => {
                     (0, job_msg(JobMsg::GotAck, &job, u32::from(known)))
@@ -104,6 +112,7 @@ impl Engine {
                 BusOut::Dedup { entry, window } => (0, Body::Dedup { window, entry }),
                 BusOut::Schedule { data } => (0, Body::Schedule { data }),
                 BusOut::Batch { data } => (0, Body::Batch { data }),
+                BusOut::Deps { data } => (0, Body::Deps { data }),
                 BusOut::QLenReq { queue, req } => (0, Body::QLenReq { req, queue }),
                 BusOut::QLenRep { req, len } => (0, Body::QLenRep { req, len }),
                 BusOut::TotalsReq { req } => (
@@ -192,6 +201,7 @@ impl Engine {
             Body::Dedup { window, entry } => self.on_dedup(&entry, window, now),
             Body::Schedule { data } => self.on_schedule(&data, now),
             Body::Batch { data } => self.on_batch(&data),
+            Body::Deps { data } => self.on_deps(from, &data, now),
             Body::QLenReq { req, .. } if mflags & MFLAG_TOTALS != 0 => {
                 self.on_totals_req(from, req)
             }
@@ -212,7 +222,14 @@ impl Engine {
                 kind: JobMsg::SetAck,
                 job_id,
                 aux,
-            } => self.on_setack(from, &job_id, aux, now),
+            } => {
+                if mflags & MFLAG_CANCELLED != 0 {
+                    if let Some(id) = JobId::parse(&job_id) {
+                        self.cancelled.insert(&id, now);
+                    }
+                }
+                self.on_setack(from, &job_id, aux, now)
+            }
             Body::Job {
                 kind: JobMsg::GotAck,
                 job_id,

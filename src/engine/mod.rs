@@ -7,6 +7,7 @@
 
 pub mod ack;
 pub mod addjob;
+pub mod after;
 pub mod async_repl;
 pub mod batch;
 pub mod cancel;
@@ -162,6 +163,11 @@ pub enum BusOut {
     Batch {
         data: Bytes,
     },
+    /// Our extension: questions and answers on job dependencies
+    /// (engine::after).
+    Deps {
+        data: Bytes,
+    },
 }
 
 /// A record for the append-only file.
@@ -241,6 +247,8 @@ pub struct Engine {
     schedules: schedule::ScheduleTable,
     /// Batches and their callbacks.
     batches: batch::BatchTable,
+    /// Jobs waiting for their dependencies (ADDJOB AFTER).
+    deps: after::DepTable,
     /// QLEN/QSTAT CLUSTER counts waiting for peers.
     counts: qlen_cluster::ClusterCounts,
     /// Jobs with a blocked ADDJOB client, by deadline (u64::MAX = none).
@@ -316,6 +324,7 @@ impl Engine {
             dedup_window: dedup::DEFAULT_WINDOW,
             schedules: schedule::ScheduleTable::default(),
             batches: batch::BatchTable::default(),
+            deps: after::DepTable::default(),
             counts: qlen_cluster::ClusterCounts::default(),
             add_timeouts: BTreeSet::new(),
             add_waiting: 0,
@@ -720,6 +729,11 @@ impl Engine {
         let Some(j) = self.store.get_mut(h) else {
             return false;
         };
+        // A job waiting for its dependencies is never queued (engine::after).
+        if j.has(crate::domain::job::F_EXT) && self.ext.get(&h).is_some_and(|x| x.is_waiting()) {
+            j.qtime = 0;
+            return false;
+        }
         if matches!(j.state, JobState::Queued | JobState::Acked)
             || j.qtime == 0
             || (j.retry == 0 && j.has(crate::domain::job::F_DELIVERED))
@@ -891,6 +905,7 @@ impl Engine {
         self.dedup = dedup::DedupTable::default();
         self.forgotten.clear();
         self.cancelled.clear();
+        self.deps = after::DepTable::default();
         let ids: Vec<ClientId> = self.waiters.keys().copied().collect();
         for id in ids {
             if self.remove_waiter(id).is_some() {

@@ -51,6 +51,9 @@ pub struct QStat {
     pub producers: u64,
     /// The queue's QLIMIT, if one is set.
     pub limit: Option<Box<super::limits::LimitView>>,
+    /// Jobs of this queue held here waiting for their dependencies
+    /// (ADDJOB AFTER).
+    pub waiting: u64,
 }
 
 struct Pending {
@@ -306,6 +309,11 @@ impl Engine {
             paused: q.paused,
             producers: self.producers.on_queue(name) as u64,
             limit: self.limit_of(name).map(Box::new),
+            waiting: if self.waiting_count() == 0 {
+                0
+            } else {
+                self.waiting_in(name)
+            },
         })
     }
 }

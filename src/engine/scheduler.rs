@@ -45,6 +45,7 @@ impl Engine {
             self.async_repl_cron(now);
             self.schedule_cron(now);
             self.batch_cron(now);
+            self.after_cron(now);
         }
         if now.saturating_sub(self.last_queue_evict) >= 100 {
             self.last_queue_evict = now;

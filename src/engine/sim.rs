@@ -8,6 +8,7 @@
 mod batches;
 mod controls;
 mod delivery;
+mod dependencies;
 mod duplicates;
 mod federation;
 mod limits;

@@ -17,6 +17,7 @@ mod cluster;
 mod compat;
 mod config;
 mod controls;
+mod dependencies;
 mod deploy;
 mod disk_faults;
 mod extensions;

@@ -213,6 +213,7 @@ impl Engine {
                     h
                 }
             };
+            self.after_released_elsewhere(h, now);
             let Some(j) = self.store.get_mut(h) else {
                 continue;
             };

@@ -73,6 +73,9 @@ impl Engine {
         if j.state == JobState::Queued && (working || self.sender_wins(from, &j.id)) {
             self.dequeue(h);
         }
+        if !working {
+            self.after_released_elsewhere(h, now);
+        }
         let jitter = rand250(&mut self.rng);
         let Some(j) = self.store.get_mut(h) else {
             return;

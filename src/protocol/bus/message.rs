@@ -52,10 +52,12 @@
 //! | QLIMIT | 33 | u64 version, origin[40], u32 rate, u64 ms, u32 inflight, u32 qlen, queue | 68 + qlen |
 //! | SCHEDULE | 40 | a schedule definition (`engine::schedule`) | >= 1 |
 //! | BATCH | 41 | a batch state or delta (`engine::batch`) | >= 1 |
+//! | DEPS | 42 | u8 kind, then (u8 state, job ID[40]) repeated (`engine::after`) | >= 42 |
 //!
-//! Types 18..22, 30..33, 40 and 41 carry our extensions
+//! Types 18..22, 30..33 and 40..42 carry our extensions
 //! (docs/COMPATIBILITY.md). A node sends SCHEDULE and BATCH frames only once
-//! a schedule or a batch exists.
+//! a schedule or a batch exists, DEPS only while it holds a job added with
+//! ADDJOB AFTER or was asked about one.
 //!
 //! A receiver drops the link on a type it does not know, so a node sends
 //! an ACL frame only to peers whose frames carry [`HFLAG_ACL`] in the
@@ -119,6 +121,9 @@ pub const MFLAG_INCR_NACKS: u8 = 0x02;
 pub const MFLAG_INCR_DELIV: u8 = 0x04;
 /// QLENREQ: answer with the node's totals (40-byte QLENREP), not a queue's length.
 pub const MFLAG_TOTALS: u8 = 0x08;
+/// SETACK: the job was cancelled (CANCEL), so that a holder that missed
+/// the CANCEL frame still knows (job dependencies tell the two apart).
+pub const MFLAG_CANCELLED: u8 = 0x10;
 
 /// Header flag: the sender understands ACL frames (type 22). Disjoint from
 /// the node-table flags, which stop at LEAVING (0x80).
@@ -158,6 +163,7 @@ pub mod msg_type {
     /// Schedules and workflows (types 40..49 are theirs).
     pub const SCHEDULE: u16 = 40;
     pub const BATCH: u16 = 41;
+    pub const DEPS: u16 = 42;
 }
 
 /// Common header fields (framing fields are implicit).
@@ -354,6 +360,11 @@ pub enum Body {
     Batch {
         data: Bytes,
     },
+    /// Questions about, or answers on, job dependencies (`engine::after`
+    /// checks the payload).
+    Deps {
+        data: Bytes,
+    },
 }
 
 /// One node's queue totals (the dashboard's cluster view).
@@ -479,6 +490,7 @@ impl Body {
             Body::Progress { .. } => PROGRESS,
             Body::QLimit { .. } => QLIMIT,
             Body::Batch { .. } => BATCH,
+            Body::Deps { .. } => DEPS,
         }
     }
 
@@ -508,7 +520,8 @@ impl Body {
             | Body::Progress { data: job }
             | Body::Schedule { data: job }
             | Body::QLimit { data: job }
-            | Body::Batch { data: job } => job.len(),
+            | Body::Batch { data: job }
+            | Body::Deps { data: job } => job.len(),
             Body::NeedJobs { queue, .. }
             | Body::Pause { queue, .. }
             | Body::QLenReq { queue, .. }
@@ -549,7 +562,8 @@ impl Body {
             | Body::Progress { data: job }
             | Body::Schedule { data: job }
             | Body::QLimit { data: job }
-            | Body::Batch { data: job } => out.put_slice(job),
+            | Body::Batch { data: job }
+            | Body::Deps { data: job } => out.put_slice(job),
             Body::QLenRep { req, len } => {
                 out.put_u32(*req);
                 out.put_u32(8);
@@ -622,6 +636,7 @@ pub fn type_name(t: u16) -> &'static str {
         PROGRESS => "PROGRESS",
         QLIMIT => "QLIMIT",
         BATCH => "BATCH",
+        DEPS => "DEPS",
         _ => "UNKNOWN",
     }
 }
@@ -913,6 +928,8 @@ fn parse_body_shape(ty: u16, p: &[u8]) -> Result<Shape, BusError> {
         QLIMIT => Ok(Shape::Opaque),
         BATCH if p.is_empty() => Err(BusError::BadPayload("BATCH payload is empty")),
         BATCH => Ok(Shape::Opaque),
+        DEPS if p.len() < 42 => Err(BusError::BadPayload("DEPS payload too short")),
+        DEPS => Ok(Shape::Opaque),
         QLENREP => match (p.len(), p.get(4..8)) {
             (16, Some([0, 0, 0, 8])) | (40, Some([0, 0, 0, 32])) => Ok(Shape::Fixed),
             _ => Err(BusError::BadPayload(
@@ -981,6 +998,7 @@ impl Shape {
             Shape::Opaque if ty == SCHEDULE => Body::Schedule { data: p.clone() },
             Shape::Opaque if ty == QLIMIT => Body::QLimit { data: p.clone() },
             Shape::Opaque if ty == BATCH => Body::Batch { data: p.clone() },
+            Shape::Opaque if ty == DEPS => Body::Deps { data: p.clone() },
             Shape::Opaque => Body::Acl { data: p.clone() },
             Shape::Jobs(ranges) => Body::YourJobs {
                 jobs: ranges.into_iter().map(|(a, b)| p.slice(a..b)).collect(),
@@ -1219,6 +1237,9 @@ mod tests {
             Body::Batch {
                 data: Bytes::from_static(b"\x01batch"),
             },
+            Body::Deps {
+                data: Bytes::from(vec![1u8; 42]),
+            },
         ];
         bodies
             .into_iter()
@@ -1238,7 +1259,7 @@ mod tests {
         let msgs = all_messages();
         let mut types: Vec<u16> = msgs.iter().map(|m| m.body.msg_type()).collect();
         types.dedup();
-        assert_eq!(types.len(), 29, "all types covered");
+        assert_eq!(types.len(), 30, "all types covered");
         for m in &msgs {
             let mut b = BytesMut::new();
             m.encode(&mut b);
