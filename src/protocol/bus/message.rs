@@ -59,7 +59,8 @@
 //! a schedule or a batch exists, DEPS only while it holds a job added with
 //! ADDJOB AFTER or was asked about one.
 //!
-//! A receiver drops the link on a type it does not know, so a node sends
+//! A receiver skips a frame of a type it does not know (`server::bus`),
+//! but builds older than that dropped the link on one, so a node sends
 //! an ACL frame only to peers whose frames carry [`HFLAG_ACL`] in the
 //! header flags (nodes that predate it ignore that bit: they read LEAVING
 //! only). Mixed clusters keep their links; the older nodes just do not get
