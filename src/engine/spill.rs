@@ -891,13 +891,15 @@ impl Engine {
                 }
             }
         };
-        let found: Vec<(JobHandle, Slot)> = self
-            .spill
+        let mut found: Vec<(JobHandle, Slot)> = Vec::new();
+        self.spill
             .slots
-            .range(from, self.spill.compact_scan)
-            .filter(|(_, s)| s.loc.seg == seg && s.st == SlotState::OnDisk)
-            .take(CRON_BUDGET)
-            .collect();
+            .scan(from, self.spill.compact_scan, |h, slot| {
+                if slot.loc.seg == seg && slot.st == SlotState::OnDisk {
+                    found.push((h, slot));
+                }
+                found.len() < CRON_BUDGET
+            });
         let next = match found.last() {
             Some(&(h, _)) if found.len() == CRON_BUDGET => h as usize + 1,
             _ => from + self.spill.compact_scan,

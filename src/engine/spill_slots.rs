@@ -96,9 +96,147 @@ const CHUNK_BITS: u32 = 12;
 const CHUNK: usize = 1 << CHUNK_BITS;
 const CHUNK_MASK: usize = CHUNK - 1;
 
-struct Chunk {
-    entries: Box<[Packed]>,
-    used: u32,
+/// A chunk turns dense past this many entries (a sparse one is then
+/// 16 KiB, a third of a dense one) and sparse again below `TO_SPARSE`.
+const TO_DENSE: usize = 1024;
+const TO_SPARSE: usize = 256;
+
+/// The entries of `CHUNK` consecutive handles. Sparse while few of them
+/// are spilled (a node of many short queues spills a job here and there
+/// among millions of resident ones: a dense chunk for each would cost far
+/// more than the bodies it saves), dense once many are (long queue tails).
+enum Chunk {
+    /// (index in the chunk, entry), sorted by index: 16 bytes an entry.
+    Sparse(Vec<(u16, Packed)>),
+    /// Indexed by position: 12 bytes a handle.
+    Dense { entries: Box<[Packed]>, used: u32 },
+}
+
+impl Chunk {
+    fn len(&self) -> usize {
+        match self {
+            Chunk::Sparse(v) => v.len(),
+            Chunk::Dense { used, .. } => *used as usize,
+        }
+    }
+
+    fn get(&self, i: usize) -> Option<Slot> {
+        match self {
+            Chunk::Sparse(v) => {
+                let k = v.binary_search_by_key(&(i as u16), |e| e.0).ok()?;
+                v.get(k)?.1.unpack()
+            }
+            Chunk::Dense { entries, .. } => entries.get(i)?.unpack(),
+        }
+    }
+
+    /// Store an entry; true when `i` had none.
+    fn set(&mut self, i: usize, p: Packed) -> bool {
+        let added = match self {
+            Chunk::Sparse(v) => match v.binary_search_by_key(&(i as u16), |e| e.0) {
+                Ok(k) => {
+                    if let Some(e) = v.get_mut(k) {
+                        e.1 = p;
+                    }
+                    false
+                }
+                Err(k) => {
+                    v.insert(k, (i as u16, p));
+                    true
+                }
+            },
+            Chunk::Dense { entries, used } => {
+                let Some(e) = entries.get_mut(i) else {
+                    return false;
+                };
+                let added = e.seg == 0;
+                *e = p;
+                if added {
+                    *used += 1;
+                }
+                added
+            }
+        };
+        if let Chunk::Sparse(v) = self {
+            if v.len() > TO_DENSE {
+                let mut entries = vec![Packed::default(); CHUNK].into_boxed_slice();
+                for &(k, e) in v.iter() {
+                    if let Some(d) = entries.get_mut(usize::from(k)) {
+                        *d = e;
+                    }
+                }
+                let used = v.len() as u32;
+                *self = Chunk::Dense { entries, used };
+            }
+        }
+        added
+    }
+
+    fn take(&mut self, i: usize) -> Option<Slot> {
+        let old = match self {
+            Chunk::Sparse(v) => {
+                let k = v.binary_search_by_key(&(i as u16), |e| e.0).ok()?;
+                let (_, e) = v.remove(k);
+                if v.capacity() > 2 * v.len() + 8 {
+                    v.shrink_to(v.len() + v.len() / 2);
+                }
+                e.unpack()?
+            }
+            Chunk::Dense { entries, used } => {
+                let e = entries.get_mut(i)?;
+                let old = e.unpack()?;
+                *e = Packed::default();
+                *used -= 1;
+                old
+            }
+        };
+        if let Chunk::Dense { entries, used } = self {
+            if (*used as usize) < TO_SPARSE {
+                let v: Vec<(u16, Packed)> = entries
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, e)| e.seg != 0)
+                    .map(|(k, e)| (k as u16, *e))
+                    .collect();
+                *self = Chunk::Sparse(v);
+            }
+        }
+        Some(old)
+    }
+
+    /// Entries at positions `lo..hi`, in order, until `f` says stop.
+    fn scan(
+        &self,
+        base: usize,
+        lo: usize,
+        hi: usize,
+        f: &mut impl FnMut(JobHandle, Slot) -> bool,
+    ) -> bool {
+        let mut visit = |k: usize, e: &Packed| match (e.unpack(), JobHandle::try_from(base + k)) {
+            (Some(s), Ok(h)) => f(h, s),
+            _ => true,
+        };
+        match self {
+            Chunk::Sparse(v) => v
+                .iter()
+                .filter(|(k, _)| (lo..hi).contains(&usize::from(*k)))
+                .all(|(k, e)| visit(usize::from(*k), e)),
+            Chunk::Dense { entries, .. } => entries
+                .get(lo..hi)
+                .unwrap_or_default()
+                .iter()
+                .enumerate()
+                .all(|(k, e)| visit(lo + k, e)),
+        }
+    }
+
+    #[cfg(test)]
+    fn heap_bytes(&self) -> usize {
+        match self {
+            Chunk::Sparse(v) => v.capacity() * std::mem::size_of::<(u16, Packed)>(),
+            Chunk::Dense { entries, .. } => entries.len() * std::mem::size_of::<Packed>(),
+        }
+    }
 }
 
 #[derive(Default)]
@@ -124,8 +262,7 @@ impl SlotTable {
 
     pub fn get(&self, h: JobHandle) -> Option<Slot> {
         let (c, i) = Self::split(h);
-        let chunk = self.chunks.get(c)?.as_ref()?;
-        chunk.entries.get(i)?.unpack()
+        self.chunks.get(c)?.as_ref()?.get(i)
     }
 
     pub fn contains(&self, h: JobHandle) -> bool {
@@ -146,18 +283,10 @@ impl SlotTable {
         let Some(cell) = self.chunks.get_mut(c) else {
             return;
         };
-        let chunk = cell.get_or_insert_with(|| Chunk {
-            entries: vec![Packed::default(); CHUNK].into_boxed_slice(),
-            used: 0,
-        });
-        let Some(e) = chunk.entries.get_mut(i) else {
-            return;
-        };
-        if e.seg == 0 {
-            chunk.used += 1;
+        let chunk = cell.get_or_insert_with(|| Chunk::Sparse(Vec::new()));
+        if chunk.set(i, Packed::pack(slot)) {
             self.len += 1;
         }
-        *e = Packed::pack(slot);
     }
 
     /// Change the state of an existing entry.
@@ -171,13 +300,9 @@ impl SlotTable {
     pub fn remove(&mut self, h: JobHandle) -> Option<Slot> {
         let (c, i) = Self::split(h);
         let cell = self.chunks.get_mut(c)?;
-        let chunk = cell.as_mut()?;
-        let e = chunk.entries.get_mut(i)?;
-        let old = e.unpack()?;
-        *e = Packed::default();
-        chunk.used -= 1;
+        let old = cell.as_mut()?.take(i)?;
         self.len -= 1;
-        if chunk.used == 0 {
+        if cell.as_ref().is_some_and(|ch| ch.len() == 0) {
             *cell = None;
             if self.len == 0 {
                 self.chunks = Vec::new();
@@ -196,38 +321,34 @@ impl SlotTable {
         self.chunks.len() << CHUNK_BITS
     }
 
-    /// The entries of handles `from..from + n` (absent chunks skipped
-    /// whole), in handle order.
-    pub fn range(&self, from: usize, n: usize) -> impl Iterator<Item = (JobHandle, Slot)> + '_ {
+    /// Call `f` on the entries of handles `from..from + n` in handle order
+    /// (absent chunks skipped whole) until it returns false.
+    pub fn scan(&self, from: usize, n: usize, mut f: impl FnMut(JobHandle, Slot) -> bool) {
         let to = from.saturating_add(n).min(self.end());
-        let first = from >> CHUNK_BITS;
-        self.chunks
-            .iter()
-            .enumerate()
-            .skip(first)
-            .take_while(move |(c, _)| c << CHUNK_BITS < to)
-            .filter_map(|(c, chunk)| chunk.as_ref().map(|ch| (c, ch)))
-            .flat_map(move |(c, ch)| {
-                let base = c << CHUNK_BITS;
-                let lo = from.saturating_sub(base).min(CHUNK);
-                let hi = to.saturating_sub(base).min(CHUNK);
-                ch.entries
-                    .get(lo..hi)
-                    .unwrap_or_default()
-                    .iter()
-                    .enumerate()
-                    .filter_map(move |(i, e)| {
-                        let h = JobHandle::try_from(base + lo + i).ok()?;
-                        Some((h, e.unpack()?))
-                    })
-            })
+        for (c, cell) in self.chunks.iter().enumerate().skip(from >> CHUNK_BITS) {
+            let base = c << CHUNK_BITS;
+            if base >= to {
+                return;
+            }
+            let Some(ch) = cell else {
+                continue;
+            };
+            let lo = from.saturating_sub(base).min(CHUNK);
+            let hi = to.saturating_sub(base).min(CHUNK);
+            if !ch.scan(base, lo, hi, &mut f) {
+                return;
+            }
+        }
     }
 
     /// Heap bytes held (chunks and their directory).
     #[cfg(test)]
     pub fn heap_bytes(&self) -> usize {
-        let chunks = self.chunks.iter().flatten().count();
-        chunks * CHUNK * std::mem::size_of::<Packed>()
+        self.chunks
+            .iter()
+            .flatten()
+            .map(Chunk::heap_bytes)
+            .sum::<usize>()
             + self.chunks.capacity() * std::mem::size_of::<Option<Chunk>>()
     }
 }
@@ -264,20 +385,70 @@ mod tests {
         assert_eq!(t.heap_bytes(), 0);
     }
 
+    fn handles(t: &SlotTable, from: usize, n: usize) -> Vec<u32> {
+        let mut v = Vec::new();
+        t.scan(from, n, |h, _| {
+            v.push(h);
+            true
+        });
+        v
+    }
+
     #[test]
-    fn ranges_visit_present_entries_in_handle_order() {
+    fn scans_visit_present_entries_in_handle_order() {
         let mut t = SlotTable::default();
         let hs = [3u32, 4095, 4096, 20_000, 20_001];
         for &h in &hs {
             t.insert(h, slot(1, h, 1, SlotState::OnDisk));
         }
-        let all: Vec<u32> = t.range(0, t.end()).map(|(h, _)| h).collect();
-        assert_eq!(all, hs);
-        let mid: Vec<u32> = t.range(4095, 2).map(|(h, _)| h).collect();
-        assert_eq!(mid, [4095, 4096]);
-        let tail: Vec<u32> = t.range(20_001, 1 << 20).map(|(h, _)| h).collect();
-        assert_eq!(tail, [20_001]);
-        assert_eq!(t.range(t.end(), 10).count(), 0);
+        assert_eq!(handles(&t, 0, t.end()), hs);
+        assert_eq!(handles(&t, 4095, 2), [4095, 4096]);
+        assert_eq!(handles(&t, 20_001, 1 << 20), [20_001]);
+        assert!(handles(&t, t.end(), 10).is_empty());
+        // A scan stops when told to.
+        let mut seen = 0;
+        t.scan(0, t.end(), |_, _| {
+            seen += 1;
+            seen < 2
+        });
+        assert_eq!(seen, 2);
+    }
+
+    #[test]
+    fn chunks_turn_dense_when_full_and_sparse_when_emptied() {
+        let mut t = SlotTable::default();
+        let n = CHUNK as u32;
+        // Every other handle, backwards: sparse inserts out of order.
+        for h in (0..n).rev().filter(|h| h % 2 == 0) {
+            t.insert(h, slot(1, h, h, SlotState::OnDisk));
+        }
+        assert!(matches!(t.chunks[0], Some(Chunk::Dense { .. })));
+        for h in 0..n {
+            let want = (h % 2 == 0).then(|| slot(1, h, h, SlotState::OnDisk));
+            assert_eq!(t.get(h), want, "handle {h}");
+        }
+        let all = handles(&t, 0, t.end());
+        assert_eq!(all.len(), CHUNK / 2);
+        assert!(all.windows(2).all(|w| w[0] < w[1]));
+        for h in (0..n).filter(|h| h % 2 == 0).skip(TO_SPARSE - 1) {
+            assert!(t.remove(h).is_some());
+        }
+        assert!(matches!(t.chunks[0], Some(Chunk::Sparse(_))));
+        assert_eq!(t.len(), TO_SPARSE - 1);
+        for h in (0..n).filter(|h| h % 2 == 0).take(TO_SPARSE - 1) {
+            assert_eq!(t.get(h).map(|s| s.loc.off), Some(h));
+        }
+    }
+
+    #[test]
+    fn a_few_spilled_handles_among_many_cost_sixteen_bytes_each() {
+        let mut t = SlotTable::default();
+        // One spilled job in every 200 handles of a million.
+        for h in (0..1_000_000u32).step_by(200) {
+            t.insert(h, slot(1, h, 1, SlotState::OnDisk));
+        }
+        let per = t.heap_bytes() / t.len();
+        assert!(per <= 32, "{per} bytes per entry");
     }
 
     #[test]
