@@ -1,14 +1,15 @@
-//! Where each spilled job's record lives (docs/PERSISTENCE.md#9-spill-tiers):
-//! a table addressed by job handle, 12 bytes per handle, in fixed-size
-//! chunks allocated the first time one of their handles spills and freed
-//! when their last one leaves.
+//! Where each spilled job's segment record is
+//! (docs/PERSISTENCE.md#9-spill-tiers): a table addressed by job handle,
+//! in fixed-size chunks of consecutive handles, allocated the first time
+//! one of their handles spills and freed when their last one leaves.
 //!
-//! Why not a hash map keyed by handle: a map entry is the key, the value
-//! and a control byte, and a doubling table sits between 44% and 88% full,
-//! so a spilled job paid two to three times its 12 bytes of location. Job
-//! handles are dense slab slots, so a direct table wastes little, grows one
-//! chunk at a time (used memory rises in small steps, no rehash stall), and
-//! a lookup is one shift and one load.
+//! Why not a hash map keyed by handle: a map entry carries the key and a
+//! control byte beside the location, and a doubling table is often half
+//! empty, so a spilled job paid several times its location. Job handles
+//! are dense slab slots, so a chunk where many jobs are spilled is a plain
+//! array indexed by handle (no key stored, one shift and one load); a
+//! chunk where few are is a short sorted list, so scattered spills among
+//! many resident jobs do not pay for whole arrays.
 
 use super::spill::Loc;
 use super::store::JobHandle;
@@ -96,8 +97,8 @@ const CHUNK_BITS: u32 = 12;
 const CHUNK: usize = 1 << CHUNK_BITS;
 const CHUNK_MASK: usize = CHUNK - 1;
 
-/// A chunk turns dense past this many entries (a sparse one is then
-/// 16 KiB, a third of a dense one) and sparse again below `TO_SPARSE`.
+/// A chunk turns dense past this many entries (a sparse one is then a
+/// fraction of a dense one's size) and sparse again below `TO_SPARSE`.
 const TO_DENSE: usize = 1024;
 const TO_SPARSE: usize = 256;
 
@@ -106,9 +107,9 @@ const TO_SPARSE: usize = 256;
 /// among millions of resident ones: a dense chunk for each would cost far
 /// more than the bodies it saves), dense once many are (long queue tails).
 enum Chunk {
-    /// (index in the chunk, entry), sorted by index: 16 bytes an entry.
+    /// (index in the chunk, entry), sorted by index.
     Sparse(Vec<(u16, Packed)>),
-    /// Indexed by position: 12 bytes a handle.
+    /// Indexed by position; `used` entries are set.
     Dense { entries: Box<[Packed]>, used: u32 },
 }
 
