@@ -34,6 +34,7 @@ pub mod scheduler;
 #[cfg(test)]
 mod sim;
 pub mod spill;
+mod spill_slots;
 pub mod store;
 pub mod waitjob;
 pub mod wake;

@@ -32,6 +32,7 @@ use std::collections::{BTreeMap, VecDeque};
 
 use bytes::Bytes;
 
+use super::spill_slots::{Slot, SlotState, SlotTable, MAX_LEN};
 use super::{Engine, JobHandle, Map};
 use crate::domain::job::{JobId, JobState};
 
@@ -54,6 +55,10 @@ const MAX_PENDING_BYTES: u64 = 32 << 20;
 
 /// Backfill and compaction budget per cron run (records).
 const CRON_BUDGET: usize = 16_384;
+
+/// Location-table handles a compaction run walks looking for the
+/// records of the segment it empties.
+const COMPACT_SCAN: usize = 1 << 18;
 
 /// How long spilling stays off after a write failure (ms).
 const FAULT_BACKOFF_MS: u64 = 10_000;
@@ -141,24 +146,6 @@ pub enum SpillDone {
     },
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum SlotState {
-    /// Write in flight; the body is still in RAM.
-    Pending,
-    /// Only on disk.
-    OnDisk,
-    /// Page-in in flight.
-    Loading,
-    /// Compaction copy in flight (target in `SpillState::moving`).
-    Moving,
-}
-
-#[derive(Clone, Copy)]
-struct Slot {
-    loc: Loc,
-    st: SlotState,
-}
-
 #[derive(Default)]
 struct Segment {
     /// Records that are some job's current place (or a copy in flight).
@@ -166,9 +153,6 @@ struct Segment {
     live_bytes: u64,
     /// Bytes appended so far.
     bytes: u64,
-    /// Jobs ever written here (compaction walks it; stale entries are
-    /// skipped and dropped).
-    members: Vec<JobHandle>,
 }
 
 /// Spill counters and gauges for INFO and /metrics.
@@ -212,7 +196,7 @@ pub struct SpillState {
     /// Percent of maxmemory where spilling starts.
     watermark: u64,
     seg_size: u32,
-    slots: Map<JobHandle, Slot>,
+    slots: SlotTable,
     moving: Map<JobHandle, Loc>,
     /// Writes in flight, in the order they were issued.
     pending: VecDeque<(JobHandle, JobId, Loc)>,
@@ -225,6 +209,10 @@ pub struct SpillState {
     fault: Option<(SpillFault, u64)>,
     /// An AOF rewrite reads segments: nothing is unlinked meanwhile.
     pinned: bool,
+    /// The segment being compacted and the next handle to look at.
+    compacting: Option<(u32, usize)>,
+    /// Handles a compaction run walks (`COMPACT_SCAN`; tests shrink it).
+    compact_scan: usize,
     /// Pops per queue since its head window was last checked.
     pops: Map<u32, u32>,
     /// Backfill position (jobs past the head window) per queue.
@@ -247,7 +235,7 @@ impl Default for SpillState {
             max_disk: 0,
             watermark: 60,
             seg_size: SEGMENT_BYTES,
-            slots: Map::default(),
+            slots: SlotTable::default(),
             moving: Map::default(),
             pending: VecDeque::new(),
             pending_bytes: 0,
@@ -257,6 +245,8 @@ impl Default for SpillState {
             active: false,
             fault: None,
             pinned: false,
+            compacting: None,
+            compact_scan: COMPACT_SCAN,
             pops: Map::default(),
             backfill: Map::default(),
             relog: Map::default(),
@@ -307,7 +297,7 @@ impl SpillState {
 
     /// Drop a job's spill slot; its records become dead.
     fn forget(&mut self, h: JobHandle) -> Option<Slot> {
-        let slot = self.slots.remove(&h)?;
+        let slot = self.slots.remove(h)?;
         self.relog.remove(&h);
         if slot.st != SlotState::Pending {
             self.cold = self.cold.saturating_sub(1);
@@ -338,7 +328,7 @@ impl Engine {
 
     /// Smaller segments (tests exercise rolling and compaction with them).
     pub fn set_spill_segment_bytes(&mut self, bytes: u32) {
-        self.spill.seg_size = bytes.max(1024);
+        self.spill.seg_size = bytes.clamp(1024, MAX_LEN);
     }
 
     /// An AOF rewrite reads spilled bodies from the segments: keep every
@@ -355,7 +345,7 @@ impl Engine {
     /// Where the body of a job lives when it is not in RAM: the ID (to
     /// check the record against) and the location. None for resident jobs.
     pub fn spilled_body(&self, h: JobHandle) -> Option<(JobId, Loc)> {
-        let slot = self.spill.slots.get(&h)?;
+        let slot = self.spill.slots.get(h)?;
         if slot.st == SlotState::Pending {
             return None;
         }
@@ -426,7 +416,7 @@ impl Engine {
     /// Write the body of queued job `h` to disk (it leaves RAM once the
     /// write is confirmed). False when it cannot spill.
     fn spill_job(&mut self, h: JobHandle) -> bool {
-        if self.spill.slots.contains_key(&h) {
+        if self.spill.slots.contains(h) {
             return false;
         }
         let Some(j) = self.store.get(h) else {
@@ -441,6 +431,9 @@ impl Engine {
         let Ok(len) = u32::try_from(body.len()) else {
             return false;
         };
+        if len > MAX_LEN {
+            return false;
+        }
         let rec = RECORD_HEADER + u64::from(len);
         if rec > u64::from(self.spill.seg_size) {
             return false;
@@ -454,9 +447,6 @@ impl Engine {
         let body = Bytes::copy_from_slice(body);
         let id = j.id;
         let loc = s.allocate(len);
-        if let Some(seg) = s.segs.get_mut(&loc.seg) {
-            seg.members.push(h);
-        }
         s.slots.insert(
             h,
             Slot {
@@ -504,7 +494,7 @@ impl Engine {
         let Some(h) = self.queues.get(qh).and_then(|q| q.first()) else {
             return true;
         };
-        match self.spill.slots.get(&h).map(|s| s.st) {
+        match self.spill.slots.get(h).map(|s| s.st) {
             None => true,
             Some(SlotState::Pending) => {
                 self.spill.forget(h);
@@ -547,7 +537,7 @@ impl Engine {
     /// Read the body of `h` back if it is only on disk (a copy in flight
     /// is read when it completes).
     fn spill_page_in(&mut self, h: JobHandle) {
-        let Some(slot) = self.spill.slots.get_mut(&h) else {
+        let Some(slot) = self.spill.slots.get(h) else {
             return;
         };
         if slot.st != SlotState::OnDisk {
@@ -556,7 +546,7 @@ impl Engine {
         let Some(j) = self.store.get(h) else {
             return;
         };
-        slot.st = SlotState::Loading;
+        self.spill.slots.set_state(h, SlotState::Loading);
         let loc = slot.loc;
         self.spill.ops.push(SpillOp::Read { h, id: j.id, loc });
     }
@@ -571,7 +561,7 @@ impl Engine {
         };
         let s = &mut self.spill;
         for h in q.handles().take(s.head * PREFETCH_WINDOWS) {
-            let Some(slot) = s.slots.get_mut(&h) else {
+            let Some(slot) = s.slots.get(h) else {
                 continue;
             };
             if slot.st != SlotState::OnDisk {
@@ -580,7 +570,7 @@ impl Engine {
             let Some(j) = self.store.get(h) else {
                 continue;
             };
-            slot.st = SlotState::Loading;
+            s.slots.set_state(h, SlotState::Loading);
             let loc = slot.loc;
             s.ops.push(SpillOp::Read { h, id: j.id, loc });
         }
@@ -615,7 +605,7 @@ impl Engine {
             let mine = self
                 .spill
                 .slots
-                .get(&h)
+                .get(h)
                 .is_some_and(|s| s.st == SlotState::Pending && s.loc == loc);
             if !mine {
                 continue;
@@ -623,9 +613,7 @@ impl Engine {
             match self.store.get_mut(h) {
                 Some(j) if j.id == id && j.state == JobState::Queued => {
                     j.body = None;
-                    if let Some(s) = self.spill.slots.get_mut(&h) {
-                        s.st = SlotState::OnDisk;
-                    }
+                    self.spill.slots.set_state(h, SlotState::OnDisk);
                     self.spill.cold += 1;
                     self.spill.stats.spilled_total += 1;
                 }
@@ -652,7 +640,7 @@ impl Engine {
         s.pending.retain(|(_, _, l)| l.seg < seg);
         for (h, loc) in failed {
             s.pending_bytes = s.pending_bytes.saturating_sub(loc.record_len());
-            if s.slots.get(&h).is_some_and(|x| x.loc == loc) {
+            if s.slots.get(h).is_some_and(|x| x.loc == loc) {
                 s.forget(h);
             }
         }
@@ -667,9 +655,7 @@ impl Engine {
             if let Some(to) = s.moving.remove(&h) {
                 s.dead(to);
             }
-            if let Some(slot) = s.slots.get_mut(&h) {
-                slot.st = SlotState::OnDisk;
-            }
+            s.slots.set_state(h, SlotState::OnDisk);
         }
         // Abandon the segment: later writes start a fresh one.
         if s.cur >= seg {
@@ -688,7 +674,7 @@ impl Engine {
         let mine = self
             .spill
             .slots
-            .get(&h)
+            .get(h)
             .is_some_and(|s| s.st == SlotState::Loading && s.loc == loc)
             && self.store.get(h).is_some_and(|j| j.id == id);
         if !mine {
@@ -721,9 +707,7 @@ impl Engine {
             Err(ReadFailure::Io) => {
                 // Left on disk: the next prefetch or pop asks again.
                 self.spill.stats.read_errors += 1;
-                if let Some(s) = self.spill.slots.get_mut(&h) {
-                    s.st = SlotState::OnDisk;
-                }
+                self.spill.slots.set_state(h, SlotState::OnDisk);
             }
         }
     }
@@ -757,7 +741,7 @@ impl Engine {
         let mine = self
             .spill
             .slots
-            .get(&h)
+            .get(h)
             .is_some_and(|x| x.st == SlotState::Moving && x.loc == from)
             && self.spill.moving.get(&h) == Some(&to)
             && self.store.get(h).is_some_and(|j| j.id == id);
@@ -770,20 +754,18 @@ impl Engine {
             Ok(()) => {
                 s.dead(from);
                 s.stats.moved += 1;
-                if let Some(seg) = s.segs.get_mut(&to.seg) {
-                    seg.members.push(h);
-                }
-                if let Some(slot) = s.slots.get_mut(&h) {
-                    slot.loc = to;
-                    slot.st = SlotState::OnDisk;
-                }
+                s.slots.insert(
+                    h,
+                    Slot {
+                        loc: to,
+                        st: SlotState::OnDisk,
+                    },
+                );
             }
             Err(ReadFailure::Corrupt) => {
                 s.dead(to);
                 s.stats.corrupt += 1;
-                if let Some(slot) = s.slots.get_mut(&h) {
-                    slot.st = SlotState::OnDisk;
-                }
+                s.slots.set_state(h, SlotState::OnDisk);
                 self.spill_mark_ready(h);
                 self.dequeue(h);
                 self.remove_record(h);
@@ -791,9 +773,7 @@ impl Engine {
             Err(ReadFailure::Io) => {
                 s.dead(to);
                 s.stats.read_errors += 1;
-                if let Some(slot) = s.slots.get_mut(&h) {
-                    slot.st = SlotState::OnDisk;
-                }
+                s.slots.set_state(h, SlotState::OnDisk);
             }
         }
         if self.spill.relog.contains_key(&h) {
@@ -855,7 +835,7 @@ impl Engine {
             let visited = todo.len();
             let mut stopped = false;
             for h in todo {
-                if self.spill.slots.contains_key(&h) {
+                if self.spill.slots.contains(h) {
                     continue;
                 }
                 if !self.spill_wanted() || !self.spill_job(h) && self.spill.stats.disk_budget_full {
@@ -877,62 +857,72 @@ impl Engine {
     }
 
     /// Copy the live records of the emptiest sealed segment under half
-    /// live forward, a budget at a time.
+    /// live forward, a budget at a time. The segment's records are found
+    /// by walking the location table (no per-segment member list costs
+    /// RAM per job), `COMPACT_SCAN` handles per run from where the last
+    /// run stopped; a walk that reaches the end of the table ends that
+    /// segment's pass, and the next run picks a segment again.
     fn spill_compact(&mut self) {
         if self.spill.fault.is_some() || self.spill.pinned {
             return;
         }
         let cur = self.spill.cur;
-        let victim = self
+        let wanted = |n: u32, s: &Segment| n != cur && s.live > 0 && s.live_bytes * 2 < s.bytes;
+        let going = self
             .spill
-            .segs
-            .iter()
-            .filter(|(&n, s)| n != cur && s.live > 0 && s.live_bytes * 2 < s.bytes)
-            .min_by_key(|(_, s)| s.live_bytes)
-            .map(|(&n, _)| n);
-        let Some(seg) = victim else {
-            return;
+            .compacting
+            .filter(|(seg, _)| self.spill.segs.get(seg).is_some_and(|s| wanted(*seg, s)));
+        let (seg, from) = match going {
+            Some(c) => c,
+            None => {
+                let victim = self
+                    .spill
+                    .segs
+                    .iter()
+                    .filter(|(&n, s)| wanted(n, s))
+                    .min_by_key(|(_, s)| s.live_bytes)
+                    .map(|(&n, _)| n);
+                match victim {
+                    Some(seg) => (seg, 0),
+                    None => {
+                        self.spill.compacting = None;
+                        return;
+                    }
+                }
+            }
         };
-        let members = match self.spill.segs.get_mut(&seg) {
-            Some(s) => std::mem::take(&mut s.members),
-            None => return,
+        let mut found: Vec<(JobHandle, Slot)> = Vec::new();
+        self.spill
+            .slots
+            .scan(from, self.spill.compact_scan, |h, slot| {
+                if slot.loc.seg == seg && slot.st == SlotState::OnDisk {
+                    found.push((h, slot));
+                }
+                found.len() < CRON_BUDGET
+            });
+        let next = match found.last() {
+            Some(&(h, _)) if found.len() == CRON_BUDGET => h as usize + 1,
+            _ => from + self.spill.compact_scan,
         };
-        let mut keep = Vec::new();
-        let mut moved = 0usize;
+        self.spill.compacting = (next < self.spill.slots.end()).then_some((seg, next));
         let mut started = false;
-        for h in members {
-            let Some(slot) = self.spill.slots.get(&h).copied() else {
-                continue;
-            };
-            if slot.loc.seg != seg {
-                continue;
-            }
-            if moved >= CRON_BUDGET || slot.st != SlotState::OnDisk {
-                keep.push(h);
-                continue;
-            }
+        for (h, slot) in found {
             let Some(id) = self.store.get(h).map(|j| j.id) else {
                 continue;
             };
             let to = self.spill.allocate(slot.loc.len);
             self.spill.moving.insert(h, to);
-            if let Some(x) = self.spill.slots.get_mut(&h) {
-                x.st = SlotState::Moving;
-            }
+            self.spill.slots.set_state(h, SlotState::Moving);
             self.spill.ops.push(SpillOp::Move {
                 h,
                 id,
                 from: slot.loc,
                 to,
             });
-            moved += 1;
             started = true;
         }
         if started {
             self.spill.stats.compactions += 1;
-        }
-        if let Some(s) = self.spill.segs.get_mut(&seg) {
-            s.members = keep;
         }
     }
 
@@ -1228,6 +1218,50 @@ mod tests {
             .copied()
             .collect();
         assert_eq!(got.iter().map(|g| g.0).collect::<Vec<_>>(), want);
+        for (id, body) in got {
+            let i = ids.iter().position(|x| *x == id).expect("known");
+            assert_eq!(&body[..], format!("{i:0>100}").as_bytes());
+        }
+    }
+
+    #[test]
+    fn compaction_walks_the_location_table_across_runs() {
+        let mut e = engine();
+        e.set_spill_segment_bytes(8192);
+        e.spill.compact_scan = 50;
+        let mut disk = Disk::default();
+        let ids: Vec<JobId> = (0..800)
+            .map(|i| add(&mut e, b"q", format!("{i:0>100}"), 1000))
+            .collect();
+        disk.run(&mut e, 1000);
+        // One straggler in every 10 jobs: every sealed segment is mostly
+        // dead, and its stragglers are spread over the whole table.
+        let keep: Vec<JobId> = ids
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| *i < HEAD_WINDOW || (i - HEAD_WINDOW).is_multiple_of(10))
+            .map(|(_, id)| *id)
+            .collect();
+        for id in &ids {
+            if !keep.contains(id) {
+                let h = e.lookup(id).expect("job");
+                e.delete_job(h, 1001);
+            }
+        }
+        // A run walks 50 handles: it takes several to empty a segment.
+        e.spill_cron(1002);
+        disk.run(&mut e, 1002);
+        assert!(e.spill.compacting.is_some());
+        for t in 0..400 {
+            e.spill_cron(1003 + t);
+            disk.run(&mut e, 1003 + t);
+        }
+        let st = e.spill_stats();
+        assert!(st.moved > 0 && st.unlinked > 0, "{st:?}");
+        assert!(st.disk_bytes <= 2 * st.live_bytes.max(8192), "{st:?}");
+        assert_eq!(st.jobs as usize, keep.len() - HEAD_WINDOW);
+        let got = drain(&mut e, &mut disk, b"q", 2000);
+        assert_eq!(got.iter().map(|g| g.0).collect::<Vec<_>>(), keep);
         for (id, body) in got {
             let i = ids.iter().position(|x| *x == id).expect("known");
             assert_eq!(&body[..], format!("{i:0>100}").as_bytes());
