@@ -24,6 +24,10 @@ JOBS=${JOBS:-300000}
 SIZE=${SIZE:-1024}
 MAXMEM=${MAXMEM:-64mb}
 TARGET=${TARGET:-1300000}
+command -v redis-cli >/dev/null || {
+    echo "spill_perf.sh: redis-cli missing (apt-get install redis-tools, or scripts/ci-deps.sh)" >&2
+    exit 1
+}
 work=$(mktemp -d /tmp/disque-spill.XXXXXX)
 pid=
 cleanup() {
