@@ -19,12 +19,16 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 
 use crate::domain::job::JobId;
 use crate::engine::spill::{Loc, ReadFailure, SpillDone, SpillFault, SpillOp};
 pub use segment::SegmentError;
+
+/// How often the spill thread hands freed heap pages back (at most).
+const TRIM_EVERY: Duration = Duration::from_secs(1);
 
 /// Where the spill thread's results go (the server submits them to the
 /// owner as one task).
@@ -182,6 +186,7 @@ fn run(dir: &Path, rx: &mpsc::Receiver<Req>, sink: &Sink, stats: &IoStats) {
         dir,
         open: HashMap::new(),
     };
+    let mut trimmed = Instant::now();
     while let Ok(req) = rx.recv() {
         let mut done = Vec::new();
         let mut next = Some(req);
@@ -210,6 +215,12 @@ fn run(dir: &Path, rx: &mpsc::Receiver<Req>, sink: &Sink, stats: &IoStats) {
         }
         if !done.is_empty() {
             sink(done);
+            // The bodies these writes take out of RAM are freed all over the
+            // heap; without a trim the allocator keeps their pages resident.
+            if trimmed.elapsed() >= TRIM_EVERY {
+                crate::os::sys::release_free_heap();
+                trimmed = Instant::now();
+            }
         }
     }
 }
