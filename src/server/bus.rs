@@ -21,8 +21,14 @@ use crate::engine::gossip::LinkKind;
 use crate::protocol::bus::auth;
 use crate::protocol::bus::message::{decode, Body, BusError, Message, MAGIC, PREFIX_LEN};
 
-/// Frames queued per outbound link before the link is dropped.
-const LINK_QUEUE: usize = 4096;
+/// Bytes queued on an outbound link before the link is dropped. A byte
+/// budget, not a frame count: one owner turn can queue thousands of small
+/// frames for a peer (an ACKJOB of n IDs is n SETACKs to every holder),
+/// and a budget in frames that such bursts exceed dropped healthy links
+/// under load, losing what was queued with them, YOURJOBS included, whose
+/// jobs then wait for their retry timer (docs/RELIABILITY.md, Batches).
+/// Bytes also bound what a stuck peer costs when frames carry big bodies.
+const LINK_QUEUE_BYTES: usize = 32 * 1024 * 1024;
 
 /// One outbound link's send side: frames are encoded straight into `out`
 /// (no allocation or channel hop per frame) and the link task is woken only
@@ -31,8 +37,6 @@ const LINK_QUEUE: usize = 4096;
 struct Link {
     gen: u64,
     out: BytesMut,
-    /// Frames in `out`.
-    queued: usize,
     /// Set when the peer could not keep up: the task ends and reports the
     /// loss; frames sent meanwhile are dropped (the bus is lossy).
     overflowed: bool,
@@ -82,16 +86,14 @@ impl Bus {
         if l.overflowed {
             return;
         }
-        if l.queued >= LINK_QUEUE {
+        if l.out.len() >= LINK_QUEUE_BYTES {
             l.overflowed = true;
             l.out = BytesMut::new();
-            l.queued = 0;
             l.wake.notify_one();
             return;
         }
         let was_empty = l.out.is_empty();
         encode(&mut l.out);
-        l.queued += 1;
         if was_empty {
             l.wake.notify_one();
         }
@@ -109,7 +111,6 @@ impl Bus {
         let link = Link {
             gen,
             out: BytesMut::new(),
-            queued: 0,
             overflowed: false,
             wake: wake.clone(),
         };
@@ -129,7 +130,6 @@ impl Bus {
                     return Take::Overflowed;
                 }
                 std::mem::swap(&mut l.out, buf);
-                l.queued = 0;
                 Take::Frames
             }
             _ => Take::Gone,
@@ -753,15 +753,38 @@ mod tests {
             .expect("woken again");
     }
 
+    /// A burst of small frames, as several big ACKJOBs queue before the
+    /// link task gets to run, stays queued, in order.
+    #[test]
+    fn a_burst_of_small_frames_does_not_drop_the_link() {
+        let bus = Bus::default();
+        let (gen, _wake) = bus.register(1);
+        let msgs: Vec<Message> = (0..50_000).map(frame).collect();
+        bus.send_all(msgs.iter().map(|m| (1, m)));
+        let mut buf = BytesMut::new();
+        assert_eq!(bus.take(1, gen, &mut buf), Take::Frames);
+        let mut batch = Vec::new();
+        assert!(decode_all(&mut buf, &mut batch).is_none());
+        assert_eq!(batch.len(), 50_000);
+        assert!(batch.iter().zip(&msgs).all(|(a, b)| a.body == b.body));
+    }
+
     #[test]
     fn an_overflowing_link_is_reported_and_a_closed_one_is_gone() {
         let bus = Bus::default();
         let (gen, _wake) = bus.register(1);
         let m = frame(0);
-        for _ in 0..=LINK_QUEUE {
+        let len = m.to_bytes().len();
+        for _ in 0..LINK_QUEUE_BYTES / len {
             bus.send_all([(1, &m)]);
         }
         let mut buf = BytesMut::new();
+        assert_eq!(bus.take(1, gen, &mut buf), Take::Frames);
+        buf.clear();
+        // Over the budget: the next frame drops the link.
+        let big = vec![0u8; LINK_QUEUE_BYTES];
+        bus.send(1, &big);
+        bus.send(1, &m.to_bytes());
         assert_eq!(bus.take(1, gen, &mut buf), Take::Overflowed);
         assert!(buf.is_empty());
         // The task then unregisters, which reports the link down.
