@@ -453,6 +453,10 @@ struct Outbox {
 const READ_HEADROOM: usize = 4096;
 /// A write buffer larger than this is not kept between writes.
 const KEEP_WBUF: usize = 1024 * 1024;
+/// Most frames one owner task handles: a read that brought a peer's whole
+/// backlog is handled in several tasks, so client commands get their
+/// turns in between instead of waiting behind all of it.
+const MAX_FRAMES_PER_TASK: usize = 4096;
 
 /// Read frames (and, for outbound links, write queued ones) until either side ends.
 /// Every frame decoded from one read is handled in one owner task, and the
@@ -476,7 +480,9 @@ async fn run_link<S: BusStream>(
     let mut shutdown = shared.shutdown_rx();
     let mut batch: Vec<Message> = Vec::new();
     loop {
-        let bad = decode_all(&mut rbuf, &mut batch);
+        let bad = decode_some(&mut rbuf, &mut batch, MAX_FRAMES_PER_TASK);
+        // Frames left in `rbuf` go in the next owner task, before reading.
+        let more = batch.len() >= MAX_FRAMES_PER_TASK;
         if !batch.is_empty() {
             // The batch and the write buffer travel to the owner and back,
             // keeping their allocations.
@@ -518,6 +524,10 @@ async fn run_link<S: BusStream>(
             tracing::warn!(peer = %peer_ip, error = %e, "Dropping bus connection after a bad frame.");
             return Ok(());
         }
+        if more {
+            tokio::task::yield_now().await;
+            continue;
+        }
         if rbuf.capacity() - rbuf.len() < READ_HEADROOM {
             rbuf.reserve(16 * 1024);
         }
@@ -550,11 +560,26 @@ async fn run_link<S: BusStream>(
 
 /// Decode every complete frame in `rbuf` into `batch`; the error of a bad
 /// frame (after the good ones before it), which ends the connection.
+#[cfg(test)]
 fn decode_all(
     rbuf: &mut BytesMut,
     batch: &mut Vec<Message>,
 ) -> Option<crate::protocol::bus::message::BusError> {
+    decode_some(rbuf, batch, usize::MAX)
+}
+
+/// Decode complete frames from `rbuf` into `batch` until it holds `max`
+/// frames (the rest stay in `rbuf`); the error of a bad frame (after the
+/// good ones before it), which ends the connection.
+fn decode_some(
+    rbuf: &mut BytesMut,
+    batch: &mut Vec<Message>,
+    max: usize,
+) -> Option<crate::protocol::bus::message::BusError> {
     loop {
+        if batch.len() >= max {
+            return None;
+        }
         match decode(rbuf) {
             Ok(Some(msg)) => {
                 crate::observe::metrics::shell().bus_received(msg.body.msg_type());
@@ -751,6 +776,21 @@ mod tests {
         tokio::time::timeout(Duration::from_secs(5), wake.notified())
             .await
             .expect("woken again");
+    }
+
+    #[test]
+    fn decoding_stops_at_the_task_limit_and_keeps_the_rest() {
+        let mut rbuf = BytesMut::new();
+        for n in 0..10 {
+            rbuf.extend_from_slice(&frame(n).to_bytes());
+        }
+        let mut batch = Vec::new();
+        assert!(decode_some(&mut rbuf, &mut batch, 4).is_none());
+        assert_eq!(batch.len(), 4);
+        batch.clear();
+        assert!(decode_all(&mut rbuf, &mut batch).is_none());
+        assert_eq!(batch.len(), 6);
+        assert!(rbuf.is_empty());
     }
 
     /// A burst of small frames, as several big ACKJOBs queue before the
