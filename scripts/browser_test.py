@@ -12,7 +12,8 @@ open, the cluster view shows each peer's queued jobs and "unknown" for a
 peer that was killed, the history charts draw lines with points after
 some traffic (overview and a queue's page, also phone-sized), the
 schedules view lists a schedule and pauses / resumes it through the
-dialog, and
+dialog, the batches view shows a batch's progress and cancels it through
+the dialog, and
 requests without credentials are refused. Screenshots go to docs/. Exits non-zero on the first failure.
 """
 
@@ -39,6 +40,8 @@ from selenium.webdriver.support.ui import WebDriverWait
 PASSWORD = "dash-secret"
 QUEUE = "browser:orders"
 SCHEDULE = "browser:nightly"
+BATCH = "browser:import"
+BATCH_QUEUE = "browser:rows"
 WAIT = 15
 TRAFFIC_QUEUE = "browser:traffic"
 # Two history samples (5 s apart) are needed before a line is drawn.
@@ -371,6 +374,54 @@ def main():
         if sched_paused() != 0:
             fail("resuming the schedule from the UI did not resume it")
         check_console(driver, "schedules")
+
+        # Batches: each with its progress; cancel behind the confirmation
+        # dialog (cancelling the dialog leaves the batch alone), checked
+        # over RESP.
+        def batch_state(bid):
+            st = r.cmd("BATCH", "STATUS", bid)
+            return dict(zip(st[::2], st[1::2]))["state"]
+
+        if r.cmd("BATCH", "CREATE", BATCH, "ONSUCCESS", "browser:reports", "import ok",
+                 "ONCOMPLETE", "browser:reports", "import done") != BATCH:
+            fail("BATCH CREATE failed")
+        members = [r.cmd("ADDJOB", BATCH_QUEUE, f"row {i}", "0", "BATCH", BATCH) for i in range(4)]
+        if not all(isinstance(m, str) and m.startswith("+D-") for m in members):
+            fail(f"ADDJOB ... BATCH failed: {members}")
+        if r.cmd("BATCH", "COMMIT", BATCH) != "+OK":
+            fail("BATCH COMMIT failed")
+        r.cmd("ACKJOB", members[0][1:])
+        r.cmd("BATCH", "CREATE", "browser:open")
+        r.cmd("ADDJOB", BATCH_QUEUE, "open row", "0", "BATCH", "browser:open")
+        driver.get(base + "/#/batches")
+        row = f'#batches tr[data-batch="{BATCH}"]'
+        wait.until(lambda d: "1 / 4" in d.find_element(By.CSS_SELECTOR, row).text)
+        text = driver.find_element(By.CSS_SELECTOR, row).text
+        if "committed" not in text or "browser:reports" not in text:
+            fail(f"batch row does not show its state and callbacks: {text!r}")
+        width = driver.execute_script(
+            "return document.querySelector(arguments[0] + ' .bar-acked').style.width", row)
+        if width != "25%":
+            fail(f"progress bar of 1 acked out of 4: {width!r}")
+        check_console(driver, "batches")
+        if shots:
+            wait.until(lambda d: "show" not in (d.find_element(By.ID, "toast").get_attribute("class") or ""))
+            driver.save_screenshot(os.path.join(docs, "dashboard-batches.png"))
+        driver.find_element(By.CSS_SELECTOR, row + ' button[data-action="cancel"]').click()
+        wait.until(EC.visibility_of_element_located((By.ID, "confirm")))
+        driver.find_element(By.ID, "confirm-cancel").click()
+        if batch_state(BATCH) != "committed":
+            fail("cancelling the dialog cancelled the batch")
+        driver.find_element(By.CSS_SELECTOR, row + ' button[data-action="cancel"]').click()
+        wait.until(EC.visibility_of_element_located((By.ID, "confirm")))
+        driver.find_element(By.ID, "confirm-ok").click()
+        wait.until(lambda d: "Batch cancelled" in d.find_element(By.ID, "toast").text)
+        if batch_state(BATCH) != "cancelled":
+            fail("cancelling the batch from the UI did not cancel it")
+        wait.until(lambda d: "cancelled" in d.find_element(By.CSS_SELECTOR, row).text)
+        if driver.find_elements(By.CSS_SELECTOR, row + ' button[data-action="cancel"]'):
+            fail("a cancelled batch still offers Cancel")
+        check_console(driver, "batches after cancel")
         driver.get(base + "/#/queue/" + QUEUE)
         wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#jobs tbody tr a")) > 0)
 
@@ -436,7 +487,8 @@ def main():
             time.sleep(0.3)
             driver.save_screenshot(os.path.join(docs, "dashboard-queue-history.png"))
         print("browser-test: OK (overview, history charts, queues, pause/resume "
-              "with PAUSED, queue charts, schedules pause/resume, job, cluster totals "
+              "with PAUSED, queue charts, schedules pause/resume, batch progress and "
+              "cancel, job, cluster totals "
               "and unknown, phone, auth)")
     except Exception:
         if driver is not None:

@@ -144,17 +144,7 @@ fn status(ctx: &mut Ctx, id: &Bytes) -> Outcome {
     let v = s.status();
     let int = |n: usize| Reply::Integer(i64::try_from(n).unwrap_or(i64::MAX));
     let flag = |b: bool| Reply::Integer(i64::from(b));
-    let state = if v.cancelled {
-        "cancelled"
-    } else if !v.committed {
-        "open"
-    } else if v.pending > 0 {
-        "committed"
-    } else if v.dead > 0 {
-        "failed"
-    } else {
-        "succeeded"
-    };
+    let state = v.phase().name();
     let fields: Vec<(&str, Reply)> = vec![
         ("id", Reply::Bulk(id.clone())),
         ("state", Reply::Bulk(Bytes::from_static(state.as_bytes()))),

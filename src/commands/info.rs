@@ -243,6 +243,7 @@ fn section(node: &Node, name: &str, now: u64, out: &mut String) {
 fn info_jobstats(node: &Node, out: &mut String) {
     let c = node.engine.counters();
     let t = node.engine.schedule_totals();
+    let b = node.engine.batch_totals();
     let _ = write!(
         out,
         "# Jobstats\r\n\
@@ -269,6 +270,10 @@ fn info_jobstats(node: &Node, out: &mut String) {
          async_copies_pending:{}\r\n\
          batches:{}\r\n\
          batches_open:{}\r\n\
+         batches_committed:{}\r\n\
+         batches_succeeded:{}\r\n\
+         batches_failed:{}\r\n\
+         batches_cancelled:{}\r\n\
          batch_callbacks_added:{}\r\n\
          jobs_waiting:{}\r\n\
          jobs_released:{}\r\n\
@@ -296,6 +301,10 @@ fn info_jobstats(node: &Node, out: &mut String) {
         node.engine.async_copies_pending(),
         node.engine.batch_ids().len(),
         node.engine.batch_open_count(),
+        b.committed,
+        b.succeeded,
+        b.failed,
+        b.cancelled,
         node.engine.batch_callbacks_added(),
         node.engine.waiting_count(),
         node.engine.after_counters().0,

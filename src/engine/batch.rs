@@ -89,6 +89,59 @@ pub struct BatchStatus {
     pub complete_added: bool,
 }
 
+/// Where a batch stands, as BATCH STATUS names it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BatchPhase {
+    /// Not committed: members may still join.
+    Open,
+    /// Committed, members pending.
+    Committed,
+    /// Every member acknowledged.
+    Succeeded,
+    /// Every member finished, one at least dead-lettered.
+    Failed,
+    Cancelled,
+}
+
+impl BatchPhase {
+    pub fn name(self) -> &'static str {
+        match self {
+            BatchPhase::Open => "open",
+            BatchPhase::Committed => "committed",
+            BatchPhase::Succeeded => "succeeded",
+            BatchPhase::Failed => "failed",
+            BatchPhase::Cancelled => "cancelled",
+        }
+    }
+}
+
+impl BatchStatus {
+    pub fn phase(&self) -> BatchPhase {
+        if self.cancelled {
+            BatchPhase::Cancelled
+        } else if !self.committed {
+            BatchPhase::Open
+        } else if self.pending > 0 {
+            BatchPhase::Committed
+        } else if self.dead > 0 {
+            BatchPhase::Failed
+        } else {
+            BatchPhase::Succeeded
+        }
+    }
+}
+
+/// How many batches this node knows in each BATCH STATUS state (INFO,
+/// /metrics).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BatchTotals {
+    pub open: u64,
+    pub committed: u64,
+    pub succeeded: u64,
+    pub failed: u64,
+    pub cancelled: u64,
+}
+
 impl BatchState {
     /// A fresh state carrying only the ID (deltas start from this).
     pub fn delta(id: &Bytes) -> BatchState {
@@ -377,6 +430,23 @@ impl Engine {
             .values()
             .filter(|e| !batch_done(&e.state))
             .count()
+    }
+
+    /// Batches known here by BATCH STATUS state (one pass over the
+    /// member sets: for INFO and scrapes, not per command).
+    pub fn batch_totals(&self) -> BatchTotals {
+        let mut t = BatchTotals::default();
+        for e in self.batches.entries.values() {
+            let n = match e.state.status().phase() {
+                BatchPhase::Open => &mut t.open,
+                BatchPhase::Committed => &mut t.committed,
+                BatchPhase::Succeeded => &mut t.succeeded,
+                BatchPhase::Failed => &mut t.failed,
+                BatchPhase::Cancelled => &mut t.cancelled,
+            };
+            *n += 1;
+        }
+        t
     }
 
     /// BATCH COMMIT / CANCEL.

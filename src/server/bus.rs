@@ -21,8 +21,14 @@ use crate::engine::gossip::LinkKind;
 use crate::protocol::bus::auth;
 use crate::protocol::bus::message::{decode, Body, BusError, Message, MAGIC, PREFIX_LEN};
 
-/// Frames queued per outbound link before the link is dropped.
-const LINK_QUEUE: usize = 4096;
+/// Bytes queued on an outbound link before the link is dropped. A byte
+/// budget, not a frame count: one owner turn can queue thousands of small
+/// frames for a peer (an ACKJOB of n IDs is n SETACKs to every holder),
+/// and a budget in frames that such bursts exceed dropped healthy links
+/// under load, losing what was queued with them, YOURJOBS included, whose
+/// jobs then wait for their retry timer (docs/RELIABILITY.md, Batches).
+/// Bytes also bound what a stuck peer costs when frames carry big bodies.
+const LINK_QUEUE_BYTES: usize = 32 * 1024 * 1024;
 
 /// One outbound link's send side: frames are encoded straight into `out`
 /// (no allocation or channel hop per frame) and the link task is woken only
@@ -31,8 +37,6 @@ const LINK_QUEUE: usize = 4096;
 struct Link {
     gen: u64,
     out: BytesMut,
-    /// Frames in `out`.
-    queued: usize,
     /// Set when the peer could not keep up: the task ends and reports the
     /// loss; frames sent meanwhile are dropped (the bus is lossy).
     overflowed: bool,
@@ -82,16 +86,14 @@ impl Bus {
         if l.overflowed {
             return;
         }
-        if l.queued >= LINK_QUEUE {
+        if l.out.len() >= LINK_QUEUE_BYTES {
             l.overflowed = true;
             l.out = BytesMut::new();
-            l.queued = 0;
             l.wake.notify_one();
             return;
         }
         let was_empty = l.out.is_empty();
         encode(&mut l.out);
-        l.queued += 1;
         if was_empty {
             l.wake.notify_one();
         }
@@ -109,7 +111,6 @@ impl Bus {
         let link = Link {
             gen,
             out: BytesMut::new(),
-            queued: 0,
             overflowed: false,
             wake: wake.clone(),
         };
@@ -129,7 +130,6 @@ impl Bus {
                     return Take::Overflowed;
                 }
                 std::mem::swap(&mut l.out, buf);
-                l.queued = 0;
                 Take::Frames
             }
             _ => Take::Gone,
@@ -453,6 +453,10 @@ struct Outbox {
 const READ_HEADROOM: usize = 4096;
 /// A write buffer larger than this is not kept between writes.
 const KEEP_WBUF: usize = 1024 * 1024;
+/// Most frames one owner task handles: a read that brought a peer's whole
+/// backlog is handled in several tasks, so client commands get their
+/// turns in between instead of waiting behind all of it.
+const MAX_FRAMES_PER_TASK: usize = 4096;
 
 /// Read frames (and, for outbound links, write queued ones) until either side ends.
 /// Every frame decoded from one read is handled in one owner task, and the
@@ -476,7 +480,9 @@ async fn run_link<S: BusStream>(
     let mut shutdown = shared.shutdown_rx();
     let mut batch: Vec<Message> = Vec::new();
     loop {
-        let bad = decode_all(&mut rbuf, &mut batch);
+        let bad = decode_some(&mut rbuf, &mut batch, MAX_FRAMES_PER_TASK);
+        // Frames left in `rbuf` go in the next owner task, before reading.
+        let more = batch.len() >= MAX_FRAMES_PER_TASK;
         if !batch.is_empty() {
             // The batch and the write buffer travel to the owner and back,
             // keeping their allocations.
@@ -518,6 +524,10 @@ async fn run_link<S: BusStream>(
             tracing::warn!(peer = %peer_ip, error = %e, "Dropping bus connection after a bad frame.");
             return Ok(());
         }
+        if more {
+            tokio::task::yield_now().await;
+            continue;
+        }
         if rbuf.capacity() - rbuf.len() < READ_HEADROOM {
             rbuf.reserve(16 * 1024);
         }
@@ -550,11 +560,26 @@ async fn run_link<S: BusStream>(
 
 /// Decode every complete frame in `rbuf` into `batch`; the error of a bad
 /// frame (after the good ones before it), which ends the connection.
+#[cfg(test)]
 fn decode_all(
     rbuf: &mut BytesMut,
     batch: &mut Vec<Message>,
 ) -> Option<crate::protocol::bus::message::BusError> {
+    decode_some(rbuf, batch, usize::MAX)
+}
+
+/// Decode complete frames from `rbuf` into `batch` until it holds `max`
+/// frames (the rest stay in `rbuf`); the error of a bad frame (after the
+/// good ones before it), which ends the connection.
+fn decode_some(
+    rbuf: &mut BytesMut,
+    batch: &mut Vec<Message>,
+    max: usize,
+) -> Option<crate::protocol::bus::message::BusError> {
     loop {
+        if batch.len() >= max {
+            return None;
+        }
         match decode(rbuf) {
             Ok(Some(msg)) => {
                 crate::observe::metrics::shell().bus_received(msg.body.msg_type());
@@ -754,14 +779,52 @@ mod tests {
     }
 
     #[test]
+    fn decoding_stops_at_the_task_limit_and_keeps_the_rest() {
+        let mut rbuf = BytesMut::new();
+        for n in 0..10 {
+            rbuf.extend_from_slice(&frame(n).to_bytes());
+        }
+        let mut batch = Vec::new();
+        assert!(decode_some(&mut rbuf, &mut batch, 4).is_none());
+        assert_eq!(batch.len(), 4);
+        batch.clear();
+        assert!(decode_all(&mut rbuf, &mut batch).is_none());
+        assert_eq!(batch.len(), 6);
+        assert!(rbuf.is_empty());
+    }
+
+    /// A burst of small frames, as several big ACKJOBs queue before the
+    /// link task gets to run, stays queued, in order.
+    #[test]
+    fn a_burst_of_small_frames_does_not_drop_the_link() {
+        let bus = Bus::default();
+        let (gen, _wake) = bus.register(1);
+        let msgs: Vec<Message> = (0..50_000).map(frame).collect();
+        bus.send_all(msgs.iter().map(|m| (1, m)));
+        let mut buf = BytesMut::new();
+        assert_eq!(bus.take(1, gen, &mut buf), Take::Frames);
+        let mut batch = Vec::new();
+        assert!(decode_all(&mut buf, &mut batch).is_none());
+        assert_eq!(batch.len(), 50_000);
+        assert!(batch.iter().zip(&msgs).all(|(a, b)| a.body == b.body));
+    }
+
+    #[test]
     fn an_overflowing_link_is_reported_and_a_closed_one_is_gone() {
         let bus = Bus::default();
         let (gen, _wake) = bus.register(1);
         let m = frame(0);
-        for _ in 0..=LINK_QUEUE {
+        let len = m.to_bytes().len();
+        for _ in 0..LINK_QUEUE_BYTES / len {
             bus.send_all([(1, &m)]);
         }
         let mut buf = BytesMut::new();
+        assert_eq!(bus.take(1, gen, &mut buf), Take::Frames);
+        buf.clear();
+        // Over the budget: the next frame drops the link.
+        let big = vec![0u8; LINK_QUEUE_BYTES];
+        bus.send(1, &big);
+        bus.send(1, &m.to_bytes());
         assert_eq!(bus.take(1, gen, &mut buf), Take::Overflowed);
         assert!(buf.is_empty());
         // The task then unregisters, which reports the link down.

@@ -1,7 +1,8 @@
 //! BATCH (docs/COMMANDS.md#batch) with real processes: the subcommands
 //! and their errors on one node, the state surviving a restart with the
 //! AOF, and a 3-node cluster where members are added and acknowledged
-//! through every node and each callback is delivered once.
+//! through every node and each callback is delivered once; the batch
+//! counters in INFO and /metrics, and the dashboard's batch API.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -226,6 +227,11 @@ fn batch_on_three_nodes_calls_back_once() {
     assert_eq!(seen["batch:b3:success"].len(), 1, "{seen:?}");
     assert_eq!(seen["batch:b3:complete"].len(), 1, "{seen:?}");
     assert_eq!(acked.len(), members);
+    // Every member was acknowledged at its first delivery: none waited
+    // for its retry timer (a lost acknowledgement or YOURJOBS would).
+    for s in &nodes {
+        assert_eq!(s.client().info_int("jobs_requeued"), 0, "node {}", s.port());
+    }
     for s in &nodes {
         let st = s.client().cmd(&["BATCH", "STATUS", "b3"]);
         assert!(
@@ -238,4 +244,127 @@ fn batch_on_three_nodes_calls_back_once() {
             "{st:?}"
         );
     }
+}
+
+#[test]
+fn batch_counts_in_info_and_metrics() {
+    let s = crate::observe::http_node(&[]);
+    let mut c = s.client();
+    // One batch in each state: open, committed (a member pending),
+    // succeeded, failed (a member dead-lettered), cancelled.
+    c.cmd(&["BATCH", "CREATE", "open"]);
+    c.cmd(&["BATCH", "CREATE", "pending"]);
+    c.cmd(&["ADDJOB", "q", "p", "0", "BATCH", "pending"]);
+    c.cmd(&["BATCH", "COMMIT", "pending"]);
+    c.cmd(&["BATCH", "CREATE", "ok", "ONSUCCESS", "done", "ok"]);
+    let a = c.cmd(&["ADDJOB", "q", "a", "0", "BATCH", "ok"]).text();
+    c.cmd(&["BATCH", "COMMIT", "ok"]);
+    c.cmd(&["ACKJOB", &a]);
+    c.cmd(&["BATCH", "CREATE", "bad", "ONCOMPLETE", "done", "bad"]);
+    let d = c
+        .cmd(&[
+            "ADDJOB",
+            "dq",
+            "d",
+            "0",
+            "BATCH",
+            "bad",
+            "MAXDELIVERIES",
+            "1",
+            "RETRY",
+            "1",
+        ])
+        .text();
+    c.cmd(&["BATCH", "COMMIT", "bad"]);
+    c.cmd(&["BATCH", "CREATE", "gone"]);
+    c.cmd(&["BATCH", "CANCEL", "gone"]);
+    // The dead-letter member: delivered once, then NACKed past its
+    // MAXDELIVERIES.
+    let got = c.cmd(&["GETJOB", "NOHANG", "FROM", "dq"]);
+    assert_eq!(got.array()[0].array()[1].text(), d);
+    c.cmd(&["NACK", &d]);
+    assert!(
+        wait_until(WAIT, POLL, || c.info_int("batches_failed") == 1
+            && c.info_int("batches_succeeded") == 1),
+        "{}",
+        c.cmd(&["INFO", "jobstats"]).text()
+    );
+    assert_eq!(c.info_int("batches"), 5);
+    assert_eq!(c.info_int("batches_committed"), 1);
+    assert_eq!(c.info_int("batches_cancelled"), 1);
+    // Every callback added: "ok" and "bad" are done, "gone" cancelled.
+    assert!(wait_until(WAIT, POLL, || c.info_int("batches_open") == 2));
+    assert_eq!(c.info_int("batch_callbacks_added"), 2);
+    let m = crate::observe::scrape(s.http_port());
+    for (state, n) in [
+        ("open", 1.0),
+        ("committed", 1.0),
+        ("succeeded", 1.0),
+        ("failed", 1.0),
+        ("cancelled", 1.0),
+    ] {
+        assert_eq!(
+            crate::observe::value(&m, "disque_batches", &[("state", state)]),
+            Some(n),
+            "{state}"
+        );
+    }
+    assert_eq!(
+        crate::observe::value(&m, "disque_batches_active", &[]),
+        Some(2.0)
+    );
+    assert_eq!(
+        crate::observe::value(&m, "disque_batch_callbacks_added_total", &[]),
+        Some(2.0)
+    );
+}
+
+#[test]
+fn dashboard_api_lists_and_cancels_batches() {
+    use crate::observe::{http, http_node};
+    let s = http_node(&[]);
+    let p = s.http_port();
+    let mut c = s.client();
+    c.cmd(&["BATCH", "CREATE", "web", "ONCOMPLETE", "done", "x"]);
+    let a = c.cmd(&["ADDJOB", "q", "a", "0", "BATCH", "web"]).text();
+    c.cmd(&["ADDJOB", "q", "b", "0", "BATCH", "web"]);
+    c.cmd(&["BATCH", "COMMIT", "web"]);
+    c.cmd(&["ACKJOB", &a]);
+    let (st, body) = http(p, "GET", "/api/batches", &[], "");
+    assert_eq!(st, 200, "{body}");
+    let v: serde_json::Value = serde_json::from_str(&body).expect("json");
+    let b = &v["batches"][0];
+    assert_eq!(b["id"], "web", "{body}");
+    assert_eq!(b["state"], "committed");
+    assert_eq!(b["total"], 2);
+    assert_eq!(b["pending"], 1);
+    assert_eq!(b["acked"], 1);
+    assert_eq!(b["dead"], 0);
+    assert_eq!(b["on-complete"], "done");
+    assert!(b["on-success"].is_null(), "{body}");
+    let headers = [
+        ("Content-Type", "application/json"),
+        ("X-Disque-Action", "1"),
+    ];
+    // Actions are POSTs guarded like the others.
+    let (st, _) = http(p, "POST", "/api/batches/web/cancel", &[], "{}");
+    assert_ne!(st, 200, "an action without X-Disque-Action must be refused");
+    assert_eq!(
+        c.cmd(&["BATCH", "STATUS", "web"]).field("state").text(),
+        "committed"
+    );
+    let (st, _) = http(p, "POST", "/api/batches/web/frob", &headers, "{}");
+    assert_eq!(st, 404);
+    let (st, body) = http(p, "POST", "/api/batches/nope/cancel", &headers, "{}");
+    assert_eq!(st, 400);
+    assert!(body.contains("NOBATCH"), "{body}");
+    let (st, body) = http(p, "POST", "/api/batches/web/cancel", &headers, "{}");
+    assert_eq!(st, 200, "{body}");
+    assert_eq!(
+        c.cmd(&["BATCH", "STATUS", "web"]).field("state").text(),
+        "cancelled"
+    );
+    let (_, body) = http(p, "GET", "/api/batches", &[], "");
+    let v: serde_json::Value = serde_json::from_str(&body).expect("json");
+    assert_eq!(v["batches"][0]["state"], "cancelled", "{body}");
 }

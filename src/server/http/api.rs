@@ -468,3 +468,68 @@ pub(super) async fn schedule_action(
             .await,
     )
 }
+
+/// Every batch as BATCH STATUS describes it (through the command, so
+/// ACLs apply), with its callbacks' queues.
+pub(super) async fn batches(State(st): State<AppState>) -> Json<Value> {
+    let user = http_user();
+    let v = st
+        .shared
+        .call(move |node, now| {
+            let ids = match run(node, owned(&[b"BATCH", b"LIST"]), user.clone(), now) {
+                Reply::Array(ids) => ids,
+                Reply::Error(e) => return json!({ "error": e }),
+                _ => Vec::new(),
+            };
+            let list: Vec<Value> = ids
+                .into_iter()
+                .filter_map(|n| match n {
+                    Reply::Bulk(id) => {
+                        let args = vec![
+                            Bytes::from_static(b"BATCH"),
+                            Bytes::from_static(b"STATUS"),
+                            id.clone(),
+                        ];
+                        let mut v = to_json(run(node, args, user.clone(), now));
+                        let cb = |c: &Option<crate::engine::batch::Callback>| {
+                            c.as_ref()
+                                .map(|c| Value::String(String::from_utf8_lossy(&c.queue).into()))
+                                .unwrap_or(Value::Null)
+                        };
+                        if let (Some(o), Some(b)) = (v.as_object_mut(), node.engine.batch_get(&id))
+                        {
+                            o.insert("on-success".into(), cb(&b.on_success));
+                            o.insert("on-complete".into(), cb(&b.on_complete));
+                        }
+                        Some(v)
+                    }
+                    _ => None,
+                })
+                .filter(|v| v.is_object() && v.get("error").is_none())
+                .collect();
+            json!({ "now": now, "batches": list })
+        })
+        .await;
+    Json(v)
+}
+
+/// BATCH CANCEL from the dashboard.
+pub(super) async fn batch_action(
+    State(st): State<AppState>,
+    Path((id, action)): Path<(String, String)>,
+) -> Response {
+    if action != "cancel" {
+        return (
+            StatusCode::NOT_FOUND,
+            Json(json!({ "error": "action must be cancel" })),
+        )
+            .into_response();
+    }
+    let args = owned(&[b"BATCH", b"CANCEL", id.as_bytes()]);
+    let user = http_user();
+    reply_response(
+        st.shared
+            .call(move |node, now| run(node, args, user, now))
+            .await,
+    )
+}

@@ -53,6 +53,12 @@ pub struct Snapshot {
     /// schedules' included).
     pub schedules: u64,
     pub schedule_ticks: crate::engine::schedule::TickStats,
+    /// Batches known here by BATCH STATUS state, those not yet done
+    /// (neither cancelled nor with every callback added), and the
+    /// callbacks this node added.
+    pub batches: crate::engine::batch::BatchTotals,
+    pub batches_open: u64,
+    pub batch_callbacks_added: u64,
 }
 
 impl Snapshot {
@@ -114,6 +120,9 @@ impl Snapshot {
             }),
             schedules: node.engine.schedule_count() as u64,
             schedule_ticks: node.engine.schedule_totals(),
+            batches: node.engine.batch_totals(),
+            batches_open: node.engine.batch_open_count() as u64,
+            batch_callbacks_added: node.engine.batch_callbacks_added(),
         }
     }
 }
@@ -322,6 +331,31 @@ impl Collector for NodeCollector {
             "disque_schedules",
             "Schedules defined (SCHEDULE LIST).",
             s.schedules,
+        )?;
+        let b = &s.batches;
+        gauge_family(
+            e,
+            "disque_batches",
+            "Batches known on this node, by BATCH STATUS state: open (not committed), committed (members pending), succeeded, failed (a member dead-lettered), cancelled.",
+            &[
+                (vec![("state", "open".into())], b.open),
+                (vec![("state", "committed".into())], b.committed),
+                (vec![("state", "succeeded".into())], b.succeeded),
+                (vec![("state", "failed".into())], b.failed),
+                (vec![("state", "cancelled".into())], b.cancelled),
+            ],
+        )?;
+        gauge(
+            e,
+            "disque_batches_active",
+            "Batches neither cancelled nor with every callback added (INFO batches_open).",
+            s.batches_open,
+        )?;
+        counter(
+            e,
+            "disque_batch_callbacks_added",
+            "Batch callback jobs this node added (BATCH ONSUCCESS / ONCOMPLETE).",
+            s.batch_callbacks_added,
         )?;
         counter(
             e,

@@ -170,6 +170,8 @@ fn router(state: AppState) -> Router {
         .route("/api/jobs/{id}/delete", post(api::delete_job))
         .route("/api/schedules", get(api::schedules))
         .route("/api/schedules/{name}/{action}", post(api::schedule_action))
+        .route("/api/batches", get(api::batches))
+        .route("/api/batches/{id}/{action}", post(api::batch_action))
         // After routing, so the guard knows the route and its parameters.
         .route_layer(axum::middleware::from_fn_with_state(state.clone(), guard));
     Router::new()

@@ -5,7 +5,7 @@
 
 const POLL_MS = 2000;
 const state = {
-  view: "overview", queue: null, job: null, overview: null, queues: null, cluster: null, schedules: null,
+  view: "overview", queue: null, job: null, overview: null, queues: null, cluster: null, schedules: null, batches: null,
   prevQueues: new Map(), prevQueuesAt: 0, prevCounters: null, prevCountersAt: 0,
   sort: { key: "len", dir: "desc" }, cursor: "0", nextCursor: "0", timer: null,
   history: null, historyAt: 0, queueHistory: null, queueHistoryAt: 0,
@@ -450,6 +450,58 @@ async function scheduleAction(name, act) {
   } catch (e) { toast("Failed: " + e.message, true); }
 }
 
+// A batch's progress: acknowledged (green) and dead-lettered (red) parts of
+// a bar, widths set through the CSSOM (the page's CSP allows no inline
+// style attribute), and "finished / total" beside it.
+function progressBar(b) {
+  const total = Number(b.total || 0);
+  const bar = el("span", { class: "bar", title: fmtNum(b.acked) + " acked, " + fmtNum(b.dead) + " dead, " + fmtNum(b.pending) + " pending" });
+  const acked = el("span", { class: "bar-acked" }), dead = el("span", { class: "bar-dead" });
+  acked.style.width = (total ? 100 * b.acked / total : 0) + "%";
+  dead.style.width = (total ? 100 * b.dead / total : 0) + "%";
+  bar.append(acked, dead);
+  return el("span", { class: "progress" }, bar,
+    el("span", { class: "num", text: fmtNum(b.acked + b.dead) + " / " + fmtNum(total) }));
+}
+
+const BATCH_BADGE = { open: "", committed: "warn", succeeded: "ok", failed: "bad", cancelled: "bad" };
+
+function renderBatches() {
+  const d = state.batches; if (!d) return;
+  const cbs = (b) => [["success", b["on-success"], b["success-added"]], ["complete", b["on-complete"], b["complete-added"]]]
+    .filter(([, q]) => q !== null && q !== undefined)
+    .map(([k, q, added]) => el("span", { class: "cb" }, k + " → ", queueLink(q), added ? " ✓" : ""));
+  const rows = d.batches.map((b) => el("tr", { "data-batch": b.id },
+    el("td", { class: "mono", text: b.id }),
+    el("td", {}, el("span", { class: "badge " + (BATCH_BADGE[b.state] || ""), text: b.state })),
+    el("td", {}, progressBar(b)),
+    el("td", { class: "num", text: fmtNum(b.pending) }),
+    el("td", { class: "num", text: fmtNum(b.acked) }),
+    el("td", { class: "num", text: fmtNum(b.dead) }),
+    el("td", {}, ...(cbs(b).length ? cbs(b) : ["–"])),
+    el("td", {},
+      b.state === "cancelled" || b["success-added"] || b["complete-added"] ? null
+        : el("button", { class: "btn small danger", "data-action": "cancel", onclick: () => batchCancel(b.id) }, "Cancel"))));
+  table($("batches"), [{ label: "Batch" }, { label: "State" }, { label: "Progress" }, { label: "Pending", num: true },
+    { label: "Acked", num: true }, { label: "Dead", num: true }, { label: "Callbacks" }, { label: "" }],
+  rows.length ? rows : [el("tr", {}, el("td", { colspan: 8, class: "muted", text: "No batches (BATCH CREATE opens one)." }))]);
+}
+
+async function refreshBatches() {
+  try { state.batches = await api("/api/batches"); renderBatches(); }
+  catch (e) { toast("Loading the batches failed: " + e.message, true); }
+}
+
+async function batchCancel(id) {
+  if (!(await confirmDialog("Cancel batch " + id + "?",
+    "No callback is added for it, on every node of the cluster (BATCH CANCEL); its members stay queued and are not deleted."))) return;
+  try {
+    await action("/api/batches/" + encodeURIComponent(id) + "/cancel");
+    toast("Batch cancelled");
+    refreshBatches();
+  } catch (e) { toast("Failed: " + e.message, true); }
+}
+
 function renderCluster() {
   const c = state.cluster; if (!c) return;
   const known = c.nodes.length - c.nodes_unknown;
@@ -484,6 +536,7 @@ async function refresh() {
     if (state.view === "queue") renderQueueHeader();
     if (state.view === "cluster") refreshCluster();
     if (state.view === "schedules") refreshSchedules();
+    if (state.view === "batches") refreshBatches();
     refreshHistory(false);
   } catch (e) {
     $("ready").textContent = "offline";
@@ -498,6 +551,7 @@ function route() {
   if (h === "queues") view = "queues";
   else if (h === "cluster") view = "cluster";
   else if (h === "schedules") view = "schedules";
+  else if (h === "batches") view = "batches";
   else if (h.startsWith("queue/")) { view = "queue"; if (state.queue !== h.slice(6)) { state.queue = h.slice(6); state.cursor = "0"; } }
   else if (h.startsWith("job/")) { view = "job"; state.job = h.slice(4); }
   state.view = view;
@@ -510,6 +564,7 @@ function route() {
   if (view === "job") loadJob();
   if (view === "cluster") refreshCluster();
   if (view === "schedules") refreshSchedules();
+  if (view === "batches") refreshBatches();
 }
 
 function schedule() {
