@@ -13,8 +13,8 @@ peer that was killed, the history charts draw lines with points after
 some traffic (overview and a queue's page, also phone-sized), the
 schedules view lists a schedule and pauses / resumes it through the
 dialog, the batches view shows a batch's progress and cancels it through
-the dialog, and
-requests without credentials are refused. Screenshots go to docs/. Exits non-zero on the first failure.
+the dialog, a queue's page shows a job held by ADDJOB ... AFTER as
+waiting, and requests without credentials are refused. Screenshots go to docs/. Exits non-zero on the first failure.
 """
 
 import base64
@@ -218,6 +218,11 @@ def main():
         for i in range(7):
             r.cmd("ADDJOB", "browser:emails", f"mail {i}", "0")
         r.cmd("ADDJOB", "browser:reports", "weekly", "0")
+        # A job held by ADDJOB ... AFTER: the queue page shows it waiting.
+        first = r.cmd("ADDJOB", "browser:after", "first", "0")
+        held = r.cmd("ADDJOB", "browser:after", "then", "0", "AFTER", first[1:])
+        if not (first.startswith("+D-") and held.startswith("+D-")):
+            fail(f"ADDJOB ... AFTER failed: {first!r} {held!r}")
         r.cmd("GETJOB", "NOHANG", "COUNT", "5", "FROM", "browser:emails")
         if not all(isinstance(i, str) and i.startswith("+D-") for i in ids):
             fail(f"ADDJOB failed: {ids[:3]}")
@@ -304,6 +309,14 @@ def main():
         check_console(driver, "queues")
         if shots:
             driver.save_screenshot(os.path.join(docs, "dashboard-queues.png"))
+
+        driver.get(base + "/#/queue/browser:after")
+        wait.until(lambda d: d.find_element(By.ID, "queue-title").text == "browser:after")
+        wait.until(lambda d: "held by after" in d.find_element(By.ID, "queue-cards").text.lower())
+        cards = driver.find_element(By.ID, "queue-cards").text
+        if "waiting\n1" not in cards.lower():
+            fail(f"the queue page does not show the one waiting job: {cards!r}")
+        check_console(driver, "queue with a waiting job")
 
         # Pause input from the queue page, through the confirmation dialog.
         driver.get(base + "/#/queue/" + QUEUE)

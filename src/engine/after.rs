@@ -187,6 +187,21 @@ impl Engine {
             .count() as u64
     }
 
+    /// Waiting jobs held here, per queue (one pass over them).
+    pub fn waiting_per_queue(&self) -> HashMap<Vec<u8>, u64> {
+        let mut out: HashMap<Vec<u8>, u64> = HashMap::new();
+        for id in self.deps.waiting.keys() {
+            let queue = self
+                .lookup(id)
+                .and_then(|h| self.store.get(h))
+                .and_then(|j| j.queue.as_deref());
+            if let Some(q) = queue {
+                *out.entry(q.to_vec()).or_default() += 1;
+            }
+        }
+        out
+    }
+
     /// (released, failed) counters.
     pub fn after_counters(&self) -> (u64, u64) {
         (self.deps.released, self.deps.failed)

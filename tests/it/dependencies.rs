@@ -162,3 +162,25 @@ fn a_dependency_acked_on_another_node_releases_the_job() {
     assert!(ok, "the dependent was never released");
     assert_eq!(got, vec![b]);
 }
+
+#[test]
+fn the_dashboard_shows_waiting_jobs_per_queue() {
+    use crate::observe::{http, http_node};
+    let s = http_node(&[]);
+    let mut c = s.client();
+    let a = c.cmd(&["ADDJOB", "q", "first", "0"]).text();
+    c.cmd(&["ADDJOB", "q", "second", "0", "AFTER", &a]).text();
+    let queue = |s: &Server| {
+        let (st, body) = http(s.http_port(), "GET", "/api/queues", &[], "");
+        assert_eq!(st, 200, "{body}");
+        let v: serde_json::Value = serde_json::from_str(&body).expect("json");
+        v["queues"][0].clone()
+    };
+    let q = queue(&s);
+    assert_eq!(q["name"], "q");
+    assert_eq!(q["len"], 1);
+    assert_eq!(q["waiting"], 1);
+    c.cmd(&["ACKJOB", &a]);
+    assert!(wait_until(WAIT, POLL, || queue(&s)["waiting"] == 0));
+    assert_eq!(queue(&s)["len"], 1);
+}

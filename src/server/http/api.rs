@@ -255,6 +255,7 @@ pub(super) async fn queues(State(st): State<AppState>) -> Json<Value> {
         .shared
         .call(move |node, now| {
             let mut qs = node.engine.queue_stats(now);
+            let waiting = node.engine.waiting_per_queue();
             let total = qs.len();
             qs.sort_by(|a, b| b.len.cmp(&a.len).then_with(|| a.name.cmp(&b.name)));
             qs.truncate(MAX_LISTED_QUEUES);
@@ -277,6 +278,8 @@ pub(super) async fn queues(State(st): State<AppState>) -> Json<Value> {
                         "blocked": q.blocked, "jobs_in": q.jobs_in, "jobs_out": q.jobs_out,
                         "paused_in": q.paused_in, "paused_out": q.paused_out,
                         "limit": limit,
+                        // ADDJOB ... AFTER jobs held for this queue.
+                        "waiting": waiting.get::<[u8]>(&q.name).copied().unwrap_or(0),
                     })
                 })
                 .collect();

@@ -353,6 +353,7 @@ function renderQueueHeader() {
     card("Length", fmtNum(q.len)), card("Oldest job", q.len ? fmtAge(q.oldest_age_ms) : "–"),
     card("Consumers", fmtNum(q.blocked)), card("In", fmtRate(q.rate_in), fmtNum(q.jobs_in) + " total"),
     card("Out", fmtRate(q.rate_out), fmtNum(q.jobs_out) + " total"),
+    ...(q.waiting ? [card("Waiting", fmtNum(q.waiting), "held by AFTER, not queued")] : []),
     ...(q.limit ? [limitCard(q.limit)] : []));
   $("redrive").hidden = !(state.overview && state.overview.features.redrive);
 }
