@@ -501,7 +501,7 @@ def main():
             driver.save_screenshot(os.path.join(docs, "dashboard-queue-history.png"))
         print("browser-test: OK (overview, history charts, queues, pause/resume "
               "with PAUSED, queue charts, schedules pause/resume, batch progress and "
-              "cancel, job, cluster totals "
+              "cancel, a waiting job, job, cluster totals "
               "and unknown, phone, auth)")
     except Exception:
         if driver is not None:
