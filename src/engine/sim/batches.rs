@@ -134,11 +134,7 @@ fn run(seed: u64, faults: Faults, crash: bool) -> (usize, usize, usize) {
     for t in 0..30_000u64 {
         if crash && t == 300 {
             let victim = sim.rng.gen_range(0..n);
-            let table = sim.nodes[victim]
-                .as_ref()
-                .map(|e| e.cluster.nodes.clone())
-                .unwrap_or_default();
-            sim.crash(victim);
+            let table = sim.crash(victim);
             down = Some((victim, table));
         }
         if t == 2000 {

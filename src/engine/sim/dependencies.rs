@@ -129,11 +129,7 @@ fn chains_scenario(seed: u64) {
     for t in 0..20_000u64 {
         if t == 300 {
             let victim = sim.rng.gen_range(0..n);
-            let table = sim.nodes[victim]
-                .as_ref()
-                .map(|e| e.cluster.nodes.clone())
-                .unwrap_or_default();
-            sim.crash(victim);
+            let table = sim.crash(victim);
             down = Some((victim, table));
         }
         if t == 1500 {

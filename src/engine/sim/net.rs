@@ -365,8 +365,13 @@ impl Sim {
         panic!("cluster did not converge");
     }
 
-    pub(super) fn crash(&mut self, i: usize) {
-        self.nodes[i] = None;
+    /// Crash node `i` and return its node table, which `restart` takes
+    /// back as nodes.conf would keep it.
+    pub(super) fn crash(&mut self, i: usize) -> Vec<NodeInfo> {
+        let table = self.nodes[i]
+            .take()
+            .map(|e| e.cluster.nodes)
+            .unwrap_or_default();
         let gone: Vec<ClientId> = self
             .waiting
             .iter()
@@ -378,6 +383,7 @@ impl Sim {
             self.answers.insert(c, None);
         }
         self.links.retain(|&(a, _), &mut b| a != i && b != i);
+        table
     }
 
     /// Restart with the same ID and node table (nodes.conf) but no jobs.
@@ -411,13 +417,7 @@ impl Sim {
                 self.cut.insert((0, 2));
             }
             700 => self.cut.clear(),
-            900 => {
-                *table = self.nodes[crash_node]
-                    .as_ref()
-                    .map(|e| e.cluster.nodes.clone())
-                    .unwrap_or_default();
-                self.crash(crash_node);
-            }
+            900 => *table = self.crash(crash_node),
             1100 => self.restart(crash_node, table.clone()),
             _ => {}
         }

@@ -18,17 +18,13 @@ impl Sim {
     /// kernel answers a dead process's sockets with RST/EOF), and its node
     /// table is kept as nodes.conf would be.
     fn kill(&mut self, i: usize) -> Vec<NodeInfo> {
-        let table = self.nodes[i]
-            .as_ref()
-            .map(|e| e.cluster.nodes.clone())
-            .unwrap_or_default();
         let dropped: Vec<(usize, crate::domain::job::NodeIdx)> = self
             .links
             .iter()
             .filter(|&(&(a, _), &b)| b == i && a != i)
             .map(|(&k, _)| k)
             .collect();
-        self.crash(i);
+        let table = self.crash(i);
         let now = self.now;
         for (a, idx) in dropped {
             if let Some(e) = self.nodes[a].as_mut() {

@@ -141,11 +141,7 @@ fn run(seed: u64, minutes: u64) -> Report {
         if t % 4000 == 2000 && t < faults_end && down.is_none() && cut_until.is_none() {
             if sim.rng.gen_bool(0.5) {
                 let victim = sim.rng.gen_range(0..n);
-                let table = sim.nodes[victim]
-                    .as_ref()
-                    .map(|e| e.cluster.nodes.clone())
-                    .unwrap_or_default();
-                sim.crash(victim);
+                let table = sim.crash(victim);
                 let until = t + sim.rng.gen_range(1000..4000);
                 faults_at.push((sim.now, sim.now + (until - t) * super::net::STEP));
                 down = Some((victim, until, table));
