@@ -125,16 +125,7 @@ fn cancel_scenario(seed: u64) {
 /// (loss would only delay the import: NEEDJOBS is asked again).
 fn federated_priority_scenario(seed: u64) {
     let n = 3;
-    let mut sim = Sim::new(
-        n,
-        seed,
-        Faults {
-            drop: 0.0,
-            dup: 0.02,
-            max_delay: 40,
-            retrans: 0.0,
-        },
-    );
+    let mut sim = Sim::new(n, seed, Faults::duplicating());
     sim.join_all();
     let mut pending = Vec::new();
     for round in 0..5 {

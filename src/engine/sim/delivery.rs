@@ -198,16 +198,7 @@ fn dead_letter_scenario(seed: u64) {
 
 fn dedup_scenario(seed: u64) {
     let n = 5;
-    let mut sim = Sim::new(
-        n,
-        seed,
-        Faults {
-            drop: 0.0,
-            dup: 0.02,
-            max_delay: 40,
-            retrans: 0.0,
-        },
-    );
+    let mut sim = Sim::new(n, seed, Faults::duplicating());
     sim.join_all();
     let mut answers: HashMap<u64, HashSet<JobId>> = HashMap::new();
     for k in 0..60u64 {

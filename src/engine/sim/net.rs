@@ -41,6 +41,17 @@ impl Faults {
         }
     }
 
+    /// Duplication and delay without loss: for scenarios where a lost
+    /// message would only delay what they check.
+    pub(super) fn duplicating() -> Faults {
+        Faults {
+            drop: 0.0,
+            dup: 0.02,
+            max_delay: 40,
+            retrans: 0.0,
+        }
+    }
+
     /// A healthy network: no loss or duplication, up to 5 steps of delay.
     pub(super) fn calm() -> Faults {
         Faults {
