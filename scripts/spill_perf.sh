@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The spill tier's memory figures (docs/PERFORMANCE.md, "Results", run Z):
 #
-#  ram   - used_memory per queued job with `spill no` and with `spill yes`
-#          (spill-watermark 0: every body behind the head window on disk),
-#          JOBS jobs of SIZE bytes in one queue.
+#  ram   - used_memory per queued job with `spill no`, with `spill yes`
+#          (spill-watermark 0: every body behind the head window on disk)
+#          and with `spill-whole-jobs yes` too (whole jobs on disk), JOBS
+#          jobs of SIZE bytes in one queue.
 #  fill  - with maxmemory MAXMEM and `spill SPILL` (default watermark),
 #          add jobs 50,000 at a time until the first refusal (-NOREPL at
 #          75% alone, -OOM at 95%) or TARGET jobs; report jobs accepted,
@@ -16,7 +17,8 @@
 # usage: scripts/spill_perf.sh ram|fill|tput|drain
 # environment: BIN_DIR [target/release], JOBS [300000], SIZE [1024],
 #              MAXMEM [64mb], TARGET [1300000], SPILL [yes],
-#              RATE [none: as fast as the clients go; else ADDJOBs/s]
+#              RATE [none: as fast as the clients go; else ADDJOBs/s],
+#              WHOLE [no; yes: `spill-whole-jobs yes` in fill, tput, drain]
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 BIN_DIR=${BIN_DIR:-$here/target/release}
@@ -84,12 +86,16 @@ settle() { # wait until no spill write is in flight and the backfill is done
 }
 
 ram() {
-    for mode in no yes; do
-        start --maxmemory 8gb --spill "$mode" --spill-watermark 0
+    for mode in no yes whole; do
+        if [[ $mode == whole ]]; then
+            start --maxmemory 8gb --spill yes --spill-watermark 0 --spill-whole-jobs yes
+        else
+            start --maxmemory 8gb --spill "$mode" --spill-watermark 0
+        fi
         local u0 r0 u1 r1 q s
         u0=$(field memory used_memory); r0=$(rss)
         "$BIN_DIR/disque-benchmark" -p "$port" -w addjob -s "$SIZE" -n "$JOBS" -c 20 -P 16 -q >/dev/null
-        [[ $mode == yes ]] && settle
+        [[ $mode != no ]] && settle
         u1=$(field memory used_memory); r1=$(rss)
         q=$(redis-cli -p "$port" QLEN dqbench:0)
         s=$(field spill spilled_jobs)
@@ -99,7 +105,7 @@ ram() {
 }
 
 fill() {
-    start --maxmemory "$MAXMEM" --spill "${SPILL:-yes}"
+    start --maxmemory "$MAXMEM" --spill "${SPILL:-yes}" --spill-whole-jobs "${WHOLE:-no}"
     local max peak=0 n=0 r
     max=$(redis-cli -p "$port" CONFIG GET maxmemory | tail -1)
     while (( n < TARGET )); do
@@ -127,7 +133,7 @@ fill() {
 tput() {
     for rep in $(seq 1 "${REPS:-3}"); do
         for mode in no yes; do
-            start --maxmemory 8gb --spill "$mode" --spill-watermark 0
+            start --maxmemory 8gb --spill "$mode" --spill-watermark 0 --spill-whole-jobs "${WHOLE:-no}"
             a=$("$BIN_DIR/disque-benchmark" -p "$port" -w addjob -s "$SIZE" -n "$JOBS" -c 20 -P 16 --csv)
             [[ $mode == yes ]] && settle
             b=$("$BIN_DIR/disque-benchmark" -p "$port" -w cycle -s "$SIZE" -d 10 -c 20 -P 16 --csv)
@@ -145,7 +151,7 @@ tput() {
 drain() {
     for rep in $(seq 1 "${REPS:-2}"); do
         for mode in no yes; do
-            start --maxmemory 8gb --spill "$mode" --spill-watermark 0
+            start --maxmemory 8gb --spill "$mode" --spill-watermark 0 --spill-whole-jobs "${WHOLE:-no}"
             "$BIN_DIR/disque-benchmark" -p "$port" -w addjob -s "$SIZE" -n 200000 -c 20 -P 16 -q >/dev/null
             [[ $mode == yes ]] && settle
             r=$("$BIN_DIR/disque-benchmark" -p "$port" -w getjob --prefill 0 -n 190000 -c 10 -P 1 --ack --csv 2>&1 | tail -1)

@@ -4,7 +4,8 @@
 //! 0: only the protocol's bulk limit), and Redis's `proto-max-bulk-len`,
 //! the largest bulk argument of any request (default 512mb, at least 1mb);
 //! and the spill tier (docs/PERSISTENCE.md#9-spill-tiers): `spill`,
-//! `spill-dir`, `spill-max-disk`, `spill-watermark` (read at startup, so
+//! `spill-dir`, `spill-max-disk`, `spill-watermark`, `spill-whole-jobs`
+//! (read at startup, so
 //! CONFIG GET shows them and CONFIG SET does not take them). Parsing,
 //! CONFIG GET / SET and CONFIG REWRITE live here so the rest
 //! of the config module needs one hook each, as for `security`.
@@ -23,7 +24,7 @@ const MIN_PROTO_MAX_BULK_LEN: u64 = 1024 * 1024;
 pub const MAX_DEDUP_WINDOW: u64 = 30 * 86400;
 
 /// CONFIG GET order, after Disque's parameters and the security ones.
-pub(crate) const GET_NAMES: [&str; 7] = [
+pub(crate) const GET_NAMES: [&str; 8] = [
     "dedup-window",
     "job-max-body-size",
     "proto-max-bulk-len",
@@ -31,6 +32,7 @@ pub(crate) const GET_NAMES: [&str; 7] = [
     "spill-dir",
     "spill-max-disk",
     "spill-watermark",
+    "spill-whole-jobs",
 ];
 
 /// Default `spill-max-disk`: this share of the spill directory's file system.
@@ -120,6 +122,10 @@ pub(crate) fn set_value(cfg: &mut Config, name: &str, v: &str) -> Result<(), Dir
                 .filter(|&n| n <= 100)
                 .ok_or("spill-watermark must be a percentage from 0 to 100")?;
         }
+        "spill-whole-jobs" => {
+            cfg.spill_whole_jobs =
+                super::values::parse_bool(v).ok_or("argument must be 'yes' or 'no'")?
+        }
         "job-max-body-size" => {
             cfg.job_max_body_size = super::values::parse_memory(v)
                 .ok_or("job-max-body-size must be a size in bytes (units k, kb, m, mb, g, gb)")?;
@@ -142,6 +148,7 @@ pub(crate) fn get_value(c: &Config, name: &str) -> String {
         "spill-dir" => c.spill_dir().to_string_lossy().into_owned(),
         "spill-max-disk" => c.spill_max_disk.to_string(),
         "spill-watermark" => c.spill_watermark.to_string(),
+        "spill-whole-jobs" => super::values::yes_no(c.spill_whole_jobs).to_string(),
         "job-max-body-size" => c.job_max_body_size.to_string(),
         "proto-max-bulk-len" => c.proto_max_bulk_len.to_string(),
         _ => String::new(),
@@ -180,6 +187,14 @@ pub(crate) fn rewrite_lines(c: &Config) -> Vec<(&'static str, String, bool)> {
             "spill-watermark",
             format!("spill-watermark {}", c.spill_watermark),
             c.spill_watermark != DEFAULT_SPILL_WATERMARK,
+        ),
+        (
+            "spill-whole-jobs",
+            format!(
+                "spill-whole-jobs {}",
+                super::values::yes_no(c.spill_whole_jobs)
+            ),
+            c.spill_whole_jobs,
         ),
         (
             "job-max-body-size",

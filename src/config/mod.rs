@@ -281,6 +281,9 @@ pub struct Config {
     pub spill_max_disk: extensions::SpillDisk,
     /// `spill-watermark`: percent of maxmemory where spilling starts.
     pub spill_watermark: u64,
+    /// `spill-whole-jobs`: plain jobs leave RAM whole, not only their
+    /// bodies (`engine::cold`; without an AOF only).
+    pub spill_whole_jobs: bool,
     /// `job-max-body-size` bytes, 0 = no limit (our extension, `extensions`).
     pub job_max_body_size: u64,
     /// Redis's `proto-max-bulk-len` bytes (`extensions`).
@@ -402,6 +405,7 @@ impl Default for Config {
             spill_dir: None,
             spill_max_disk: extensions::DEFAULT_SPILL_MAX_DISK,
             spill_watermark: extensions::DEFAULT_SPILL_WATERMARK,
+            spill_whole_jobs: false,
             job_max_body_size: 0,
             proto_max_bulk_len: extensions::DEFAULT_PROTO_MAX_BULK_LEN,
             http_port: None,

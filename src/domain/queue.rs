@@ -298,6 +298,9 @@ pub struct Queue {
     pub jobs_in: u64,
     pub jobs_out: u64,
     pub fed: Federation,
+    /// Jobs of this queue stored whole on disk (`engine::cold`): counted
+    /// in `len`, not in the order index until they are read back.
+    pub cold: usize,
 }
 
 impl Queue {
@@ -314,10 +317,16 @@ impl Queue {
             jobs_in: 0,
             jobs_out: 0,
             fed: Federation::default(),
+            cold: 0,
         }
     }
 
     pub fn len(&self) -> usize {
+        self.resident() + self.cold
+    }
+
+    /// Jobs in RAM (the order index), without those on disk.
+    pub fn resident(&self) -> usize {
         match &self.lanes {
             None => self.jobs.len(),
             Some(l) => self.jobs.len() + l.iter().map(OrderIndex::len).sum::<usize>(),

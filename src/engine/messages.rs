@@ -157,6 +157,9 @@ impl Engine {
         }
         // Job messages only from known nodes.
         let from = self.cluster.find(&msg.header.sender).filter(|&s| s != 0)?;
+        // A message about a job stored whole on disk waits for it to be
+        // read back (`cold`), then runs as if it had never left.
+        let msg = self.cold_park(link, local_ip, peer_ip, msg)?;
         let mflags = msg.header.mflags;
         match msg.body {
             Body::ReplJob { job } => self.on_repljob(from, &job, mflags, now),

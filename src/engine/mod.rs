@@ -12,6 +12,7 @@ pub mod async_repl;
 pub mod batch;
 pub mod cancel;
 pub mod cluster;
+pub mod cold;
 pub mod counters;
 pub mod deadletter;
 pub mod dedup;
@@ -286,6 +287,8 @@ pub struct Engine {
     cancelled: forgotten::Forgotten,
     /// Job bodies on disk and the decisions about them (`spill`).
     spill: spill::SpillState,
+    /// Whole jobs on disk (`cold`).
+    cold: cold::ColdTier,
     /// QLIMIT: per-queue delivery limits (engine::limits).
     limits: limits::Limits,
     /// Test builds: the path that last queued each job here, so the
@@ -346,6 +349,7 @@ impl Engine {
             forgotten: forgotten::Forgotten::default(),
             cancelled: forgotten::Forgotten::default(),
             spill: spill::SpillState::default(),
+            cold: cold::ColdTier::default(),
             limits: limits::Limits::default(),
             #[cfg(test)]
             queued_why: Map::with_hasher(keyed),
@@ -827,6 +831,9 @@ impl Engine {
         if !self.spill_head_ready(qh) {
             return None;
         }
+        if self.queues.get(qh).is_some_and(|q| q.cold > 0) && !self.cold_head_ready(qh) {
+            return None;
+        }
         let q = self.queues.get_mut(qh)?;
         let h = q.pop()?;
         q.atime = now / 1000;
@@ -901,6 +908,7 @@ impl Engine {
             self.delete_job(h, now);
         }
         self.store.clear();
+        self.cold_clear();
         self.confirmed.clear();
         self.ext.clear();
         self.dedup = dedup::DedupTable::default();

@@ -268,6 +268,13 @@ fn run_scenario_with(seed: u64, spill: bool) -> u64 {
             written > 0 && read > 0,
             "seed {seed}: nothing went through the spill tier ({written} written, {read} read)"
         );
+        let whole: u64 = sim
+            .nodes
+            .iter()
+            .flatten()
+            .map(|e| e.cold.loaded_total)
+            .sum();
+        assert!(whole > 0, "seed {seed}: no whole job came back from disk");
     }
     let dups = w.delivered.values().filter(|&&c| c > 1).count();
     if std::env::var("DISQUE_SIM_VERBOSE").is_ok() {

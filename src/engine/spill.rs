@@ -44,7 +44,7 @@ pub const RECORD_HEADER: u64 = 4 + 4 + 40;
 pub const HEAD_WINDOW: usize = 128;
 
 /// How far ahead of consumers page-ins go, in head windows.
-const PREFETCH_WINDOWS: usize = 4;
+pub(crate) const PREFETCH_WINDOWS: usize = 4;
 
 /// Default segment size.
 pub const SEGMENT_BYTES: u32 = 64 << 20;
@@ -95,6 +95,15 @@ pub enum SpillOp {
     },
     /// Delete a segment file: none of its records is live.
     Unlink { seg: u32 },
+    /// Read a whole job back (`engine::cold`): the record's ID is only on
+    /// disk. `qh`/`run` say which queue's prefetch asked (`NO_QUEUE` for a
+    /// read a command or a bus message needs).
+    ReadCold {
+        slot: u32,
+        loc: Loc,
+        qh: u32,
+        run: u64,
+    },
 }
 
 /// Why a record could not be used.
@@ -144,12 +153,23 @@ pub enum SpillDone {
         to: Loc,
         result: Result<(), ReadFailure>,
     },
+    /// A whole job read back: its ID and storage record.
+    ReadCold {
+        slot: u32,
+        loc: Loc,
+        qh: u32,
+        run: u64,
+        result: Result<(JobId, Bytes), ReadFailure>,
+    },
 }
 
 #[derive(Default)]
 struct Segment {
     /// Records that are some job's current place (or a copy in flight).
     live: u32,
+    /// Of those, whole jobs (`engine::cold`): compaction leaves the
+    /// segment alone while it holds any.
+    cold: u32,
     live_bytes: u64,
     /// Bytes appended so far.
     bytes: u64,
@@ -161,8 +181,11 @@ pub struct SpillStats {
     pub enabled: bool,
     /// Spilling now (memory above the watermark, no fault).
     pub active: bool,
-    /// Jobs whose body is only on disk (or being read back).
+    /// Jobs whose body is only on disk (or being read back), whole jobs
+    /// included.
     pub jobs: u64,
+    /// Of those, jobs stored whole (`engine::cold`).
+    pub whole_jobs: u64,
     /// Bodies written but not yet confirmed.
     pub pending: u64,
     /// Bytes of segment files (live and dead records).
@@ -198,8 +221,9 @@ pub struct SpillState {
     seg_size: u32,
     slots: SlotTable,
     moving: Map<JobHandle, Loc>,
-    /// Writes in flight, in the order they were issued.
-    pending: VecDeque<(JobHandle, JobId, Loc)>,
+    /// Writes in flight, in the order they were issued; `true` for a
+    /// whole job's record (`engine::cold`).
+    pending: VecDeque<(JobHandle, JobId, Loc, bool)>,
     pending_bytes: u64,
     segs: BTreeMap<u32, Segment>,
     /// The segment being appended to, and its next offset.
@@ -361,7 +385,8 @@ impl Engine {
         let s = &self.spill;
         let mut st = s.stats.clone();
         st.active = s.active;
-        st.jobs = s.cold;
+        st.jobs = s.cold + self.cold_jobs();
+        st.whole_jobs = self.cold_jobs();
         st.pending = s.pending.len() as u64;
         st.disk_bytes = s.disk_bytes();
         st.live_bytes = s.segs.values().map(|x| x.live_bytes).sum();
@@ -414,7 +439,8 @@ impl Engine {
     }
 
     /// Write the body of queued job `h` to disk (it leaves RAM once the
-    /// write is confirmed). False when it cannot spill.
+    /// write is confirmed), or the whole job when it is plain and the
+    /// tier allows (`engine::cold`). False when it cannot spill.
     fn spill_job(&mut self, h: JobHandle) -> bool {
         if self.spill.slots.contains(h) {
             return false;
@@ -425,8 +451,19 @@ impl Engine {
         if j.state != JobState::Queued {
             return false;
         }
-        let Some(body) = j.body.as_deref() else {
-            return false;
+        let id = j.id;
+        let whole = if self.cold_eligible(h) {
+            self.cold_record(h)
+        } else {
+            None
+        };
+        let is_whole = whole.is_some();
+        let body = match whole {
+            Some(rec) => rec,
+            None => match self.store.get(h).and_then(|j| j.body.as_deref()) {
+                Some(b) => Bytes::copy_from_slice(b),
+                None => return false,
+            },
         };
         let Ok(len) = u32::try_from(body.len()) else {
             return false;
@@ -444,8 +481,6 @@ impl Engine {
             return false;
         }
         s.stats.disk_budget_full = false;
-        let body = Bytes::copy_from_slice(body);
-        let id = j.id;
         let loc = s.allocate(len);
         s.slots.insert(
             h,
@@ -454,7 +489,7 @@ impl Engine {
                 st: SlotState::Pending,
             },
         );
-        s.pending.push_back((h, id, loc));
+        s.pending.push_back((h, id, loc, is_whole));
         s.pending_bytes += rec;
         s.ops.push(SpillOp::Write { loc, id, body });
         true
@@ -510,6 +545,9 @@ impl Engine {
     /// After a pop: check the head window every quarter window of pops
     /// and read back what is on disk there.
     pub(crate) fn spill_after_pop(&mut self, qh: u32) {
+        if self.queues.get(qh).is_some_and(|q| q.cold > 0) {
+            self.cold_prefetch(qh, false);
+        }
         if self.spill.slots.is_empty() {
             return;
         }
@@ -590,13 +628,24 @@ impl Engine {
                     to,
                     result,
                 } => self.spill_moved(h, id, from, to, result),
+                SpillDone::ReadCold {
+                    slot,
+                    loc,
+                    qh,
+                    run,
+                    result,
+                } => self.cold_read_done(slot, loc, qh, run, result, now),
             }
+        }
+        // Bus messages that waited for their jobs to come back.
+        for p in self.cold_ready_messages() {
+            self.on_bus_message(p.link, &p.local_ip, &p.peer_ip, p.msg, now);
         }
         self.serve_ready(now);
     }
 
     fn spill_written(&mut self, seg: u32, end: u32) {
-        while let Some(&(h, id, loc)) = self.spill.pending.front() {
+        while let Some(&(h, id, loc, whole)) = self.spill.pending.front() {
             if loc.seg > seg || (loc.seg == seg && loc.off >= end) {
                 break;
             }
@@ -608,6 +657,17 @@ impl Engine {
                 .get(h)
                 .is_some_and(|s| s.st == SlotState::Pending && s.loc == loc);
             if !mine {
+                continue;
+            }
+            if whole {
+                // The record stays live: the job now lives only there.
+                self.spill.slots.remove(h);
+                self.spill.relog.remove(&h);
+                if self.cold_evict(h, id, loc) {
+                    self.spill.stats.spilled_total += 1;
+                } else {
+                    self.spill.dead(loc);
+                }
                 continue;
             }
             match self.store.get_mut(h) {
@@ -634,10 +694,10 @@ impl Engine {
         let failed: Vec<(JobHandle, Loc)> = s
             .pending
             .iter()
-            .filter(|(_, _, l)| l.seg >= seg)
-            .map(|&(h, _, l)| (h, l))
+            .filter(|(_, _, l, _)| l.seg >= seg)
+            .map(|&(h, _, l, _)| (h, l))
             .collect();
-        s.pending.retain(|(_, _, l)| l.seg < seg);
+        s.pending.retain(|(_, _, l, _)| l.seg < seg);
         for (h, loc) in failed {
             s.pending_bytes = s.pending_bytes.saturating_sub(loc.record_len());
             if s.slots.get(h).is_some_and(|x| x.loc == loc) {
@@ -713,7 +773,7 @@ impl Engine {
     }
 
     /// Clients blocked on the job's queue may be served now.
-    fn spill_mark_ready(&mut self, h: JobHandle) {
+    pub(super) fn spill_mark_ready(&mut self, h: JobHandle) {
         let Some(qh) = self
             .store
             .get(h)
@@ -781,6 +841,41 @@ impl Engine {
         }
     }
 
+    /// Queue ops for the spill thread (`engine::cold`'s reads).
+    pub(super) fn spill_push_ops(&mut self, ops: Vec<SpillOp>) {
+        self.spill.ops.extend(ops);
+    }
+
+    /// A record stopped being live (`engine::cold`).
+    pub(super) fn spill_record_dead(&mut self, loc: Loc) {
+        self.spill.dead(loc);
+    }
+
+    /// A whole job's record in `seg` became cold (true) or left (false).
+    pub(super) fn spill_cold_record(&mut self, seg: u32, on: bool) {
+        if let Some(s) = self.spill.segs.get_mut(&seg) {
+            if on {
+                s.cold += 1;
+            } else {
+                s.cold = s.cold.saturating_sub(1);
+            }
+        }
+    }
+
+    pub(super) fn spill_count_read(&mut self, bytes: usize) {
+        self.spill.stats.reads += 1;
+        self.spill.stats.read_bytes += bytes as u64;
+    }
+
+    pub(super) fn spill_read_error(&mut self) {
+        self.spill.stats.read_errors += 1;
+    }
+
+    pub(super) fn spill_corrupt(&mut self) {
+        self.spill.stats.corrupt += 1;
+    }
+
+    /// Clients blocked on job `h`'s queue may be served now.
     /// Periodic spill work (from `tick`): end a fault's back-off, backfill
     /// long queues, compact a mostly dead segment, unlink dead ones.
     pub(crate) fn spill_cron(&mut self, now: u64) {
@@ -803,6 +898,19 @@ impl Engine {
                 .collect();
             for qh in waited {
                 self.spill_head_ready(qh);
+            }
+        }
+        self.cold_expire(now);
+        // Queues with waiting clients and whole jobs on disk read them back.
+        if self.cold_jobs() > 0 {
+            let waited: Vec<u32> = self
+                .queues
+                .iter()
+                .filter(|(_, q)| !q.blocked.is_empty() && q.cold > 0)
+                .map(|(qh, _)| qh)
+                .collect();
+            for qh in waited {
+                self.cold_head_ready(qh);
             }
         }
         self.spill_compact();
@@ -867,7 +975,9 @@ impl Engine {
             return;
         }
         let cur = self.spill.cur;
-        let wanted = |n: u32, s: &Segment| n != cur && s.live > 0 && s.live_bytes * 2 < s.bytes;
+        let wanted = |n: u32, s: &Segment| {
+            n != cur && s.live > 0 && s.cold == 0 && s.live_bytes * 2 < s.bytes
+        };
         let going = self
             .spill
             .compacting
@@ -1030,6 +1140,22 @@ mod tests {
                                 result,
                             });
                         }
+                        SpillOp::ReadCold { slot, loc, qh, run } => {
+                            let result = match self.recs.get(&(loc.seg, loc.off)) {
+                                Some((rid, body)) if !self.corrupt_reads => {
+                                    Ok((*rid, body.clone()))
+                                }
+                                Some(_) => Err(ReadFailure::Corrupt),
+                                None => Err(ReadFailure::Io),
+                            };
+                            done.push(SpillDone::ReadCold {
+                                slot,
+                                loc,
+                                qh,
+                                run,
+                                result,
+                            });
+                        }
                         SpillOp::Unlink { seg } => {
                             assert!(!self.unlinked.contains(&seg), "unlinked twice");
                             self.recs.retain(|k, _| k.0 != seg);
@@ -1119,6 +1245,128 @@ mod tests {
         let st = e.spill_stats();
         assert_eq!(st.jobs, 0);
         assert!(st.reads > 0);
+    }
+
+    fn whole() -> Engine {
+        let mut e = engine();
+        e.set_spill_whole_jobs(true);
+        e
+    }
+
+    #[test]
+    fn whole_jobs_leave_ram_and_come_back_in_order() {
+        let mut e = whole();
+        let mut disk = Disk::default();
+        let mut ids = Vec::new();
+        for i in 0..2000 {
+            ids.push(add(&mut e, b"q", format!("body-{i}"), 1000));
+        }
+        disk.run(&mut e, 1000);
+        let cold = 2000 - HEAD_WINDOW as u64;
+        assert_eq!(e.cold_jobs(), cold);
+        assert_eq!(e.spill_stats().jobs, cold);
+        assert_eq!(e.queue_len(b"q"), 2000);
+        // Gone from the job table; the ID is still known to be on disk.
+        assert!(e.lookup(&ids[1999]).is_none());
+        assert!(e.maybe_cold(&ids[1999]));
+        assert!(e.lookup(&ids[0]).is_some());
+        let got = drain(&mut e, &mut disk, b"q", 1001);
+        assert_eq!(got.len(), 2000);
+        for (i, (id, body)) in got.iter().enumerate() {
+            assert_eq!(*id, ids[i], "job {i} out of order");
+            assert_eq!(&body[..], format!("body-{i}").as_bytes());
+        }
+        assert_eq!(e.cold_jobs(), 0);
+        assert_eq!(e.queue_len(b"q"), 0);
+        // Every record is dead.
+        assert_eq!(e.spill_stats().live_bytes, 0);
+    }
+
+    #[test]
+    fn a_command_naming_a_whole_job_on_disk_waits_for_it() {
+        let mut e = whole();
+        let mut disk = Disk::default();
+        let mut ids = Vec::new();
+        for i in 0..400 {
+            ids.push(add(&mut e, b"q", format!("b{i}"), 1000));
+        }
+        disk.run(&mut e, 1000);
+        let id = ids[300];
+        assert!(e.lookup(&id).is_none());
+        let arg = Bytes::copy_from_slice(&id.0);
+        let ticket = e.cold_fault(std::slice::from_ref(&arg)).expect("a read");
+        // Asking again while the read is in flight waits for the same one.
+        let again = e
+            .cold_fault(std::slice::from_ref(&arg))
+            .expect("still cold");
+        assert!(e.take_cold_done().is_empty());
+        disk.run(&mut e, 1001);
+        let mut done = e.take_cold_done();
+        done.sort_unstable();
+        assert_eq!(done, vec![ticket, again]);
+        let h = e.lookup(&id).expect("back in RAM");
+        assert_eq!(e.job(h).map(|j| j.state), Some(JobState::Queued));
+        assert_eq!(e.queue_len(b"q"), 400);
+        assert!(e.cold_fault(std::slice::from_ref(&arg)).is_none());
+        // A resident ID or a non-ID needs nothing.
+        let other = Bytes::from_static(b"not an id");
+        assert!(e.cold_fault(&[other]).is_none());
+        // The queue still comes out whole and in order.
+        let got = drain(&mut e, &mut disk, b"q", 1002);
+        let order: Vec<JobId> = got.iter().map(|(id, _)| *id).collect();
+        assert_eq!(order, ids);
+    }
+
+    #[test]
+    fn whole_jobs_on_disk_expire_without_being_read() {
+        let mut e = whole();
+        let mut disk = Disk::default();
+        for i in 0..300 {
+            let mut req =
+                AddJobRequest::new(Bytes::from_static(b"q"), Bytes::from(format!("b{i}")));
+            req.ttl = Some(10);
+            assert!(matches!(e.addjob(99, req, 1000), AddJobOutcome::Added(_)));
+        }
+        disk.run(&mut e, 1000);
+        assert_eq!(e.cold_jobs(), 300 - HEAD_WINDOW as u64);
+        let reads = e.spill_stats().reads;
+        e.tick(20_000);
+        e.spill_cron(20_000);
+        disk.run(&mut e, 20_000);
+        assert_eq!(e.cold_jobs(), 0);
+        assert_eq!(e.queue_len(b"q"), 0);
+        assert_eq!(e.spill_stats().reads, reads);
+        assert_eq!(e.spill_stats().live_bytes, 0);
+    }
+
+    #[test]
+    fn a_corrupt_whole_record_drops_only_that_job() {
+        let mut e = whole();
+        let mut disk = Disk::default();
+        for i in 0..200 {
+            add(&mut e, b"q", format!("b{i}"), 1000);
+        }
+        disk.run(&mut e, 1000);
+        let cold = e.cold_jobs();
+        assert!(cold > 0);
+        disk.corrupt_reads = true;
+        let got = drain(&mut e, &mut disk, b"q", 1001);
+        assert_eq!(got.len() as u64, 200 - cold);
+        assert_eq!(e.spill_stats().corrupt, cold);
+        assert_eq!(e.queue_len(b"q"), 0);
+    }
+
+    #[test]
+    fn with_an_aof_only_bodies_spill() {
+        let mut e = whole();
+        e.aof = true;
+        let mut disk = Disk::default();
+        for i in 0..300 {
+            add(&mut e, b"q", format!("b{i}"), 1000);
+        }
+        disk.run(&mut e, 1000);
+        assert_eq!(e.cold_jobs(), 0);
+        assert_eq!(e.spill_stats().jobs, 300 - HEAD_WINDOW as u64);
     }
 
     #[test]

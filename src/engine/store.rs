@@ -129,6 +129,42 @@ impl JobStore {
         self.slab.remove(h)
     }
 
+    /// Take a job out of the table and leave `cold` (a whole-job spill
+    /// slot tagged `COLD_TAG`, `engine::cold`) in the ID index in its
+    /// place; returns the job and where its index entry lives (shard and
+    /// hash bits, which the cold slot keeps to remove the entry later
+    /// without reading the job back).
+    pub fn evict(&mut self, h: JobHandle, cold: u32) -> Option<(Job, usize, u32)> {
+        let (shard, h32) = self.hash(&self.slab.get(h)?.id);
+        self.index[shard].remove(h32, h);
+        let job = self.slab.remove(h)?;
+        // A cold entry never equals another entry: always a vacant slot.
+        if let Ok(slot) = self.index[shard].vacant(h32, |_| false) {
+            self.index[shard].fill(slot, h32, cold);
+        }
+        Some((job, shard, h32))
+    }
+
+    /// The cold entry (`COLD_TAG | slot`) whose hash bits match this ID's:
+    /// a candidate only (equal bits are not equal IDs; the record read
+    /// back tells).
+    pub fn cold_candidate(&self, id: &JobId, tag: u32) -> Option<u32> {
+        let (shard, h32) = self.hash(id);
+        self.index[shard].find(h32, |h| h & tag != 0)
+    }
+
+    /// Where this ID's index entry lives (shard, hash bits).
+    pub fn index_place(&self, id: &JobId) -> (usize, u32) {
+        self.hash(id)
+    }
+
+    /// Drop a cold entry left by `evict`.
+    pub fn remove_cold(&mut self, shard: usize, h32: u32, cold: u32) -> bool {
+        self.index
+            .get_mut(shard)
+            .is_some_and(|s| s.remove(h32, cold))
+    }
+
     pub fn get(&self, h: JobHandle) -> Option<&Job> {
         self.slab.get(h)
     }

@@ -3,7 +3,10 @@
 //! every task, and the INFO `spill` section. The policy is the engine's
 //! (`engine::spill`), the file I/O the spill thread's (`crate::spill`).
 
+use std::collections::HashMap;
 use std::sync::atomic::Ordering;
+
+use tokio::sync::oneshot;
 
 use super::Node;
 use crate::spill::SpillIo;
@@ -15,14 +18,30 @@ pub struct SpillTier {
     pub io: Option<SpillIo>,
     /// Why the tier is off although `spill yes` (startup failure).
     pub error: Option<String>,
+    /// Commands waiting for whole jobs on disk to come back, by ticket
+    /// (`Engine::cold_fault`): each runs again when its ticket is done.
+    pub cold_waits: HashMap<u64, oneshot::Sender<()>>,
 }
 
-/// Hand the ops the engine decided on to the spill thread.
+/// Hand the ops the engine decided on to the spill thread, and wake the
+/// commands whose jobs are back.
 pub fn dispatch(node: &mut Node) {
     if let Some(io) = &node.spill.io {
         let ops = node.engine.take_spill_ops();
         io.submit(ops);
     }
+    for t in node.engine.take_cold_done() {
+        if let Some(tx) = node.spill.cold_waits.remove(&t) {
+            let _ = tx.send(());
+        }
+    }
+}
+
+/// Park a command until the whole jobs it names are back in RAM.
+pub fn wait_cold(node: &mut Node, ticket: u64) -> oneshot::Receiver<()> {
+    let (tx, rx) = oneshot::channel();
+    node.spill.cold_waits.insert(ticket, tx);
+    rx
 }
 
 /// The INFO `spill` section's fields (after its header).

@@ -31,6 +31,9 @@ pub enum Step {
     Continue,
     /// Wait for a blocked command's reply.
     Blocked(oneshot::Receiver<Reply>, bool),
+    /// Wait for jobs to come back from disk, then run the batch again
+    /// (the command that needed them first).
+    PageIn(oneshot::Receiver<()>),
     Close,
     Shutdown {
         restart_after_ms: Option<u64>,
@@ -112,6 +115,12 @@ fn run_batch(node: &mut Node, now: u64, b: &mut Batch) -> (Step, Option<crate::a
         }
         let records_before = node.engine.pending_aof_records();
         let out = commands::dispatch(node, client, &args, now);
+        if let Outcome::PageIn(rx) = out {
+            client.reply_mode = before;
+            pending.push_front(args);
+            step = Step::PageIn(rx);
+            break;
+        }
         let durable = node.engine.pending_aof_records() > records_before;
         let after = client.reply_mode;
         let suppress = matches!(after, ReplyMode::Off | ReplyMode::Skip)
@@ -172,6 +181,7 @@ fn run_batch(node: &mut Node, now: u64, b: &mut Batch) -> (Step, Option<crate::a
                 };
                 break;
             }
+            Outcome::PageIn(_) => {}
             Outcome::Monitor => {
                 encode(&Reply::ok(), client.proto, wbuf);
                 step = Step::Monitor;

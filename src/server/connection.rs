@@ -302,6 +302,13 @@ async fn follow<S: ClientStream>(
             return Ok(Flow::Again);
         }
         Step::Blocked(rx, suppress) => (rx, suppress),
+        Step::PageIn(rx) => {
+            conn.write_out(&mut batch.wbuf).await?;
+            // The spill thread answers every read; a gone thread (exit)
+            // drops the sender and the command runs again anyway.
+            let _ = tokio::time::timeout(Duration::from_secs(30), rx).await;
+            return Ok(Flow::Again);
+        }
         Step::Meet {
             host,
             port,

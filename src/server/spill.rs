@@ -47,6 +47,8 @@ pub async fn start(shared: &Arc<Shared>) {
             shared
                 .call(move |node, _| {
                     node.engine.set_spill(true, budget, watermark);
+                    let whole = node.config.spill_whole_jobs;
+                    node.engine.set_spill_whole_jobs(whole);
                     node.spill.io = Some(io);
                 })
                 .await;

@@ -171,6 +171,12 @@ impl Files<'_> {
         let f = self.get(loc.seg, false)?;
         segment::read(f, &p, id, loc)
     }
+
+    fn read_any(&mut self, loc: Loc) -> Result<(JobId, Bytes), SegmentError> {
+        let p = segment::path(self.dir, loc.seg);
+        let f = self.get(loc.seg, false)?;
+        segment::read_any(f, &p, loc)
+    }
 }
 
 fn failure(e: &SegmentError) -> ReadFailure {
@@ -314,6 +320,25 @@ fn apply(files: &mut Files, ops: Vec<SpillOp>, stats: &IoStats, done: &mut Vec<S
                     id,
                     from,
                     to,
+                    result,
+                });
+            }
+            SpillOp::ReadCold {
+                slot,
+                loc,
+                qh,
+                run: r,
+            } => {
+                flush(files, &mut buf, &mut run, &mut failed, done);
+                let result = files.read_any(loc).map_err(|e| {
+                    stats.error(&e);
+                    failure(&e)
+                });
+                done.push(SpillDone::ReadCold {
+                    slot,
+                    loc,
+                    qh,
+                    run: r,
                     result,
                 });
             }

@@ -121,6 +121,34 @@ pub fn decode(buf: &[u8], id: &JobId, loc: Loc) -> Result<Bytes, &'static str> {
 
 /// Read and check the record at `loc` of an open segment.
 pub fn read(file: &File, file_path: &Path, id: &JobId, loc: Loc) -> Result<Bytes, SegmentError> {
+    let buf = read_raw(file, file_path, loc)?;
+    decode(&buf, id, loc).map_err(|what| SegmentError::Corrupt {
+        path: file_path.to_path_buf(),
+        off: u64::from(loc.off),
+        what,
+    })
+}
+
+/// Read and check the record at `loc` whatever job it holds (a whole job
+/// spilled, `engine::cold`: the ID is only on disk); its ID and payload.
+pub fn read_any(file: &File, file_path: &Path, loc: Loc) -> Result<(JobId, Bytes), SegmentError> {
+    let buf = read_raw(file, file_path, loc)?;
+    let corrupt = |what| SegmentError::Corrupt {
+        path: file_path.to_path_buf(),
+        off: u64::from(loc.off),
+        what,
+    };
+    let id = buf
+        .get(8..RECORD_HEADER as usize)
+        .and_then(|b| <[u8; 40]>::try_from(b).ok())
+        .map(JobId)
+        .ok_or_else(|| corrupt("truncated record"))?;
+    let payload = decode(&buf, &id, loc).map_err(corrupt)?;
+    Ok((id, payload))
+}
+
+/// The record's bytes at `loc` (fewer at the end of a short file).
+fn read_raw(file: &File, file_path: &Path, loc: Loc) -> Result<Vec<u8>, SegmentError> {
     let total = loc.record_len() as usize;
     let mut buf = vec![0u8; total];
     let off = u64::from(loc.off);
@@ -140,11 +168,7 @@ pub fn read(file: &File, file_path: &Path, id: &JobId, loc: Loc) -> Result<Bytes
         }
     }
     buf.truncate(got);
-    decode(&buf, id, loc).map_err(|what| SegmentError::Corrupt {
-        path: file_path.to_path_buf(),
-        off,
-        what,
-    })
+    Ok(buf)
 }
 
 /// Create `dir` if needed and delete every segment file in it: without a

@@ -73,6 +73,19 @@ impl SimDisks {
                         result,
                     });
                 }
+                SpillOp::ReadCold { slot, loc, qh, run } => {
+                    let result = match disk.get(&(loc.seg, loc.off)) {
+                        Some((rid, b)) => Ok((*rid, b.clone())),
+                        None => Err(ReadFailure::Io),
+                    };
+                    done.push(SpillDone::ReadCold {
+                        slot,
+                        loc,
+                        qh,
+                        run,
+                        result,
+                    });
+                }
                 SpillOp::Unlink { seg } => disk.retain(|k, _| k.0 != seg),
             }
         }
@@ -96,6 +109,9 @@ impl Sim {
             };
             // A restarted engine starts without spill settings.
             e.set_spill(true, 0, 0);
+            // Odd nodes store plain jobs whole, even ones only bodies:
+            // one cluster runs both tiers side by side.
+            e.set_spill_whole_jobs(a % 2 == 1);
             e.spill.head = SIM_HEAD;
             let done = disks.perform(a);
             if !done.is_empty() {

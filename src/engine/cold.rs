@@ -1,0 +1,853 @@
+//! Whole jobs on disk (docs/PERSISTENCE.md#9-spill-tiers): with
+//! `spill-whole-jobs yes` and no AOF, a plain queued job past its queue's
+//! head window leaves RAM entirely once its storage record (the AOF's
+//! LOADJOB encoding) is written. What stays is a 20-byte slot (where the
+//! record is, its expire time, where its ID-index entry is), its ID-index
+//! entry (tagged `COLD_TAG`) and its slot number in one of its queue's
+//! runs: no job record, no order-index entry, no timer.
+//!
+//! Runs keep a queue's cold jobs in creation order: a run takes slots in
+//! ascending creation time and runs are ordered by their first one, so
+//! reading the front run first brings jobs back in queue order. A queue's
+//! head is served only while it is older than every job still on disk
+//! (`cold_head_ready`); otherwise the front run is read first.
+//!
+//! Everything else that names a job (a command's arguments, a bus
+//! message) first brings the jobs it names back (`cold_fault`,
+//! `cold_park`), then runs as if they had never left: no command needs
+//! to know about this tier. Reads happen on the spill thread
+//! (`SpillOp::ReadCold`); the engine never touches the disk.
+
+use std::collections::VecDeque;
+
+use bytes::Bytes;
+
+use super::gossip::LinkKind;
+use super::records::Flavor;
+use super::spill::{Loc, ReadFailure, SpillOp};
+use super::{Engine, JobHandle, Map};
+use crate::domain::job::{JobId, JobState, F_EXT};
+use crate::domain::job_ext::PRIORITY_DEFAULT;
+use crate::protocol::bus::message::{Body, Message};
+use crate::protocol::job_codec::{JobRecord, RecordRef};
+
+/// ID-index entries of cold jobs carry this bit (slab handles never do).
+pub const COLD_TAG: u32 = 1 << 31;
+
+/// A read no queue's prefetch asked for.
+pub const NO_QUEUE: u32 = u32::MAX;
+
+/// Slots per run: reads of a run's slots go out together.
+const RUN_SLOTS: usize = 4096;
+
+/// Slots whose expire time the cron checks per run.
+const EXPIRE_BUDGET: usize = 16_384;
+
+const LEN_MASK: u32 = (1 << 29) - 1;
+const IN_RUN: u32 = 1 << 29;
+const ST_SHIFT: u32 = 30;
+const ON_DISK: u32 = 0;
+const LOADING: u32 = 1;
+const DEAD: u32 = 2;
+
+/// One cold job: 20 bytes.
+#[derive(Clone, Copy, Default)]
+struct Slot {
+    /// Segment << 8 | ID-index shard.
+    seg_shard: u32,
+    off: u32,
+    /// Record body length, `IN_RUN`, state (top two bits).
+    len_st: u32,
+    /// Absolute expire time, unix seconds.
+    etime: u32,
+    /// The ID's hash bits in its index entry.
+    h32: u32,
+}
+
+impl Slot {
+    fn loc(&self) -> Loc {
+        Loc {
+            seg: self.seg_shard >> 8,
+            off: self.off,
+            len: self.len_st & LEN_MASK,
+        }
+    }
+    fn shard(&self) -> usize {
+        (self.seg_shard & 0xff) as usize
+    }
+    fn state(&self) -> u32 {
+        self.len_st >> ST_SHIFT
+    }
+    fn set_state(&mut self, st: u32) {
+        self.len_st = (self.len_st & !(3 << ST_SHIFT)) | st << ST_SHIFT;
+    }
+    fn in_run(&self) -> bool {
+        self.len_st & IN_RUN != 0
+    }
+    fn set_in_run(&mut self, on: bool) {
+        if on {
+            self.len_st |= IN_RUN;
+        } else {
+            self.len_st &= !IN_RUN;
+        }
+    }
+}
+
+/// Slots in fixed chunks: a doubling vector would leave up to half its
+/// capacity allocated and unused, as much again as the slots themselves.
+#[derive(Default)]
+struct Slots {
+    chunks: Vec<Box<[Slot]>>,
+    len: u32,
+}
+
+const CHUNK_BITS: u32 = 14;
+const CHUNK: usize = 1 << CHUNK_BITS;
+
+impl Slots {
+    fn len(&self) -> u32 {
+        self.len
+    }
+    fn get(&self, i: u32) -> Option<&Slot> {
+        if i >= self.len {
+            return None;
+        }
+        self.chunks
+            .get((i >> CHUNK_BITS) as usize)?
+            .get(i as usize & (CHUNK - 1))
+    }
+    fn get_mut(&mut self, i: u32) -> Option<&mut Slot> {
+        if i >= self.len {
+            return None;
+        }
+        self.chunks
+            .get_mut((i >> CHUNK_BITS) as usize)?
+            .get_mut(i as usize & (CHUNK - 1))
+    }
+    fn push(&mut self, s: Slot) -> Option<u32> {
+        let i = self.len;
+        if i >= COLD_TAG - 1 {
+            return None;
+        }
+        if (i as usize) >> CHUNK_BITS >= self.chunks.len() {
+            self.chunks
+                .push(vec![Slot::default(); CHUNK].into_boxed_slice());
+        }
+        self.len += 1;
+        *self.get_mut(i)? = s;
+        Some(i)
+    }
+    fn bytes(&self) -> usize {
+        self.chunks.len() * CHUNK * std::mem::size_of::<Slot>()
+    }
+}
+
+/// Consecutive cold jobs of one queue, oldest first.
+struct Run {
+    id: u64,
+    /// No job still on disk or being read is older than this.
+    first: u64,
+    last: u64,
+    /// No live slot expires before this (unix s).
+    min_etime: u32,
+    /// Reads of this run's slots in flight.
+    inflight: u32,
+    slots: Vec<u32>,
+    start: usize,
+}
+
+impl Run {
+    fn is_done(&self) -> bool {
+        self.start >= self.slots.len() && self.inflight == 0
+    }
+}
+
+#[derive(Default)]
+struct ColdQueue {
+    runs: VecDeque<Run>,
+    /// Prefetch reads in flight.
+    loading: u32,
+}
+
+/// A bus message parked until the jobs it names are back.
+pub struct Parked {
+    pub link: LinkKind,
+    pub local_ip: String,
+    pub peer_ip: String,
+    pub msg: Message,
+}
+
+enum Waiter {
+    /// A command to run again (the shell holds the client).
+    Ticket(u64),
+    Message(Box<Parked>),
+}
+
+struct Wait {
+    slots: Vec<u32>,
+    who: Waiter,
+}
+
+/// The cold tier's state (empty and inert unless enabled).
+#[derive(Default)]
+pub struct ColdTier {
+    enabled: bool,
+    slots: Slots,
+    free: Vec<u32>,
+    /// Cold jobs (slots neither dead nor free).
+    live: u64,
+    queues: Map<u32, ColdQueue>,
+    next_run: u64,
+    waits: Vec<Wait>,
+    next_ticket: u64,
+    done: Vec<u64>,
+    ready_msgs: Vec<Parked>,
+    pub(crate) evicted_total: u64,
+    pub(crate) loaded_total: u64,
+    pub(crate) expired_total: u64,
+}
+
+impl ColdTier {
+    fn alloc(&mut self, s: Slot) -> Option<u32> {
+        if let Some(i) = self.free.pop() {
+            if let Some(x) = self.slots.get_mut(i) {
+                *x = s;
+                return Some(i);
+            }
+        }
+        self.slots.push(s)
+    }
+
+    fn get(&self, slot: u32) -> Option<Slot> {
+        self.slots.get(slot).copied()
+    }
+
+    fn get_mut(&mut self, slot: u32) -> Option<&mut Slot> {
+        self.slots.get_mut(slot)
+    }
+
+    /// A dead slot that no run holds is reused.
+    fn release(&mut self, slot: u32) {
+        if let Some(s) = self.get_mut(slot) {
+            if s.state() == DEAD && !s.in_run() {
+                self.free.push(slot);
+            }
+        }
+    }
+
+    /// Append a slot to the queue's runs (a new run when the last one is
+    /// full or newer than `ctime`).
+    fn push(&mut self, qh: u32, slot: u32, ctime: u64, etime: u32) {
+        let next_id = self.next_run + 1;
+        let cq = self.queues.entry(qh).or_default();
+        let fits = cq
+            .runs
+            .back()
+            .is_some_and(|r| r.last <= ctime && r.slots.len() < RUN_SLOTS);
+        if !fits {
+            self.next_run = next_id;
+            let run = Run {
+                id: next_id,
+                first: ctime,
+                last: ctime,
+                min_etime: etime,
+                inflight: 0,
+                slots: Vec::with_capacity(64),
+                start: 0,
+            };
+            // Ordered by first creation time (a backfilled older run goes
+            // before the lazy tail's newer ones).
+            let at = cq.runs.partition_point(|r| r.first <= ctime);
+            cq.runs.insert(at, run);
+        }
+        let at = if fits {
+            cq.runs.len() - 1
+        } else {
+            cq.runs.partition_point(|r| r.first <= ctime) - 1
+        };
+        if let Some(r) = cq.runs.get_mut(at) {
+            r.last = r.last.max(ctime);
+            r.min_etime = r.min_etime.min(etime);
+            r.slots.push(slot);
+        }
+        if let Some(s) = self.get_mut(slot) {
+            s.set_in_run(true);
+        }
+    }
+
+    /// Settle every wait on `slot`; waits with nothing left are done.
+    fn settled(&mut self, slot: u32) {
+        if self.waits.is_empty() {
+            return;
+        }
+        let mut i = 0;
+        while i < self.waits.len() {
+            let w = &mut self.waits[i];
+            w.slots.retain(|&s| s != slot);
+            if w.slots.is_empty() {
+                let w = self.waits.swap_remove(i);
+                match w.who {
+                    Waiter::Ticket(t) => self.done.push(t),
+                    Waiter::Message(m) => self.ready_msgs.push(*m),
+                }
+            } else {
+                i += 1;
+            }
+        }
+    }
+}
+
+impl Engine {
+    /// `spill-whole-jobs yes|no`.
+    pub fn set_spill_whole_jobs(&mut self, on: bool) {
+        self.cold.enabled = on;
+    }
+
+    /// Whole jobs spill now: the tier is on and there is no AOF (an AOF
+    /// rewrite would need every job's record; bodies spill instead then).
+    pub(crate) fn cold_on(&self) -> bool {
+        self.cold.enabled && !self.aof
+    }
+
+    /// Jobs stored whole on disk.
+    pub fn cold_jobs(&self) -> u64 {
+        self.cold.live
+    }
+
+    /// Can queued job `h` leave RAM whole? Plain jobs only: no extension
+    /// state, no confirmations, the default priority.
+    pub(crate) fn cold_eligible(&self, h: JobHandle) -> bool {
+        if !self.cold_on() {
+            return false;
+        }
+        let Some(j) = self.store.get(h) else {
+            return false;
+        };
+        j.state == JobState::Queued
+            && !j.has(F_EXT)
+            && j.queue.is_some()
+            && j.body.is_some()
+            && !self.confirmed.contains_key(&h)
+            && !self.adders.contains_key(&h)
+    }
+
+    /// The storage record of a job leaving whole.
+    pub(crate) fn cold_record(&self, h: JobHandle) -> Option<Bytes> {
+        let j = self.store.get(h)?;
+        Some(super::records::storage_bytes(j, None, &self.cluster))
+    }
+
+    /// The write of job `h`'s whole record at `loc` is on disk: the job
+    /// leaves RAM. False when it changed meanwhile (it stays).
+    pub(crate) fn cold_evict(&mut self, h: JobHandle, id: JobId, loc: Loc) -> bool {
+        if !self.cold_eligible(h) || self.store.get(h).is_none_or(|j| j.id != id) {
+            return false;
+        }
+        if loc.seg >= 1 << 24 || loc.len > LEN_MASK {
+            return false;
+        }
+        let Some(j) = self.store.get(h) else {
+            return false;
+        };
+        let (ctime, etime) = (j.ctime, j.etime);
+        let Some(qh) = j
+            .queue
+            .as_deref()
+            .and_then(|n| self.queue_index.get(n).copied())
+        else {
+            return false;
+        };
+        let Some(slot) = self.cold.alloc(Slot::default()) else {
+            return false;
+        };
+        let removed = self
+            .queues
+            .get_mut(qh)
+            .is_some_and(|q| q.remove_prio(PRIORITY_DEFAULT, ctime, h));
+        if !removed {
+            self.cold.free.push(slot);
+            return false;
+        }
+        let Some((_, shard, h32)) = self.store.evict(h, COLD_TAG | slot) else {
+            self.cold.free.push(slot);
+            return false;
+        };
+        if let Some(s) = self.cold.get_mut(slot) {
+            *s = Slot {
+                seg_shard: loc.seg << 8 | shard as u32,
+                off: loc.off,
+                len_st: loc.len,
+                etime,
+                h32,
+            };
+        }
+        if let Some(q) = self.queues.get_mut(qh) {
+            q.cold += 1;
+        }
+        self.cold.push(qh, slot, ctime, etime);
+        self.cold.live += 1;
+        self.cold.evicted_total += 1;
+        self.spill_cold_record(loc.seg, true);
+        true
+    }
+
+    /// A cold job is gone (read back, expired, corrupt): its index entry,
+    /// its record and its place in the queue's count.
+    fn cold_drop(&mut self, slot: u32, qh: u32) {
+        let Some(s) = self.cold.get(slot) else {
+            return;
+        };
+        if s.state() == DEAD {
+            return;
+        }
+        self.store.remove_cold(s.shard(), s.h32, COLD_TAG | slot);
+        let loc = s.loc();
+        self.spill_record_dead(loc);
+        self.spill_cold_record(loc.seg, false);
+        if let Some(x) = self.cold.get_mut(slot) {
+            x.set_state(DEAD);
+        }
+        self.cold.live = self.cold.live.saturating_sub(1);
+        if let Some(q) = self.queues.get_mut(qh) {
+            q.cold = q.cold.saturating_sub(1);
+        }
+        self.cold.release(slot);
+        self.cold.settled(slot);
+    }
+
+    /// Whether queue `qh`'s resident head may be served: it must be older
+    /// than every job of the queue still on disk. If not, the front run
+    /// is read first.
+    pub(crate) fn cold_head_ready(&mut self, qh: u32) -> bool {
+        let bound = self
+            .cold
+            .queues
+            .get(&qh)
+            .and_then(|cq| cq.runs.front())
+            .map(|r| r.first);
+        let Some(bound) = bound else {
+            return true;
+        };
+        let head = self
+            .queues
+            .get(qh)
+            .and_then(|q| q.first())
+            .and_then(|h| self.store.get(h))
+            .map(|j| j.ctime);
+        if head.is_some_and(|c| c <= bound) {
+            return true;
+        }
+        self.cold_prefetch(qh, true);
+        false
+    }
+
+    /// Read the front of the queue's runs back while fewer than
+    /// `PREFETCH_WINDOWS` head windows are resident or on their way
+    /// (`force`: whatever is resident, the head must wait for them).
+    pub(crate) fn cold_prefetch(&mut self, qh: u32, force: bool) {
+        let resident = self.queues.get(qh).map_or(0, |q| q.resident());
+        let want = self.spill.head * super::spill::PREFETCH_WINDOWS;
+        let Some(cq) = self.cold.queues.get_mut(&qh) else {
+            return;
+        };
+        let mut have = cq.loading as usize + if force { 0 } else { resident };
+        let mut ops = Vec::new();
+        let mut freed = Vec::new();
+        'runs: for r in cq.runs.iter_mut() {
+            while have < want {
+                let Some(&slot) = r.slots.get(r.start) else {
+                    continue 'runs;
+                };
+                r.start += 1;
+                let Some(s) = self.cold.slots.get_mut(slot) else {
+                    continue;
+                };
+                s.set_in_run(false);
+                match s.state() {
+                    ON_DISK => {
+                        s.set_state(LOADING);
+                        r.inflight += 1;
+                        cq.loading += 1;
+                        have += 1;
+                        ops.push(SpillOp::ReadCold {
+                            slot,
+                            loc: s.loc(),
+                            qh,
+                            run: r.id,
+                        });
+                    }
+                    DEAD => freed.push(slot),
+                    // Being read for a command: it lands on its own.
+                    _ => {}
+                }
+            }
+            break;
+        }
+        while cq.runs.front().is_some_and(Run::is_done) {
+            cq.runs.pop_front();
+        }
+        if cq.runs.is_empty() && cq.loading == 0 {
+            self.cold.queues.remove(&qh);
+        }
+        for slot in freed {
+            self.cold.release(slot);
+        }
+        self.spill_push_ops(ops);
+    }
+
+    /// A whole job read back.
+    pub(crate) fn cold_read_done(
+        &mut self,
+        slot: u32,
+        loc: Loc,
+        qh: u32,
+        run: u64,
+        result: Result<(JobId, Bytes), ReadFailure>,
+        now: u64,
+    ) {
+        if qh != NO_QUEUE {
+            if let Some(cq) = self.cold.queues.get_mut(&qh) {
+                cq.loading = cq.loading.saturating_sub(1);
+                if let Some(r) = cq.runs.iter_mut().find(|r| r.id == run) {
+                    r.inflight = r.inflight.saturating_sub(1);
+                }
+            }
+        }
+        let mine = self
+            .cold
+            .get(slot)
+            .is_some_and(|s| s.state() == LOADING && s.loc() == loc);
+        if !mine {
+            return;
+        }
+        let job = match result {
+            Ok((id, blob)) => {
+                self.spill_count_read(blob.len());
+                self.cold_decode(slot, &id, &blob, now)
+            }
+            Err(ReadFailure::Io) => {
+                // Left on disk: back at the front of its queue's runs.
+                self.spill_read_error();
+                if let Some(s) = self.cold.get_mut(slot) {
+                    s.set_state(ON_DISK);
+                }
+                let ours = if qh != NO_QUEUE {
+                    qh
+                } else {
+                    self.cold_queue_of(slot)
+                };
+                let in_run = self.cold.get(slot).is_some_and(|s| s.in_run());
+                if !in_run && ours != NO_QUEUE {
+                    self.cold.push_front(ours, slot);
+                }
+                self.cold.settled(slot);
+                return;
+            }
+            Err(ReadFailure::Corrupt) => None,
+        };
+        let Some(job) = job else {
+            // Never serve a wrong record: the job is dropped here, its
+            // replicas still have it.
+            self.spill_corrupt();
+            let ours = if qh != NO_QUEUE {
+                qh
+            } else {
+                self.cold_queue_of(slot)
+            };
+            self.cold_drop(slot, ours);
+            return;
+        };
+        let name = job.queue.clone();
+        let qh = name
+            .as_deref()
+            .and_then(|n| self.queue_index.get(n).copied())
+            .unwrap_or(NO_QUEUE);
+        let expired = u64::from(job.etime) <= now / 1000;
+        let ctime = job.ctime;
+        self.cold_drop(slot, qh);
+        self.cold.loaded_total += 1;
+        if let Some(cq) = self.cold.queues.get_mut(&qh) {
+            if let Some(r) = cq.runs.iter_mut().find(|r| r.id == run) {
+                r.first = r.first.max(ctime);
+            }
+        }
+        if expired {
+            self.cold.expired_total += 1;
+            return;
+        }
+        let Some(h) = self.register_with(job, None) else {
+            return;
+        };
+        let qh = match name {
+            Some(n) if qh == NO_QUEUE => self.queue_create(&n, now),
+            _ => qh,
+        };
+        if let Some(j) = self.store.get_mut(h) {
+            j.state = JobState::Queued;
+        }
+        if let Some(q) = self.queues.get_mut(qh) {
+            q.insert_prio(PRIORITY_DEFAULT, ctime, h);
+            if let Some(j) = self.store.get_mut(h) {
+                j.queue = Some(q.shared_name.clone());
+            }
+        }
+        self.update_awake(h, now);
+        self.spill_mark_ready(h);
+    }
+
+    /// The job in a whole record, if it is the one the slot stands for.
+    fn cold_decode(
+        &mut self,
+        slot: u32,
+        id: &JobId,
+        blob: &[u8],
+        now: u64,
+    ) -> Option<crate::domain::job::Job> {
+        let s = self.cold.get(slot)?;
+        if self.store.index_place(id) != (s.shard(), s.h32) {
+            return None;
+        }
+        let (r, _) = JobRecord::decode(blob).ok()?;
+        let job = self.job_from_record(&r, Flavor::Storage, now)?;
+        (job.id == *id && job.queue.is_some()).then_some(job)
+    }
+
+    /// The queue whose runs hold `slot` (a rare walk: a corrupt or failed
+    /// read a command asked for).
+    fn cold_queue_of(&self, slot: u32) -> u32 {
+        for (&qh, cq) in self.cold.queues.iter() {
+            if cq.runs.iter().any(|r| r.slots.contains(&slot)) {
+                return qh;
+            }
+        }
+        NO_QUEUE
+    }
+
+    /// Bring back the cold jobs among a command's arguments (any argument
+    /// shaped like a job ID). Some(ticket) when reads went out: the
+    /// command runs again once `take_cold_done` returns the ticket.
+    pub fn cold_fault(&mut self, args: &[Bytes]) -> Option<u64> {
+        if self.cold.live == 0 {
+            return None;
+        }
+        let ids = args.iter().filter_map(|a| JobId::parse(a));
+        let slots = self.cold_fault_ids(ids);
+        if slots.is_empty() {
+            return None;
+        }
+        self.cold.next_ticket += 1;
+        let t = self.cold.next_ticket;
+        self.cold.waits.push(Wait {
+            slots,
+            who: Waiter::Ticket(t),
+        });
+        Some(t)
+    }
+
+    /// Commands whose cold jobs are back (their tickets).
+    pub fn take_cold_done(&mut self) -> Vec<u64> {
+        std::mem::take(&mut self.cold.done)
+    }
+
+    /// Issue reads for the cold jobs among `ids`; the slots to wait for.
+    fn cold_fault_ids(&mut self, ids: impl Iterator<Item = JobId>) -> Vec<u32> {
+        let mut slots = Vec::new();
+        let mut ops = Vec::new();
+        for id in ids {
+            if self.store.lookup(&id).is_some() {
+                continue;
+            }
+            let Some(tagged) = self.store.cold_candidate(&id, COLD_TAG) else {
+                continue;
+            };
+            let slot = tagged & !COLD_TAG;
+            let Some(s) = self.cold.get_mut(slot) else {
+                continue;
+            };
+            match s.state() {
+                ON_DISK => {
+                    s.set_state(LOADING);
+                    ops.push(SpillOp::ReadCold {
+                        slot,
+                        loc: s.loc(),
+                        qh: NO_QUEUE,
+                        run: 0,
+                    });
+                }
+                LOADING => {}
+                _ => continue,
+            }
+            if !slots.contains(&slot) {
+                slots.push(slot);
+            }
+        }
+        self.spill_push_ops(ops);
+        slots
+    }
+
+    /// Park a bus message that names cold jobs until they are back
+    /// (`cold_ready_messages` hands it back then); the message back when
+    /// it can run now.
+    pub(crate) fn cold_park(
+        &mut self,
+        link: LinkKind,
+        local_ip: &str,
+        peer_ip: &str,
+        msg: Message,
+    ) -> Option<Message> {
+        if self.cold.live == 0 {
+            return Some(msg);
+        }
+        let ids = message_ids(&msg);
+        if ids.is_empty() {
+            return Some(msg);
+        }
+        let slots = self.cold_fault_ids(ids.into_iter());
+        if slots.is_empty() {
+            return Some(msg);
+        }
+        self.cold.waits.push(Wait {
+            slots,
+            who: Waiter::Message(Box::new(Parked {
+                link,
+                local_ip: local_ip.to_string(),
+                peer_ip: peer_ip.to_string(),
+                msg,
+            })),
+        });
+        None
+    }
+
+    /// Parked bus messages whose jobs are back, to handle now.
+    pub(crate) fn cold_ready_messages(&mut self) -> Vec<Parked> {
+        std::mem::take(&mut self.cold.ready_msgs)
+    }
+
+    /// Whether a job with this ID may be stored whole on disk (existence
+    /// checks that need no more than that).
+    pub fn maybe_cold(&self, id: &JobId) -> bool {
+        self.cold.live > 0 && self.store.cold_candidate(id, COLD_TAG).is_some()
+    }
+
+    /// Expire cold jobs whose TTL passed (from the spill cron), a budget
+    /// of slots per call; runs whose earliest expire time is ahead are
+    /// skipped whole.
+    pub(crate) fn cold_expire(&mut self, now: u64) {
+        if self.cold.live == 0 {
+            return;
+        }
+        let now_s = u32::try_from(now / 1000).unwrap_or(u32::MAX);
+        let mut budget = EXPIRE_BUDGET;
+        let mut gone: Vec<(u32, u32)> = Vec::new();
+        for (&qh, cq) in self.cold.queues.iter_mut() {
+            for r in cq.runs.iter_mut() {
+                if budget == 0 {
+                    break;
+                }
+                if r.min_etime > now_s {
+                    continue;
+                }
+                let mut min = u32::MAX;
+                for &slot in &r.slots[r.start..] {
+                    budget = budget.saturating_sub(1);
+                    let Some(s) = self.cold.slots.get(slot) else {
+                        continue;
+                    };
+                    if s.state() != ON_DISK {
+                        continue;
+                    }
+                    if s.etime <= now_s {
+                        gone.push((slot, qh));
+                    } else {
+                        min = min.min(s.etime);
+                    }
+                }
+                r.min_etime = min;
+            }
+        }
+        for (slot, qh) in gone {
+            self.cold.expired_total += 1;
+            self.cold_drop(slot, qh);
+        }
+    }
+
+    /// Forget every cold job (FLUSHALL): their records become dead.
+    pub(crate) fn cold_clear(&mut self) {
+        let live: Vec<u32> = (0..self.cold.slots.len())
+            .filter(|&i| self.cold.get(i).is_some_and(|s| s.state() != DEAD))
+            .collect();
+        for slot in live {
+            if let Some(s) = self.cold.get(slot) {
+                let loc = s.loc();
+                self.spill_record_dead(loc);
+                self.spill_cold_record(loc.seg, false);
+            }
+            self.cold.settled(slot);
+        }
+        let enabled = self.cold.enabled;
+        let done = std::mem::take(&mut self.cold.done);
+        let msgs = std::mem::take(&mut self.cold.ready_msgs);
+        self.cold = ColdTier {
+            enabled,
+            done,
+            ready_msgs: msgs,
+            ..ColdTier::default()
+        };
+    }
+
+    /// Heap bytes of the tier's tables (slots, runs), for INFO.
+    pub fn cold_bytes(&self) -> usize {
+        let runs: usize = self
+            .cold
+            .queues
+            .values()
+            .map(|cq| {
+                cq.runs
+                    .iter()
+                    .map(|r| r.slots.capacity() * 4 + 64)
+                    .sum::<usize>()
+            })
+            .sum();
+        self.cold.slots.bytes() + self.cold.free.capacity() * 4 + runs
+    }
+}
+
+impl ColdTier {
+    /// Put a slot whose read failed back at the front of its queue.
+    fn push_front(&mut self, qh: u32, slot: u32) {
+        self.next_run += 1;
+        let id = self.next_run;
+        let Some(s) = self.get(slot) else {
+            return;
+        };
+        let cq = self.queues.entry(qh).or_default();
+        let first = cq.runs.front().map_or(0, |r| r.first);
+        cq.runs.push_front(Run {
+            id,
+            first,
+            last: first,
+            min_etime: s.etime,
+            inflight: 0,
+            slots: vec![slot],
+            start: 0,
+        });
+        if let Some(s) = self.get_mut(slot) {
+            s.set_in_run(true);
+        }
+    }
+}
+
+/// The job IDs a bus message names.
+fn message_ids(msg: &Message) -> Vec<JobId> {
+    match &msg.body {
+        Body::Job { job_id, .. } => JobId::parse(job_id).into_iter().collect(),
+        Body::ReplJob { job } => record_id(job).into_iter().collect(),
+        Body::YourJobs { jobs } => jobs.iter().filter_map(|j| record_id(j)).collect(),
+        _ => Vec::new(),
+    }
+}
+
+fn record_id(blob: &[u8]) -> Option<JobId> {
+    let (r, _) = RecordRef::decode(blob).ok()?;
+    JobId::parse(r.id)
+}
