@@ -120,7 +120,7 @@ fill() {
     done
     settle
     r=$(rss); (( r > peak )) && peak=$r
-    echo "maxmemory=$max size=$SIZE accepted=$n spilled=$(field spill spilled_jobs) used_memory=$(field memory used_memory) peak_rss=$peak peak_rss/maxmemory=$(python3 -c "print(round($peak/$max,3))") disk_bytes=$(field spill spill_disk_bytes) refused_oom=$(field jobstats refused_oom) refused_norepl=$(field jobstats refused_norepl) status=$(field spill spill_status)"
+    echo "maxmemory=$max size=$SIZE accepted=$n spilled=$(field spill spilled_jobs) whole=$(field spill spilled_whole_jobs) used_memory=$(field memory used_memory) peak_rss=$peak peak_rss/maxmemory=$(python3 -c "print(round($peak/$max,3))") disk_bytes=$(field spill spill_disk_bytes) refused_oom=$(field jobstats refused_oom) refused_norepl=$(field jobstats refused_norepl) status=$(field spill spill_status)"
     stop
 }
 

@@ -116,6 +116,10 @@ pub fn qpeek(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
         Ok(n) => n,
         Err(e) => return err(e),
     };
+    // Jobs stored whole on disk among those shown come back first.
+    if let Some(t) = ctx.node.engine.cold_fault_peek(queue, count) {
+        return Outcome::PageIn(crate::node::spill::wait_cold(ctx.node, t));
+    }
     let engine = &ctx.node.engine;
     let Some(q) = engine.queue(queue) else {
         return Reply::Array(Vec::new()).into();

@@ -1,6 +1,9 @@
 //! QSCAN and JSCAN (docs/COMMANDS.md#jscan): cursor iteration over the queue and
 //! job tables. The cursor is a slab slot number, so an element present for
 //! a whole iteration is returned at least once however the table changes.
+//! JSCAN then walks the jobs stored whole on disk (`engine::cold`) by
+//! slot number from `COLD_CURSOR` on; their records are read by the spill
+//! thread, which answers.
 
 use bytes::Bytes;
 
@@ -9,6 +12,9 @@ use super::{err, Ctx, Outcome};
 use crate::domain::job::JobState;
 use crate::errors::WireError;
 use crate::protocol::resp::Reply;
+
+/// JSCAN cursors from here on are cold slot numbers (offset by this).
+const COLD_CURSOR: usize = 1 << 48;
 
 struct ScanOpts {
     cursor: usize,
@@ -155,6 +161,9 @@ pub fn jscan(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
         Ok(o) => o,
         Err(e) => return err(e),
     };
+    if opts.cursor >= COLD_CURSOR {
+        return jscan_cold(ctx, &opts, queue, &states, reply_all);
+    }
     let engine = &ctx.node.engine;
     let now = ctx.now;
     let mut holes = Vec::new();
@@ -186,6 +195,12 @@ pub fn jscan(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
         found += 1;
         Some(item)
     });
+    // After the job table, the jobs stored whole on disk.
+    let next = if next == 0 && engine.cold_jobs() > 0 {
+        COLD_CURSOR
+    } else {
+        next
+    };
     if holes.is_empty() {
         return scan_reply(next, items);
     }
@@ -194,4 +209,58 @@ pub fn jscan(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
         Reply::Array(items),
     ]);
     super::spill::reply_with_bodies(ctx, reply, holes)
+}
+
+/// JSCAN over the jobs stored whole on disk: all queued, their records
+/// read and filtered on the spill thread, which sends the reply.
+fn jscan_cold(
+    ctx: &mut Ctx,
+    opts: &ScanOpts,
+    queue: Option<Bytes>,
+    states: &[JobState],
+    reply_all: bool,
+) -> Outcome {
+    let engine = &ctx.node.engine;
+    let total = engine.cold_slot_count() as usize;
+    let cold = ScanOpts {
+        cursor: opts.cursor - COLD_CURSOR,
+        count: opts.count,
+        busyloop: opts.busyloop,
+    };
+    let (next, mut locs) = walk(&cold, total, |i| engine.cold_loc(i as u32));
+    let next = if next == 0 { 0 } else { COLD_CURSOR + next };
+    if !states.is_empty() && !states.contains(&JobState::Queued) {
+        locs.clear();
+    }
+    let Some(io) = ctx.node.spill.io.as_ref().filter(|_| !locs.is_empty()) else {
+        return scan_reply(next, Vec::new());
+    };
+    let now = ctx.now;
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    io.read_records(
+        locs,
+        Box::new(move |recs| {
+            let mut items = Vec::new();
+            // A record that cannot be read is left out (counted by the
+            // spill thread); its job is dropped when it is read back.
+            for (id, blob) in recs.into_iter().flatten() {
+                let Ok((rec, _)) = crate::protocol::job_codec::JobRecord::decode(&blob) else {
+                    continue;
+                };
+                if queue.as_ref().is_some_and(|q| rec.queue != q) {
+                    continue;
+                }
+                items.push(if reply_all {
+                    super::show::describe_record(&rec, now)
+                } else {
+                    Reply::Id(id.0)
+                });
+            }
+            let _ = tx.send(Reply::Array(vec![
+                Reply::Bulk(Bytes::from(next.to_string())),
+                Reply::Array(items),
+            ]));
+        }),
+    );
+    Outcome::Blocked(rx)
 }

@@ -4,7 +4,7 @@ use bytes::Bytes;
 
 use super::args::Args;
 use super::{Ctx, Outcome};
-use crate::domain::job::{Job, F_DELIVERED};
+use crate::domain::job::{Job, JobState, F_DELIVERED};
 use crate::domain::job_ext::{JobExt, ON_FAIL_DEADLETTER, ON_FAIL_RUN};
 use crate::engine::{Engine, JobHandle};
 use crate::protocol::resp::Reply;
@@ -115,6 +115,34 @@ pub fn describe(engine: &Engine, h: JobHandle, now: u64) -> Reply {
     }
     // A map in RESP3; the flat 30-element array Disque sends in RESP2.
     Reply::map(pairs)
+}
+
+/// The SHOW array for a job stored whole on disk (`engine::cold`), from
+/// its record: a plain queued job. Its next requeue and wake-up are not
+/// kept on disk (null here; SHOW reads the job back and has them).
+pub fn describe_record(r: &crate::protocol::job_codec::JobRecord, now: u64) -> Reply {
+    let num = |v: u64| Reply::Integer(v.min(i64::MAX as u64) as i64);
+    let ttl = i64::from(r.etime) - (now / 1000) as i64;
+    Reply::map(vec![
+        ("id", Reply::bulk(r.id)),
+        ("queue", Reply::Bulk(r.queue.clone())),
+        ("state", Reply::bulk_str(JobState::Queued.name())),
+        ("repl", num(u64::from(r.repl))),
+        ("ttl", Reply::Integer(ttl.max(0))),
+        ("ctime", num(r.ctime)),
+        ("delay", num(u64::from(r.delay))),
+        ("retry", num(u64::from(r.retry))),
+        ("nacks", num(u64::from(r.nacks))),
+        ("additional-deliveries", num(u64::from(r.deliv))),
+        (
+            "nodes-delivered",
+            Reply::Array(r.nodes.iter().map(|n| Reply::bulk(*n)).collect()),
+        ),
+        ("nodes-confirmed", Reply::Array(Vec::new())),
+        ("next-requeue-within", Reply::NullBulk),
+        ("next-awake-within", Reply::NullBulk),
+        ("body", Reply::Bulk(r.body.clone())),
+    ])
 }
 
 /// Our fields, appended after Disque's 15 pairs and only for jobs created

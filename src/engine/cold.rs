@@ -40,6 +40,10 @@ pub const NO_QUEUE: u32 = u32::MAX;
 /// Slots per run: reads of a run's slots go out together.
 const RUN_SLOTS: usize = 4096;
 
+/// Cold jobs one QPEEK brings back at most (a larger QPEEK shows the
+/// resident jobs it finds beyond them).
+const PEEK_MAX: usize = 10_000;
+
 /// Slots whose expire time the cron checks per run.
 const EXPIRE_BUDGET: usize = 16_384;
 
@@ -235,37 +239,36 @@ impl ColdTier {
         }
     }
 
-    /// Append a slot to the queue's runs (a new run when the last one is
-    /// full or newer than `ctime`).
+    /// Add a slot to the queue's runs: to the run it continues (the last
+    /// one starting at or before `ctime`, if not newer and not full), else
+    /// to a new run in its place. A backfill pass and the lazy tail evict
+    /// in two ascending streams, so each stream keeps extending its run.
     fn push(&mut self, qh: u32, slot: u32, ctime: u64, etime: u32) {
-        let next_id = self.next_run + 1;
         let cq = self.queues.entry(qh).or_default();
-        let fits = cq
-            .runs
-            .back()
+        let at = cq.runs.partition_point(|r| r.first <= ctime);
+        let fits = at
+            .checked_sub(1)
+            .and_then(|k| cq.runs.get(k))
             .is_some_and(|r| r.last <= ctime && r.slots.len() < RUN_SLOTS);
-        if !fits {
-            self.next_run = next_id;
-            let run = Run {
-                id: next_id,
-                first: ctime,
-                last: ctime,
-                min_etime: etime,
-                inflight: 0,
-                slots: Vec::with_capacity(64),
-                start: 0,
-            };
-            // Ordered by first creation time (a backfilled older run goes
-            // before the lazy tail's newer ones).
-            let at = cq.runs.partition_point(|r| r.first <= ctime);
-            cq.runs.insert(at, run);
-        }
-        let at = if fits {
-            cq.runs.len() - 1
+        let k = if fits {
+            at - 1
         } else {
-            cq.runs.partition_point(|r| r.first <= ctime) - 1
+            self.next_run += 1;
+            cq.runs.insert(
+                at,
+                Run {
+                    id: self.next_run,
+                    first: ctime,
+                    last: ctime,
+                    min_etime: etime,
+                    inflight: 0,
+                    slots: Vec::with_capacity(16),
+                    start: 0,
+                },
+            );
+            at
         };
-        if let Some(r) = cq.runs.get_mut(at) {
+        if let Some(r) = cq.runs.get_mut(k) {
             r.last = r.last.max(ctime);
             r.min_etime = r.min_etime.min(etime);
             r.slots.push(slot);
@@ -631,36 +634,86 @@ impl Engine {
             return None;
         }
         let ids = args.iter().filter_map(|a| JobId::parse(a));
-        let slots = self.cold_fault_ids(ids);
-        if slots.is_empty() {
+        let slots = self.cold_slots_of(ids);
+        self.cold_wait_slots(slots)
+    }
+
+    /// QPEEK: bring back the cold jobs among the `count` first (or, when
+    /// negative, last) jobs of the queue, at most `PEEK_MAX`. Some(ticket)
+    /// when reads went out: QPEEK runs again once they are back.
+    pub fn cold_fault_peek(&mut self, queue: &[u8], count: i64) -> Option<u64> {
+        let qh = self.queue_handle(queue)?;
+        let q = self.queues.get(qh)?;
+        if q.cold == 0 {
             return None;
         }
-        self.cold.next_ticket += 1;
-        let t = self.cold.next_ticket;
-        self.cold.waits.push(Wait {
-            slots,
-            who: Waiter::Ticket(t),
-        });
-        Some(t)
-    }
-
-    /// Commands whose cold jobs are back (their tickets).
-    pub fn take_cold_done(&mut self) -> Vec<u64> {
-        std::mem::take(&mut self.cold.done)
-    }
-
-    /// Issue reads for the cold jobs among `ids`; the slots to wait for.
-    fn cold_fault_ids(&mut self, ids: impl Iterator<Item = JobId>) -> Vec<u32> {
-        let mut slots = Vec::new();
-        let mut ops = Vec::new();
-        for id in ids {
-            if self.store.lookup(&id).is_some() {
-                continue;
+        let n = (count.unsigned_abs() as usize).min(q.len()).min(PEEK_MAX);
+        let cq = self.cold.queues.get(&qh)?;
+        let store = &self.store;
+        let ctime = |h: u32| store.get(h).map_or(0, |j| j.ctime);
+        let need = if count >= 0 {
+            // Resident jobs older than every cold one come first.
+            let bound = cq.runs.front().map_or(u64::MAX, |r| r.first);
+            let older = q
+                .handles()
+                .take(n)
+                .take_while(|&h| ctime(h) <= bound)
+                .count();
+            n - older
+        } else {
+            let bound = cq.runs.iter().map(|r| r.last).max().unwrap_or(0);
+            let newer = q
+                .handles()
+                .rev()
+                .take(n)
+                .take_while(|&h| ctime(h) > bound)
+                .count();
+            n - newer
+        };
+        if need == 0 {
+            return None;
+        }
+        let mut want: Vec<u32> = Vec::new();
+        let live = |slot: &u32| {
+            self.cold
+                .get(*slot)
+                .is_some_and(|s| matches!(s.state(), ON_DISK | LOADING))
+        };
+        if count >= 0 {
+            for r in cq.runs.iter() {
+                want.extend(
+                    r.slots[r.start..]
+                        .iter()
+                        .filter(|s| live(s))
+                        .take(need - want.len()),
+                );
+                if want.len() >= need {
+                    break;
+                }
             }
-            let Some(tagged) = self.store.cold_candidate(&id, COLD_TAG) else {
-                continue;
-            };
-            let slot = tagged & !COLD_TAG;
+        } else {
+            for r in cq.runs.iter().rev() {
+                want.extend(
+                    r.slots[r.start..]
+                        .iter()
+                        .rev()
+                        .filter(|s| live(s))
+                        .take(need - want.len()),
+                );
+                if want.len() >= need {
+                    break;
+                }
+            }
+        }
+        self.cold_wait_slots(want)
+    }
+
+    /// Issue reads for these slots (those still on disk) and a ticket
+    /// that is done when every one of them has landed.
+    fn cold_wait_slots(&mut self, slots: Vec<u32>) -> Option<u64> {
+        let mut ops = Vec::new();
+        let mut waiting = Vec::new();
+        for slot in slots {
             let Some(s) = self.cold.get_mut(slot) else {
                 continue;
             };
@@ -677,11 +730,45 @@ impl Engine {
                 LOADING => {}
                 _ => continue,
             }
-            if !slots.contains(&slot) {
+            waiting.push(slot);
+        }
+        self.spill_push_ops(ops);
+        if waiting.is_empty() {
+            return None;
+        }
+        self.cold.next_ticket += 1;
+        let t = self.cold.next_ticket;
+        self.cold.waits.push(Wait {
+            slots: waiting,
+            who: Waiter::Ticket(t),
+        });
+        Some(t)
+    }
+
+    /// Commands whose cold jobs are back (their tickets).
+    pub fn take_cold_done(&mut self) -> Vec<u64> {
+        std::mem::take(&mut self.cold.done)
+    }
+
+    /// The cold slots (on disk or being read) of these IDs.
+    fn cold_slots_of(&self, ids: impl Iterator<Item = JobId>) -> Vec<u32> {
+        let mut slots = Vec::new();
+        for id in ids {
+            if self.store.lookup(&id).is_some() {
+                continue;
+            }
+            let Some(tagged) = self.store.cold_candidate(&id, COLD_TAG) else {
+                continue;
+            };
+            let slot = tagged & !COLD_TAG;
+            let live = self
+                .cold
+                .get(slot)
+                .is_some_and(|s| matches!(s.state(), ON_DISK | LOADING));
+            if live && !slots.contains(&slot) {
                 slots.push(slot);
             }
         }
-        self.spill_push_ops(ops);
         slots
     }
 
@@ -702,9 +789,16 @@ impl Engine {
         if ids.is_empty() {
             return Some(msg);
         }
-        let slots = self.cold_fault_ids(ids.into_iter());
+        let slots = self.cold_slots_of(ids.into_iter());
         if slots.is_empty() {
             return Some(msg);
+        }
+        // Reads go out under a ticket nobody holds; the message waits on
+        // the same slots.
+        if let Some(t) = self.cold_wait_slots(slots.clone()) {
+            self.cold
+                .waits
+                .retain(|w| !matches!(w.who, Waiter::Ticket(x) if x == t));
         }
         self.cold.waits.push(Wait {
             slots,
@@ -795,6 +889,19 @@ impl Engine {
         };
     }
 
+    /// Slot numbers so far (JSCAN's cursor space over cold jobs).
+    pub fn cold_slot_count(&self) -> u32 {
+        self.cold.slots.len()
+    }
+
+    /// Where cold slot `slot`'s record is, if it holds a cold job.
+    pub fn cold_loc(&self, slot: u32) -> Option<Loc> {
+        self.cold
+            .get(slot)
+            .filter(|s| matches!(s.state(), ON_DISK | LOADING))
+            .map(|s| s.loc())
+    }
+
     /// Heap bytes of the tier's tables (slots, runs), for INFO.
     pub fn cold_bytes(&self) -> usize {
         let runs: usize = self
@@ -850,4 +957,47 @@ fn message_ids(msg: &Message) -> Vec<JobId> {
 fn record_id(blob: &[u8]) -> Option<JobId> {
     let (r, _) = RecordRef::decode(blob).ok()?;
     JobId::parse(r.id)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn two_interleaved_ascending_streams_make_two_runs() {
+        let mut t = ColdTier::default();
+        // The lazy tail evicts 1000.., a backfill pass 1..; interleaved.
+        for i in 0..3000u64 {
+            let a = t.alloc(Slot::default()).expect("slot");
+            t.push(7, a, 1000 + i, 100);
+            let b = t.alloc(Slot::default()).expect("slot");
+            // The backfill wraps every 900: a new, older stream.
+            t.push(7, b, 1 + i % 900, 100);
+        }
+        let runs = &t.queues[&7].runs;
+        assert!(runs.len() <= 8, "{} runs", runs.len());
+        assert!(runs.iter().all(|r| r.slots.len() <= RUN_SLOTS));
+        // Ordered by first creation time.
+        assert!(runs.iter().zip(runs.iter().skip(1)).all(|(a, b)| a.first <= b.first));
+    }
+
+    #[test]
+    fn slots_pack_location_state_and_index_place() {
+        let mut s = Slot {
+            seg_shard: 77 << 8 | 200,
+            off: 4096,
+            len_st: 1234,
+            etime: 9,
+            h32: 0xdead_beef,
+        };
+        assert_eq!(std::mem::size_of::<Slot>(), 20);
+        assert_eq!(s.loc(), Loc { seg: 77, off: 4096, len: 1234 });
+        assert_eq!(s.shard(), 200);
+        s.set_state(LOADING);
+        s.set_in_run(true);
+        assert_eq!((s.state(), s.in_run(), s.loc().len), (LOADING, true, 1234));
+        s.set_state(DEAD);
+        s.set_in_run(false);
+        assert_eq!((s.state(), s.in_run(), s.loc().len), (DEAD, false, 1234));
+    }
 }

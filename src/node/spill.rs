@@ -65,7 +65,7 @@ pub fn info(node: &Node, out: &mut String) {
     let last_error = io
         .and_then(|s| s.last_error.lock().ok().and_then(|g| g.clone()))
         .unwrap_or_default();
-    let fields: [(&str, String); 19] = [
+    let fields: [(&str, String); 21] = [
         ("spill_enabled", u8::from(node.config.spill).to_string()),
         ("spill_status", status.replace(['\r', '\n'], " ")),
         (
@@ -78,6 +78,11 @@ pub fn info(node: &Node, out: &mut String) {
         ),
         ("spill_max_disk", node.engine.spill_max_disk().to_string()),
         ("spilled_jobs", st.jobs.to_string()),
+        ("spilled_whole_jobs", st.whole_jobs.to_string()),
+        (
+            "spill_whole_table_bytes",
+            node.engine.cold_bytes().to_string(),
+        ),
         ("spill_pending_writes", st.pending.to_string()),
         ("spill_disk_bytes", st.disk_bytes.to_string()),
         ("spill_live_bytes", st.live_bytes.to_string()),

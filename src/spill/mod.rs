@@ -37,11 +37,19 @@ pub type Sink = Box<dyn Fn(Vec<SpillDone>) + Send>;
 /// Called on the spill thread with the bodies a reply asked for, in order.
 pub type BodiesDone = Box<dyn FnOnce(Vec<Result<Bytes, ReadFailure>>) + Send>;
 
+/// Called on the spill thread with whole records (ID and storage record)
+/// a reply asked for, in order.
+pub type RecordsDone = Box<dyn FnOnce(Vec<Result<(JobId, Bytes), ReadFailure>>) + Send>;
+
 enum Req {
     Ops(Vec<SpillOp>),
     Bodies {
         wants: Vec<(JobId, Loc)>,
         done: BodiesDone,
+    },
+    Records {
+        wants: Vec<Loc>,
+        done: RecordsDone,
     },
 }
 
@@ -131,6 +139,19 @@ impl SpillIo {
     }
 }
 
+impl SpillIo {
+    /// Read whole jobs' records for a reply (JSCAN over jobs stored
+    /// whole); `done` runs on the spill thread (or at once with errors if
+    /// it is gone).
+    pub fn read_records(&self, wants: Vec<Loc>, done: RecordsDone) {
+        if let Err(mpsc::SendError(Req::Records { wants, done })) =
+            self.tx.send(Req::Records { wants, done })
+        {
+            done(wants.iter().map(|_| Err(ReadFailure::Io)).collect());
+        }
+    }
+}
+
 /// Open segment files by number.
 struct Files<'a> {
     dir: &'a Path,
@@ -213,6 +234,19 @@ fn run(dir: &Path, rx: &mpsc::Receiver<Req>, sink: &Sink, stats: &IoStats) {
                         })
                         .collect();
                     reply(bodies);
+                }
+                Req::Records { wants, done: reply } => {
+                    let recs = wants
+                        .iter()
+                        .map(|loc| {
+                            stats.reply_reads.fetch_add(1, Ordering::Relaxed);
+                            files.read_any(*loc).map_err(|e| {
+                                stats.error(&e);
+                                failure(&e)
+                            })
+                        })
+                        .collect();
+                    reply(recs);
                 }
             }
             if done.len() >= 4096 {

@@ -426,3 +426,132 @@ fn a_mostly_dead_segment_is_compacted_and_its_stragglers_survive() {
         assert_eq!(b.len(), 1017);
     }
 }
+
+/// `spill-whole-jobs yes`: plain jobs past the head window leave RAM whole.
+const WHOLE: &[&str] = &[
+    "--spill",
+    "yes",
+    "--spill-watermark",
+    "0",
+    "--spill-whole-jobs",
+    "yes",
+];
+
+#[test]
+fn whole_jobs_on_disk_answer_every_command() {
+    let s = Server::start(ServerOpts::with_args(WHOLE));
+    let mut c = s.client();
+    let n = 1000;
+    let ids = fill(&mut c, "q", n);
+    assert_eq!(info(&mut c, "spilled_whole_jobs"), (n - HEAD) as i64);
+    assert!(info(&mut c, "spill_whole_table_bytes") > 0);
+    assert_eq!(c.cmd(&["QLEN", "q"]).int(), n as i64);
+    // QPEEK from both ends reads the jobs it shows back.
+    let newest = c.cmd(&["QPEEK", "q", "-3"]);
+    assert_eq!(newest.array().len(), 3);
+    for (k, j) in newest.array().iter().enumerate() {
+        assert_eq!(j.array()[1].text(), ids[n - 1 - k]);
+        assert_eq!(j.array()[2].text(), body(n - 1 - k));
+    }
+    let oldest = c.cmd(&["QPEEK", "q", "200"]);
+    assert_eq!(oldest.array().len(), 200);
+    for (k, j) in oldest.array().iter().enumerate() {
+        assert_eq!(j.array()[1].text(), ids[k]);
+    }
+    // JSCAN walks the job table, then the jobs on disk: every job once
+    // at least, each with its own body.
+    let index: HashMap<&str, usize> = ids
+        .iter()
+        .enumerate()
+        .map(|(i, id)| (id.as_str(), i))
+        .collect();
+    let mut seen = vec![false; n];
+    let mut cursor = "0".to_string();
+    loop {
+        let r = c.cmd(&[
+            "JSCAN", &cursor, "COUNT", "300", "QUEUE", "q", "REPLY", "ALL",
+        ]);
+        for j in r.array()[1].array() {
+            let i = index[j.field("id").text().as_str()];
+            assert_eq!(j.field("body").text(), body(i));
+            assert_eq!(j.field("state").text(), "queued");
+            seen[i] = true;
+        }
+        cursor = r.array()[0].text();
+        if cursor == "0" {
+            break;
+        }
+    }
+    assert!(seen.iter().all(|&s| s), "JSCAN missed jobs");
+    let other = c.cmd(&["JSCAN", "0", "COUNT", "2000", "BUSYLOOP", "QUEUE", "nope"]);
+    assert!(other.array()[1].array().is_empty());
+    // Commands naming a job on disk read it back first.
+    let shown = c.cmd(&["SHOW", &ids[n - 10]]);
+    assert_eq!(shown.field("body").text(), body(n - 10));
+    assert_eq!(shown.field("state").text(), "queued");
+    assert_eq!(c.cmd(&["ACKJOB", &ids[n - 20]]).int(), 1);
+    assert_eq!(c.cmd(&["DEQUEUE", &ids[n - 30]]).int(), 1);
+    assert_eq!(
+        c.cmd(&["SHOW", &ids[n - 30]]).field("state").text(),
+        "active"
+    );
+    assert_eq!(c.cmd(&["ENQUEUE", &ids[n - 30]]).int(), 1);
+    assert_eq!(c.cmd(&["DELJOB", &ids[n - 40]]).int(), 1);
+    assert!(c.cmd(&["SHOW", &ids[n - 40]]).is_nil());
+    assert_eq!(c.cmd(&["QLEN", "q"]).int(), (n - 2) as i64);
+    // GETJOB brings the rest back in order.
+    let got = drain(&mut c, "q", n - 2);
+    let want: Vec<usize> = (0..n).filter(|&i| i != n - 20 && i != n - 40).collect();
+    for ((id, b), i) in got.iter().zip(want) {
+        assert_eq!(id, &ids[i]);
+        assert_eq!(b, body(i).as_bytes());
+    }
+    assert_eq!(info(&mut c, "spilled_whole_jobs"), 0);
+    assert!(wait_until(WAIT, POLL, || info(&mut c, "spill_live_bytes") == 0));
+}
+
+#[test]
+fn whole_jobs_on_disk_expire_and_replicas_ack_them() {
+    // Two nodes: the origin queues each job (its tail spills whole), the
+    // replica holds an active copy. An ACKJOB on the replica reaches the
+    // copy on the origin's disk (the bus message waits for it to be read
+    // back); expiry frees the rest.
+    let nodes: Vec<Server> = (0..2)
+        .map(|_| Server::start(ServerOpts::with_args(WHOLE)))
+        .collect();
+    let mut ca = nodes[0].client();
+    let mut cb = nodes[1].client();
+    let r = ca.cmd(&["CLUSTER", "MEET", "127.0.0.1", &nodes[1].port().to_string()]);
+    assert_eq!(r, Reply::Status("OK".into()));
+    crate::cluster::wait_full_mesh(&nodes);
+    let n = 400;
+    let ids: Vec<String> = (0..n)
+        .map(|i| addjob(&mut ca, "r", &body(i), &["REPLICATE", "2", "RETRY", "60"]))
+        .collect();
+    let want = (n - HEAD) as i64;
+    assert!(wait_until(WAIT, POLL, || info(
+        &mut ca,
+        "spilled_whole_jobs"
+    ) == want));
+    let mut ack = vec!["ACKJOB"];
+    ack.extend(ids.iter().map(String::as_str));
+    assert_eq!(cb.cmd(&ack).int(), n as i64);
+    assert!(
+        wait_until(WAIT, POLL, || ca.cmd(&["QLEN", "r"]).int() == 0
+            && info(&mut ca, "spilled_whole_jobs") == 0),
+        "the origin still queues {} jobs",
+        ca.cmd(&["QLEN", "r"]).int()
+    );
+    assert!(ca.cmd(&["GETJOB", "NOHANG", "FROM", "r"]).is_nil());
+    for i in 0..300 {
+        addjob(&mut cb, "short", &body(i), &["TTL", "2"]);
+    }
+    assert!(wait_until(WAIT, POLL, || info(
+        &mut cb,
+        "spilled_whole_jobs"
+    ) == (300 - HEAD) as i64));
+    assert!(wait_until(WAIT, POLL, || cb.cmd(&["QLEN", "short"]).int()
+        == 0
+        && info(&mut cb, "spilled_whole_jobs") == 0
+        && info(&mut cb, "spill_live_bytes") == 0));
+}

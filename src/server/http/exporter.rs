@@ -412,6 +412,11 @@ impl Collector for NodeCollector {
                     st.jobs,
                 ),
                 (
+                    "disque_spill_whole_jobs",
+                    "Of those, jobs stored whole on disk (spill-whole-jobs).",
+                    st.whole_jobs,
+                ),
+                (
                     "disque_spill_disk_bytes",
                     "Bytes of spill segment files, live and dead records.",
                     st.disk_bytes,
