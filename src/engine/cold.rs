@@ -978,7 +978,10 @@ mod tests {
         assert!(runs.len() <= 8, "{} runs", runs.len());
         assert!(runs.iter().all(|r| r.slots.len() <= RUN_SLOTS));
         // Ordered by first creation time.
-        assert!(runs.iter().zip(runs.iter().skip(1)).all(|(a, b)| a.first <= b.first));
+        assert!(runs
+            .iter()
+            .zip(runs.iter().skip(1))
+            .all(|(a, b)| a.first <= b.first));
     }
 
     #[test]
@@ -991,7 +994,14 @@ mod tests {
             h32: 0xdead_beef,
         };
         assert_eq!(std::mem::size_of::<Slot>(), 20);
-        assert_eq!(s.loc(), Loc { seg: 77, off: 4096, len: 1234 });
+        assert_eq!(
+            s.loc(),
+            Loc {
+                seg: 77,
+                off: 4096,
+                len: 1234
+            }
+        );
         assert_eq!(s.shard(), 200);
         s.set_state(LOADING);
         s.set_in_run(true);

@@ -74,7 +74,7 @@ fn config_get_star_lists_35_parameters_in_order() {
     assert_eq!(names[..35], CONFIG_ORDER);
     assert_eq!(names[35], "protected-mode");
     assert_eq!(
-        names[names.len() - 10..],
+        names[names.len() - 11..],
         [
             "dedup-window",
             "job-max-body-size",
@@ -83,13 +83,14 @@ fn config_get_star_lists_35_parameters_in_order() {
             "spill-dir",
             "spill-max-disk",
             "spill-watermark",
+            "spill-whole-jobs",
             "aclfile",
             "enable-debug-command",
             "enable-protected-configs"
         ]
     );
     assert!(
-        names[36..names.len() - 10]
+        names[36..names.len() - 11]
             .iter()
             .all(|n| n.starts_with("tls-")),
         "{names:?}"
