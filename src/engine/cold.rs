@@ -53,6 +53,8 @@ const ST_SHIFT: u32 = 30;
 const ON_DISK: u32 = 0;
 const LOADING: u32 = 1;
 const DEAD: u32 = 2;
+/// Being copied forward by compaction; still readable where it was.
+const MOVING: u32 = 3;
 
 /// One cold job: 20 bytes.
 #[derive(Clone, Copy, Default)]
@@ -206,6 +208,8 @@ pub struct ColdTier {
     next_ticket: u64,
     done: Vec<u64>,
     ready_msgs: Vec<Parked>,
+    /// Compaction: the segment being emptied and the next slot to look at.
+    compact: Option<(u32, u32)>,
     pub(crate) evicted_total: u64,
     pub(crate) loaded_total: u64,
     pub(crate) expired_total: u64,
@@ -467,7 +471,7 @@ impl Engine {
                 };
                 s.set_in_run(false);
                 match s.state() {
-                    ON_DISK => {
+                    ON_DISK | MOVING => {
                         s.set_state(LOADING);
                         r.inflight += 1;
                         cq.loading += 1;
@@ -677,7 +681,7 @@ impl Engine {
         let live = |slot: &u32| {
             self.cold
                 .get(*slot)
-                .is_some_and(|s| matches!(s.state(), ON_DISK | LOADING))
+                .is_some_and(|s| matches!(s.state(), ON_DISK | LOADING | MOVING))
         };
         if count >= 0 {
             for r in cq.runs.iter() {
@@ -718,7 +722,7 @@ impl Engine {
                 continue;
             };
             match s.state() {
-                ON_DISK => {
+                ON_DISK | MOVING => {
                     s.set_state(LOADING);
                     ops.push(SpillOp::ReadCold {
                         slot,
@@ -764,7 +768,7 @@ impl Engine {
             let live = self
                 .cold
                 .get(slot)
-                .is_some_and(|s| matches!(s.state(), ON_DISK | LOADING));
+                .is_some_and(|s| matches!(s.state(), ON_DISK | LOADING | MOVING));
             if live && !slots.contains(&slot) {
                 slots.push(slot);
             }
@@ -889,6 +893,80 @@ impl Engine {
         };
     }
 
+    /// Compaction of segment `seg`: copy the whole jobs' records found
+    /// in the next `scan` slots forward (at most `budget`); the walk
+    /// resumes where it stopped while the same segment is compacted.
+    pub(crate) fn cold_compact(&mut self, seg: u32, scan: usize, budget: usize) -> bool {
+        let from = match self.cold.compact {
+            Some((s, next)) if s == seg => next,
+            _ => 0,
+        };
+        let end = self.cold.slots.len();
+        let stop = u32::try_from((from as usize).saturating_add(scan))
+            .unwrap_or(u32::MAX)
+            .min(end);
+        let mut moves = Vec::new();
+        let mut i = from;
+        while i < stop && moves.len() < budget {
+            if let Some(s) = self.cold.get(i) {
+                if s.state() == ON_DISK && s.loc().seg == seg {
+                    moves.push((i, s.loc()));
+                }
+            }
+            i += 1;
+        }
+        self.cold.compact = (i < end).then_some((seg, i));
+        let mut ops = Vec::new();
+        for (slot, from) in moves {
+            let to = self.spill_allocate(from.len);
+            if to.seg >= 1 << 24 {
+                self.spill_record_dead(to);
+                continue;
+            }
+            self.spill_cold_record(to.seg, true);
+            if let Some(s) = self.cold.get_mut(slot) {
+                s.set_state(MOVING);
+            }
+            ops.push(SpillOp::MoveCold { slot, from, to });
+        }
+        let started = !ops.is_empty();
+        self.spill_push_ops(ops);
+        started
+    }
+
+    /// A compaction copy finished: the job's record is now at `to`, or
+    /// stays at `from` (a read of it meanwhile, or a failure).
+    pub(crate) fn cold_moved(
+        &mut self,
+        slot: u32,
+        from: Loc,
+        to: Loc,
+        result: Result<(), ReadFailure>,
+    ) {
+        let mine = self
+            .cold
+            .get(slot)
+            .is_some_and(|s| s.state() == MOVING && s.loc() == from);
+        if !mine || result.is_err() {
+            self.spill_record_dead(to);
+            self.spill_cold_record(to.seg, false);
+            if mine {
+                if let Some(s) = self.cold.get_mut(slot) {
+                    s.set_state(ON_DISK);
+                }
+            }
+            return;
+        }
+        self.spill_record_dead(from);
+        self.spill_cold_record(from.seg, false);
+        self.spill_count_moved();
+        if let Some(s) = self.cold.get_mut(slot) {
+            s.seg_shard = to.seg << 8 | (s.seg_shard & 0xff);
+            s.off = to.off;
+            s.set_state(ON_DISK);
+        }
+    }
+
     /// Slot numbers so far (JSCAN's cursor space over cold jobs).
     pub fn cold_slot_count(&self) -> u32 {
         self.cold.slots.len()
@@ -898,7 +976,7 @@ impl Engine {
     pub fn cold_loc(&self, slot: u32) -> Option<Loc> {
         self.cold
             .get(slot)
-            .filter(|s| matches!(s.state(), ON_DISK | LOADING))
+            .filter(|s| matches!(s.state(), ON_DISK | LOADING | MOVING))
             .map(|s| s.loc())
     }
 

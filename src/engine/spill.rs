@@ -104,6 +104,8 @@ pub enum SpillOp {
         qh: u32,
         run: u64,
     },
+    /// Copy a whole job's record to a new place (compaction).
+    MoveCold { slot: u32, from: Loc, to: Loc },
 }
 
 /// Why a record could not be used.
@@ -160,6 +162,12 @@ pub enum SpillDone {
         qh: u32,
         run: u64,
         result: Result<(JobId, Bytes), ReadFailure>,
+    },
+    MovedCold {
+        slot: u32,
+        from: Loc,
+        to: Loc,
+        result: Result<(), ReadFailure>,
     },
 }
 
@@ -635,6 +643,12 @@ impl Engine {
                     run,
                     result,
                 } => self.cold_read_done(slot, loc, qh, run, result, now),
+                SpillDone::MovedCold {
+                    slot,
+                    from,
+                    to,
+                    result,
+                } => self.cold_moved(slot, from, to, result),
             }
         }
         // Bus messages that waited for their jobs to come back.
@@ -846,6 +860,15 @@ impl Engine {
         self.spill.ops.extend(ops);
     }
 
+    /// Room for a record of `len` bytes (`engine::cold`'s compaction).
+    pub(super) fn spill_allocate(&mut self, len: u32) -> Loc {
+        self.spill.allocate(len)
+    }
+
+    pub(super) fn spill_count_moved(&mut self) {
+        self.spill.stats.moved += 1;
+    }
+
     /// A record stopped being live (`engine::cold`).
     pub(super) fn spill_record_dead(&mut self, loc: Loc) {
         self.spill.dead(loc);
@@ -975,9 +998,7 @@ impl Engine {
             return;
         }
         let cur = self.spill.cur;
-        let wanted = |n: u32, s: &Segment| {
-            n != cur && s.live > 0 && s.cold == 0 && s.live_bytes * 2 < s.bytes
-        };
+        let wanted = |n: u32, s: &Segment| n != cur && s.live > 0 && s.live_bytes * 2 < s.bytes;
         let going = self
             .spill
             .compacting
@@ -1030,6 +1051,10 @@ impl Engine {
                 to,
             });
             started = true;
+        }
+        // Whole jobs' records in it move too (`engine::cold`).
+        if self.spill.segs.get(&seg).is_some_and(|s| s.cold > 0) {
+            started |= self.cold_compact(seg, self.spill.compact_scan, CRON_BUDGET);
         }
         if started {
             self.spill.stats.compactions += 1;
@@ -1153,6 +1178,21 @@ mod tests {
                                 loc,
                                 qh,
                                 run,
+                                result,
+                            });
+                        }
+                        SpillOp::MoveCold { slot, from, to } => {
+                            let result = match self.recs.get(&(from.seg, from.off)).cloned() {
+                                Some(rec) => {
+                                    self.recs.insert((to.seg, to.off), rec);
+                                    Ok(())
+                                }
+                                None => Err(ReadFailure::Io),
+                            };
+                            done.push(SpillDone::MovedCold {
+                                slot,
+                                from,
+                                to,
                                 result,
                             });
                         }
@@ -1354,6 +1394,50 @@ mod tests {
         assert_eq!(got.len() as u64, 200 - cold);
         assert_eq!(e.spill_stats().corrupt, cold);
         assert_eq!(e.queue_len(b"q"), 0);
+    }
+
+    #[test]
+    fn segments_of_mostly_expired_whole_jobs_are_compacted() {
+        let mut e = whole();
+        e.set_spill_segment_bytes(16 * 1024);
+        let mut disk = Disk::default();
+        let mut keep = Vec::new();
+        for i in 0..1200 {
+            let mut req =
+                AddJobRequest::new(Bytes::from_static(b"q"), Bytes::from(format!("b{i}")));
+            // Every tenth job outlives the others.
+            req.ttl = Some(if i % 10 == 0 { 100_000 } else { 10 });
+            let AddJobOutcome::Added(id) = e.addjob(99, req, 1000) else {
+                panic!("not added");
+            };
+            if i % 10 == 0 {
+                keep.push((i, id));
+            }
+        }
+        disk.run(&mut e, 1000);
+        let segs = e.spill_stats().segments;
+        assert!(segs > 4, "{segs} segments");
+        for t in 0..40 {
+            e.tick(20_000 + t * 100);
+            e.spill_cron(20_000 + t * 100);
+            disk.run(&mut e, 20_000 + t * 100);
+        }
+        let st = e.spill_stats();
+        assert!(st.moved > 0, "no record moved");
+        assert!(st.disk_bytes <= 2 * st.live_bytes + 16 * 1024, "{st:?}");
+        assert!(st.segments < segs);
+        // The stragglers come back, in order, with their bodies.
+        let got = drain(&mut e, &mut disk, b"q", 30_000);
+        let want: Vec<JobId> = keep
+            .iter()
+            .filter(|(i, _)| i % 10 == 0)
+            .map(|&(_, id)| id)
+            .collect();
+        let ids: Vec<JobId> = got.iter().map(|(id, _)| *id).collect();
+        assert_eq!(ids, want);
+        for ((_, body), (i, _)) in got.iter().zip(keep.iter().filter(|(i, _)| i % 10 == 0)) {
+            assert_eq!(&body[..], format!("b{i}").as_bytes());
+        }
     }
 
     #[test]

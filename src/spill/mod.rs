@@ -376,6 +376,29 @@ fn apply(files: &mut Files, ops: Vec<SpillOp>, stats: &IoStats, done: &mut Vec<S
                     result,
                 });
             }
+            SpillOp::MoveCold { slot, from, to } => {
+                flush(files, &mut buf, &mut run, &mut failed, done);
+                let result = match files.read_any(from) {
+                    Ok((id, payload)) => {
+                        let mut rec = BytesMut::new();
+                        segment::encode(&id, &payload, &mut rec);
+                        files.write(to.seg, to.off, &rec).map_err(|e| {
+                            stats.error(&e);
+                            ReadFailure::Io
+                        })
+                    }
+                    Err(e) => {
+                        stats.error(&e);
+                        Err(failure(&e))
+                    }
+                };
+                done.push(SpillDone::MovedCold {
+                    slot,
+                    from,
+                    to,
+                    result,
+                });
+            }
             SpillOp::Unlink { seg } => {
                 flush(files, &mut buf, &mut run, &mut failed, done);
                 files.open.remove(&seg);

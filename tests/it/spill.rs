@@ -390,7 +390,16 @@ fn fill_pipelined(c: &mut Client, q: &str, n: usize) -> Vec<String> {
 
 #[test]
 fn a_mostly_dead_segment_is_compacted_and_its_stragglers_survive() {
-    let s = Server::start(ServerOpts::with_args(SPILL_ALWAYS));
+    compaction_keeps_stragglers(SPILL_ALWAYS);
+}
+
+#[test]
+fn a_mostly_dead_segment_of_whole_jobs_is_compacted_too() {
+    compaction_keeps_stragglers(WHOLE);
+}
+
+fn compaction_keeps_stragglers(args: &[&str]) {
+    let s = Server::start(ServerOpts::with_args(args));
     let mut c = s.client();
     // A little over two 64 MiB segments of bodies.
     let n = 140_000;

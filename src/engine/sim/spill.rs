@@ -86,6 +86,21 @@ impl SimDisks {
                         result,
                     });
                 }
+                SpillOp::MoveCold { slot, from, to } => {
+                    let result = match disk.get(&(from.seg, from.off)).cloned() {
+                        Some(rec) => {
+                            disk.insert((to.seg, to.off), rec);
+                            Ok(())
+                        }
+                        None => Err(ReadFailure::Io),
+                    };
+                    done.push(SpillDone::MovedCold {
+                        slot,
+                        from,
+                        to,
+                        result,
+                    });
+                }
                 SpillOp::Unlink { seg } => disk.retain(|k, _| k.0 != seg),
             }
         }
