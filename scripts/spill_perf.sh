@@ -14,7 +14,10 @@
 #
 #  drain - GETJOB while draining a backlog on disk (see `drain` below).
 #
-# usage: scripts/spill_perf.sh ram|fill|tput|drain
+#  drainrate - GETJOB latency while draining a backlog on disk at a
+#          steady rate (see `drainrate` below).
+#
+# usage: scripts/spill_perf.sh ram|fill|tput|drain|drainrate
 # environment: BIN_DIR [target/release], JOBS [300000], SIZE [1024],
 #              MAXMEM [64mb], TARGET [1300000], SPILL [yes],
 #              RATE [none: as fast as the clients go; else ADDJOBs/s],
@@ -161,10 +164,28 @@ drain() {
     done
 }
 
+# Draining at a steady rate: 200,000 jobs, then 10 consumers doing GETJOB
+# NOHANG + ACKJOB paced at RATE (default 5000) operations/s for 100,000
+# operations; the benchmark's latency percentiles are the GETJOB's (from
+# its scheduled send time), with and without spill.
+drainrate() {
+    for rep in $(seq 1 "${REPS:-2}"); do
+        for mode in no yes; do
+            start --maxmemory 8gb --spill "$mode" --spill-watermark 0 --spill-whole-jobs "${WHOLE:-no}"
+            "$BIN_DIR/disque-benchmark" -p "$port" -w addjob -s "$SIZE" -n 200000 -c 20 -P 16 -q >/dev/null
+            [[ $mode == yes ]] && settle
+            r=$("$BIN_DIR/disque-benchmark" -p "$port" -w getjob --prefill 0 -n 100000 -c 10 -P 1 --ack --rate "${RATE:-5000}" --csv 2>&1 | tail -1)
+            echo "rep=$rep spill=$mode getjob+ack@${RATE:-5000}/s,$r spilled_left=$(field spill spilled_jobs) reads=$(field spill spill_disk_reads)"
+            stop
+        done
+    done
+}
+
 case ${1:-} in
     ram) ram ;;
+    drainrate) drainrate ;;
     drain) drain ;;
     fill) fill ;;
     tput) tput ;;
-    *) echo "usage: $0 ram|fill|tput|drain" >&2; exit 2 ;;
+    *) echo "usage: $0 ram|fill|tput|drain|drainrate" >&2; exit 2 ;;
 esac

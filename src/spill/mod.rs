@@ -27,6 +27,9 @@ use crate::domain::job::JobId;
 use crate::engine::spill::{Loc, ReadFailure, SpillDone, SpillFault, SpillOp};
 pub use segment::SegmentError;
 
+/// Largest stretch of adjacent whole-job records read with one call.
+const READ_SPAN: u64 = 1 << 20;
+
 /// How often the spill thread hands freed heap pages back (at most).
 const TRIM_EVERY: Duration = Duration::from_secs(1);
 
@@ -198,6 +201,36 @@ impl Files<'_> {
         let f = self.get(loc.seg, false)?;
         segment::read_any(f, &p, loc)
     }
+
+    /// Whole records at consecutive places of one segment, read with one
+    /// call and checked one by one (each on its own if that read fails).
+    fn read_many(&mut self, locs: &[Loc]) -> Vec<Result<(JobId, Bytes), SegmentError>> {
+        let (Some(first), Some(last)) = (locs.first(), locs.last()) else {
+            return Vec::new();
+        };
+        let p = segment::path(self.dir, first.seg);
+        let end = u64::from(last.off) + last.record_len();
+        let len = end.saturating_sub(u64::from(first.off)) as usize;
+        let span = self
+            .get(first.seg, false)
+            .and_then(|f| segment::read_span(f, &p, first.off, len));
+        let Ok(span) = span else {
+            return locs.iter().map(|loc| self.read_any(*loc)).collect();
+        };
+        locs.iter()
+            .map(|loc| {
+                let at = loc.off.saturating_sub(first.off) as usize;
+                let rec = span
+                    .get(at..at + loc.record_len() as usize)
+                    .unwrap_or_default();
+                segment::decode_any(rec, *loc).map_err(|what| SegmentError::Corrupt {
+                    path: p.clone(),
+                    off: u64::from(loc.off),
+                    what,
+                })
+            })
+            .collect()
+    }
 }
 
 fn failure(e: &SegmentError) -> ReadFailure {
@@ -301,7 +334,8 @@ fn apply(files: &mut Files, ops: Vec<SpillOp>, stats: &IoStats, done: &mut Vec<S
         }
         buf.clear();
     };
-    for op in ops {
+    let mut ops = ops.into_iter().peekable();
+    while let Some(op) = ops.next() {
         match op {
             SpillOp::Write { loc, id, body } => {
                 if failed.contains(&loc.seg) {
@@ -364,17 +398,43 @@ fn apply(files: &mut Files, ops: Vec<SpillOp>, stats: &IoStats, done: &mut Vec<S
                 run: r,
             } => {
                 flush(files, &mut buf, &mut run, &mut failed, done);
-                let result = files.read_any(loc).map_err(|e| {
-                    stats.error(&e);
-                    failure(&e)
-                });
-                done.push(SpillDone::ReadCold {
-                    slot,
-                    loc,
-                    qh,
-                    run: r,
-                    result,
-                });
+                // A prefetch reads a run's records, mostly next to each
+                // other on disk: one read for each stretch of them.
+                let mut group = vec![(slot, loc, qh, r)];
+                let mut bytes = loc.record_len();
+                while let Some(SpillOp::ReadCold { loc: next, .. }) = ops.peek() {
+                    let Some(&(_, prev, _, _)) = group.last() else {
+                        break;
+                    };
+                    let adjacent = next.seg == prev.seg
+                        && u64::from(next.off) == u64::from(prev.off) + prev.record_len();
+                    if !adjacent || bytes + next.record_len() > READ_SPAN {
+                        break;
+                    }
+                    bytes += next.record_len();
+                    if let Some(SpillOp::ReadCold { slot, loc, qh, run }) = ops.next() {
+                        group.push((slot, loc, qh, run));
+                    }
+                }
+                let locs: Vec<Loc> = group.iter().map(|g| g.1).collect();
+                let results = if locs.len() == 1 {
+                    vec![files.read_any(loc)]
+                } else {
+                    files.read_many(&locs)
+                };
+                for ((slot, loc, qh, r), result) in group.into_iter().zip(results) {
+                    let result = result.map_err(|e| {
+                        stats.error(&e);
+                        failure(&e)
+                    });
+                    done.push(SpillDone::ReadCold {
+                        slot,
+                        loc,
+                        qh,
+                        run: r,
+                        result,
+                    });
+                }
             }
             SpillOp::MoveCold { slot, from, to } => {
                 flush(files, &mut buf, &mut run, &mut failed, done);
@@ -430,6 +490,71 @@ mod tests {
     fn wait(rx: &mpsc::Receiver<Vec<SpillDone>>) -> Vec<SpillDone> {
         rx.recv_timeout(Duration::from_secs(10))
             .expect("spill thread answered")
+    }
+
+    #[test]
+    fn adjacent_whole_records_are_read_together_and_checked_each() {
+        let dir = TempDir::new("many");
+        let (tx, rx) = mpsc::channel();
+        let tx = Mutex::new(tx);
+        let io = SpillIo::start(
+            dir.path().to_path_buf(),
+            Box::new(move |d| {
+                let _ = tx.lock().map(|t| t.send(d));
+            }),
+        )
+        .unwrap();
+        let mut locs = Vec::new();
+        let mut off = 0u32;
+        let mut writes = Vec::new();
+        for n in 0..5u8 {
+            let body = Bytes::from(vec![b'a' + n; 10 + n as usize]);
+            let loc = Loc {
+                seg: 1,
+                off,
+                len: body.len() as u32,
+            };
+            off += loc.record_len() as u32;
+            locs.push(loc);
+            writes.push(SpillOp::Write {
+                loc,
+                id: id(n + 1),
+                body,
+            });
+        }
+        io.submit(writes);
+        let _ = wait(&rx);
+        // Damage the third record's payload.
+        let path = segment::path(dir.path(), 1);
+        let mut bytes = std::fs::read(&path).unwrap();
+        bytes[locs[2].off as usize + crate::engine::spill::RECORD_HEADER as usize] ^= 0xff;
+        std::fs::write(&path, &bytes).unwrap();
+        let reads = locs
+            .iter()
+            .enumerate()
+            .map(|(i, &loc)| SpillOp::ReadCold {
+                slot: i as u32,
+                loc,
+                qh: 0,
+                run: 0,
+            })
+            .collect();
+        io.submit(reads);
+        let done = wait(&rx);
+        assert_eq!(done.len(), 5);
+        for (i, d) in done.into_iter().enumerate() {
+            let SpillDone::ReadCold { slot, result, .. } = d else {
+                panic!("not a read: {d:?}");
+            };
+            assert_eq!(slot, i as u32);
+            if i == 2 {
+                assert_eq!(result, Err(ReadFailure::Corrupt));
+            } else {
+                let (rid, body) = result.expect("read");
+                assert_eq!(rid, id(i as u8 + 1));
+                assert_eq!(body, vec![b'a' + i as u8; 10 + i]);
+            }
+        }
     }
 
     #[test]

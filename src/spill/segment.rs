@@ -133,27 +133,36 @@ pub fn read(file: &File, file_path: &Path, id: &JobId, loc: Loc) -> Result<Bytes
 /// spilled, `engine::cold`: the ID is only on disk); its ID and payload.
 pub fn read_any(file: &File, file_path: &Path, loc: Loc) -> Result<(JobId, Bytes), SegmentError> {
     let buf = read_raw(file, file_path, loc)?;
-    let corrupt = |what| SegmentError::Corrupt {
+    decode_any(&buf, loc).map_err(|what| SegmentError::Corrupt {
         path: file_path.to_path_buf(),
         off: u64::from(loc.off),
         what,
-    };
+    })
+}
+
+/// Check a whole record whatever job it holds; its ID and payload.
+pub fn decode_any(buf: &[u8], loc: Loc) -> Result<(JobId, Bytes), &'static str> {
     let id = buf
         .get(8..RECORD_HEADER as usize)
         .and_then(|b| <[u8; 40]>::try_from(b).ok())
         .map(JobId)
-        .ok_or_else(|| corrupt("truncated record"))?;
-    let payload = decode(&buf, &id, loc).map_err(corrupt)?;
+        .ok_or("truncated record")?;
+    let payload = decode(buf, &id, loc)?;
     Ok((id, payload))
 }
 
-/// The record's bytes at `loc` (fewer at the end of a short file).
-fn read_raw(file: &File, file_path: &Path, loc: Loc) -> Result<Vec<u8>, SegmentError> {
-    let total = loc.record_len() as usize;
-    let mut buf = vec![0u8; total];
-    let off = u64::from(loc.off);
+/// `len` bytes of a segment from `off` (fewer at the end of a short
+/// file): consecutive records read with one call.
+pub fn read_span(
+    file: &File,
+    file_path: &Path,
+    off: u32,
+    len: usize,
+) -> Result<Vec<u8>, SegmentError> {
+    let mut buf = vec![0u8; len];
+    let off = u64::from(off);
     let mut got = 0;
-    while got < total {
+    while got < len {
         match file.read_at(&mut buf[got..], off + got as u64) {
             Ok(0) => break,
             Ok(n) => got += n,
@@ -169,6 +178,11 @@ fn read_raw(file: &File, file_path: &Path, loc: Loc) -> Result<Vec<u8>, SegmentE
     }
     buf.truncate(got);
     Ok(buf)
+}
+
+/// The record's bytes at `loc` (fewer at the end of a short file).
+fn read_raw(file: &File, file_path: &Path, loc: Loc) -> Result<Vec<u8>, SegmentError> {
+    read_span(file, file_path, loc.off, loc.record_len() as usize)
 }
 
 /// Create `dir` if needed and delete every segment file in it: without a
