@@ -15,7 +15,7 @@
 #  drain - GETJOB while draining a backlog on disk (see `drain` below).
 #
 #  drainrate - GETJOB latency while draining a backlog on disk at a
-#          steady rate (see `drainrate` below).
+#          steady rate (see `drain` below).
 #
 # usage: scripts/spill_perf.sh ram|fill|tput|drain|drainrate
 # environment: BIN_DIR [target/release], JOBS [300000], SIZE [1024],
@@ -148,34 +148,24 @@ tput() {
 }
 
 # Draining a backlog on disk: 200,000 jobs, then 10 consumers doing
-# GETJOB NOHANG + ACKJOB for 190,000 operations (`-w getjob`); prints the
-# benchmark line plus what is left queued (jobs/s consumed = (200000 -
-# qlen_left) / elapsed, an empty NOHANG reply counts as an operation).
-drain() {
+# GETJOB NOHANG + ACKJOB (`-w getjob`):
+#  drain:     closed loop, 190,000 operations; prints the benchmark line
+#             plus what is left queued (jobs/s consumed = (200000 -
+#             qlen_left) / elapsed, an empty NOHANG reply counts as an
+#             operation);
+#  drainrate: paced at RATE (default 5000) operations/s for 100,000
+#             operations; the latency percentiles are the GETJOB's, from
+#             its scheduled send time.
+drain() { # label benchmark-args...
+    local label=$1
+    shift
     for rep in $(seq 1 "${REPS:-2}"); do
         for mode in no yes; do
             start --maxmemory 8gb --spill "$mode" --spill-watermark 0 --spill-whole-jobs "${WHOLE:-no}"
             "$BIN_DIR/disque-benchmark" -p "$port" -w addjob -s "$SIZE" -n 200000 -c 20 -P 16 -q >/dev/null
             [[ $mode == yes ]] && settle
-            r=$("$BIN_DIR/disque-benchmark" -p "$port" -w getjob --prefill 0 -n 190000 -c 10 -P 1 --ack --csv 2>&1 | tail -1)
-            echo "rep=$rep spill=$mode getjob+ack,$r qlen_left=$(redis-cli -p "$port" QLEN dqbench:0) reads=$(field spill spill_disk_reads)"
-            stop
-        done
-    done
-}
-
-# Draining at a steady rate: 200,000 jobs, then 10 consumers doing GETJOB
-# NOHANG + ACKJOB paced at RATE (default 5000) operations/s for 100,000
-# operations; the benchmark's latency percentiles are the GETJOB's (from
-# its scheduled send time), with and without spill.
-drainrate() {
-    for rep in $(seq 1 "${REPS:-2}"); do
-        for mode in no yes; do
-            start --maxmemory 8gb --spill "$mode" --spill-watermark 0 --spill-whole-jobs "${WHOLE:-no}"
-            "$BIN_DIR/disque-benchmark" -p "$port" -w addjob -s "$SIZE" -n 200000 -c 20 -P 16 -q >/dev/null
-            [[ $mode == yes ]] && settle
-            r=$("$BIN_DIR/disque-benchmark" -p "$port" -w getjob --prefill 0 -n 100000 -c 10 -P 1 --ack --rate "${RATE:-5000}" --csv 2>&1 | tail -1)
-            echo "rep=$rep spill=$mode getjob+ack@${RATE:-5000}/s,$r spilled_left=$(field spill spilled_jobs) reads=$(field spill spill_disk_reads)"
+            r=$("$BIN_DIR/disque-benchmark" -p "$port" -w getjob --prefill 0 -c 10 -P 1 --ack --csv "$@" 2>&1 | tail -1)
+            echo "rep=$rep spill=$mode $label,$r qlen_left=$(redis-cli -p "$port" QLEN dqbench:0) spilled_left=$(field spill spilled_jobs) reads=$(field spill spill_disk_reads)"
             stop
         done
     done
@@ -183,8 +173,8 @@ drainrate() {
 
 case ${1:-} in
     ram) ram ;;
-    drainrate) drainrate ;;
-    drain) drain ;;
+    drainrate) drain "getjob+ack@${RATE:-5000}/s" -n 100000 --rate "${RATE:-5000}" ;;
+    drain) drain getjob+ack -n 190000 ;;
     fill) fill ;;
     tput) tput ;;
     *) echo "usage: $0 ram|fill|tput|drain|drainrate" >&2; exit 2 ;;

@@ -487,14 +487,8 @@ mod tests {
         JobId(s)
     }
 
-    fn wait(rx: &mpsc::Receiver<Vec<SpillDone>>) -> Vec<SpillDone> {
-        rx.recv_timeout(Duration::from_secs(10))
-            .expect("spill thread answered")
-    }
-
-    #[test]
-    fn adjacent_whole_records_are_read_together_and_checked_each() {
-        let dir = TempDir::new("many");
+    /// The thread on `dir`, its results on the receiver.
+    fn start(dir: &TempDir) -> (SpillIo, mpsc::Receiver<Vec<SpillDone>>) {
         let (tx, rx) = mpsc::channel();
         let tx = Mutex::new(tx);
         let io = SpillIo::start(
@@ -504,6 +498,18 @@ mod tests {
             }),
         )
         .unwrap();
+        (io, rx)
+    }
+
+    fn wait(rx: &mpsc::Receiver<Vec<SpillDone>>) -> Vec<SpillDone> {
+        rx.recv_timeout(Duration::from_secs(10))
+            .expect("spill thread answered")
+    }
+
+    #[test]
+    fn adjacent_whole_records_are_read_together_and_checked_each() {
+        let dir = TempDir::new("many");
+        let (io, rx) = start(&dir);
         let mut locs = Vec::new();
         let mut off = 0u32;
         let mut writes = Vec::new();
@@ -560,15 +566,7 @@ mod tests {
     #[test]
     fn writes_reads_moves_and_unlinks_through_the_thread() {
         let dir = TempDir::new("io");
-        let (tx, rx) = mpsc::channel();
-        let tx = Mutex::new(tx);
-        let io = SpillIo::start(
-            dir.path().to_path_buf(),
-            Box::new(move |d| {
-                let _ = tx.lock().map(|t| t.send(d));
-            }),
-        )
-        .unwrap();
+        let (io, rx) = start(&dir);
         let a = Loc {
             seg: 1,
             off: 0,
@@ -678,15 +676,7 @@ mod tests {
     #[test]
     fn a_write_to_an_unwritable_place_reports_the_fault() {
         let dir = TempDir::new("fail");
-        let (tx, rx) = mpsc::channel();
-        let tx = Mutex::new(tx);
-        let io = SpillIo::start(
-            dir.path().to_path_buf(),
-            Box::new(move |d| {
-                let _ = tx.lock().map(|t| t.send(d));
-            }),
-        )
-        .unwrap();
+        let (io, rx) = start(&dir);
         // A directory where the segment file should be: open fails.
         std::fs::create_dir(segment::path(dir.path(), 5)).unwrap();
         io.submit(vec![SpillOp::Write {
