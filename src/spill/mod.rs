@@ -27,6 +27,9 @@ use crate::domain::job::JobId;
 use crate::engine::spill::{Loc, ReadFailure, SpillDone, SpillFault, SpillOp};
 pub use segment::SegmentError;
 
+/// How long the thread waits after a wake-up for more ops to arrive.
+const GATHER: Duration = Duration::from_micros(200);
+
 /// Largest stretch of adjacent whole-job records read with one call.
 const READ_SPAN: u64 = 1 << 20;
 
@@ -248,6 +251,10 @@ fn run(dir: &Path, rx: &mpsc::Receiver<Req>, sink: &Sink, stats: &IoStats) {
     };
     let mut trimmed = Instant::now();
     while let Ok(req) = rx.recv() {
+        // Let the ops of the next owner tasks join this burst: senders
+        // meanwhile only queue (no wake-up of this thread each), and the
+        // results go back as one owner task.
+        std::thread::sleep(GATHER);
         let mut done = Vec::new();
         let mut next = Some(req);
         // Everything already queued runs before the results are reported:
