@@ -116,8 +116,13 @@ pub fn qpeek(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
         Ok(n) => n,
         Err(e) => return err(e),
     };
-    // Jobs stored whole on disk among those shown come back first.
-    if let Some(t) = ctx.node.engine.cold_fault_peek(queue, count) {
+    // Jobs stored whole on disk among those shown come back first, once.
+    let fault = if ctx.client.paged_in {
+        None
+    } else {
+        ctx.node.engine.cold_fault_peek(queue, count)
+    };
+    if let Some(t) = fault {
         return Outcome::PageIn(crate::node::spill::wait_cold(ctx.node, t));
     }
     let engine = &ctx.node.engine;

@@ -282,6 +282,20 @@ impl ColdTier {
         }
     }
 
+    /// Whether a job created at `ctime` can join queue `qh`'s runs
+    /// without breaking their order: not inside a run's span. A job read
+    /// back from the middle of a run (a command asked for it) stays in
+    /// RAM, or spills its body only, rather than be served out of order.
+    fn fits_in_order(&self, qh: u32, ctime: u64) -> bool {
+        let Some(cq) = self.queues.get(&qh) else {
+            return true;
+        };
+        let at = cq.runs.partition_point(|r| r.first <= ctime);
+        at.checked_sub(1)
+            .and_then(|k| cq.runs.get(k))
+            .is_none_or(|r| r.last <= ctime)
+    }
+
     /// Settle every wait on `slot`; waits with nothing left are done.
     fn settled(&mut self, slot: u32) {
         if self.waits.is_empty() {
@@ -330,12 +344,16 @@ impl Engine {
         let Some(j) = self.store.get(h) else {
             return false;
         };
-        j.state == JobState::Queued
+        let plain = j.state == JobState::Queued
             && !j.has(F_EXT)
-            && j.queue.is_some()
             && j.body.is_some()
             && !self.confirmed.contains_key(&h)
-            && !self.adders.contains_key(&h)
+            && !self.adders.contains_key(&h);
+        plain
+            && j.queue
+                .as_deref()
+                .and_then(|n| self.queue_index.get(n))
+                .is_some_and(|&qh| self.cold.fits_in_order(qh, j.ctime))
     }
 
     /// The storage record of a job leaving whole.
@@ -538,11 +556,7 @@ impl Engine {
                 if let Some(s) = self.cold.get_mut(slot) {
                     s.set_state(ON_DISK);
                 }
-                let ours = if qh != NO_QUEUE {
-                    qh
-                } else {
-                    self.cold_queue_of(slot)
-                };
+                let ours = self.cold_queue_of(slot, qh);
                 let in_run = self.cold.get(slot).is_some_and(|s| s.in_run());
                 if !in_run && ours != NO_QUEUE {
                     self.cold.push_front(ours, slot);
@@ -556,11 +570,7 @@ impl Engine {
             // Never serve a wrong record: the job is dropped here, its
             // replicas still have it.
             self.spill_corrupt();
-            let ours = if qh != NO_QUEUE {
-                qh
-            } else {
-                self.cold_queue_of(slot)
-            };
+            let ours = self.cold_queue_of(slot, qh);
             self.cold_drop(slot, ours);
             return;
         };
@@ -619,9 +629,13 @@ impl Engine {
         (job.id == *id && job.queue.is_some()).then_some(job)
     }
 
-    /// The queue whose runs hold `slot` (a rare walk: a corrupt or failed
-    /// read a command asked for).
-    fn cold_queue_of(&self, slot: u32) -> u32 {
+    /// The queue of `slot`: `qh` when a prefetch named it, else the queue
+    /// whose runs hold it (a rare walk: a corrupt or failed read a command
+    /// asked for).
+    fn cold_queue_of(&self, slot: u32, qh: u32) -> u32 {
+        if qh != NO_QUEUE {
+            return qh;
+        }
         for (&qh, cq) in self.cold.queues.iter() {
             if cq.runs.iter().any(|r| r.slots.contains(&slot)) {
                 return qh;
@@ -715,6 +729,22 @@ impl Engine {
     /// Issue reads for these slots (those still on disk) and a ticket
     /// that is done when every one of them has landed.
     fn cold_wait_slots(&mut self, slots: Vec<u32>) -> Option<u64> {
+        let waiting = self.cold_read_slots(slots);
+        if waiting.is_empty() {
+            return None;
+        }
+        self.cold.next_ticket += 1;
+        let t = self.cold.next_ticket;
+        self.cold.waits.push(Wait {
+            slots: waiting,
+            who: Waiter::Ticket(t),
+        });
+        Some(t)
+    }
+
+    /// Issue reads for the slots still on disk; the slots to wait for
+    /// (those and the ones already being read).
+    fn cold_read_slots(&mut self, slots: Vec<u32>) -> Vec<u32> {
         let mut ops = Vec::new();
         let mut waiting = Vec::new();
         for slot in slots {
@@ -737,16 +767,7 @@ impl Engine {
             waiting.push(slot);
         }
         self.spill_push_ops(ops);
-        if waiting.is_empty() {
-            return None;
-        }
-        self.cold.next_ticket += 1;
-        let t = self.cold.next_ticket;
-        self.cold.waits.push(Wait {
-            slots: waiting,
-            who: Waiter::Ticket(t),
-        });
-        Some(t)
+        waiting
     }
 
     /// Commands whose cold jobs are back (their tickets).
@@ -793,16 +814,9 @@ impl Engine {
         if ids.is_empty() {
             return Some(msg);
         }
-        let slots = self.cold_slots_of(ids.into_iter());
+        let slots = self.cold_read_slots(self.cold_slots_of(ids.into_iter()));
         if slots.is_empty() {
             return Some(msg);
-        }
-        // Reads go out under a ticket nobody holds; the message waits on
-        // the same slots.
-        if let Some(t) = self.cold_wait_slots(slots.clone()) {
-            self.cold
-                .waits
-                .retain(|w| !matches!(w.who, Waiter::Ticket(x) if x == t));
         }
         self.cold.waits.push(Wait {
             slots,

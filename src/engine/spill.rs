@@ -1358,6 +1358,40 @@ mod tests {
     }
 
     #[test]
+    fn jobs_read_back_for_a_command_keep_their_place_when_spilled_again() {
+        let mut e = whole();
+        let mut disk = Disk::default();
+        let mut ids = Vec::new();
+        for i in 0..1500 {
+            ids.push(add(&mut e, b"q", format!("b{i}"), 1000 + i));
+        }
+        disk.run(&mut e, 2500);
+        // A QPEEK-like read of the first cold jobs: they come back into
+        // the middle of the queue, past its head window.
+        let args: Vec<Bytes> = ids[HEAD_WINDOW..HEAD_WINDOW + 50]
+            .iter()
+            .map(|id| Bytes::copy_from_slice(&id.0))
+            .collect();
+        assert!(e.cold_fault(&args).is_some());
+        disk.run(&mut e, 2501);
+        assert!(e.lookup(&ids[HEAD_WINDOW]).is_some());
+        // The backfill spills them again, never whole behind later jobs.
+        for t in 0..5 {
+            e.spill_cron(2502 + t);
+            disk.run(&mut e, 2502 + t);
+        }
+        assert_eq!(
+            e.spill_stats().jobs,
+            1500 - HEAD_WINDOW as u64,
+            "spilled again"
+        );
+        let got = drain(&mut e, &mut disk, b"q", 2510);
+        assert_eq!(got.len(), ids.len());
+        let wrong = got.iter().zip(&ids).position(|((a, _), b)| a != b);
+        assert_eq!(wrong, None, "the first job out of order");
+    }
+
+    #[test]
     fn whole_jobs_on_disk_expire_without_being_read() {
         let mut e = whole();
         let mut disk = Disk::default();
@@ -1533,8 +1567,8 @@ mod tests {
         }
         let before = e.spill_stats();
         for t in 0..20 {
-            e.spill_cron(1002 + t);
-            disk.run(&mut e, 1002 + t);
+            e.spill_cron(1602 + t);
+            disk.run(&mut e, 1602 + t);
         }
         let after = e.spill_stats();
         assert!(after.compactions > 0 && after.moved > 0, "{after:?}");

@@ -36,6 +36,10 @@ pub struct ClientState {
     pub last_cmd: &'static str,
     /// The ACL user and its cached verdict (`acl::check`).
     pub acl: crate::acl::ClientAcl,
+    /// The command being run again already waited for its jobs on disk
+    /// (`Outcome::PageIn`): QPEEK shows what is resident now rather than
+    /// fault again, since a job read back may be spilled anew meanwhile.
+    pub paged_in: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -115,7 +115,9 @@ fn run_batch(node: &mut Node, now: u64, b: &mut Batch) -> (Step, Option<crate::a
         }
         let records_before = node.engine.pending_aof_records();
         let out = commands::dispatch(node, client, &args, now);
+        client.paged_in = false;
         if let Outcome::PageIn(rx) = out {
+            client.paged_in = true;
             client.reply_mode = before;
             pending.push_front(args);
             step = Step::PageIn(rx);

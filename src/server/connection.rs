@@ -74,6 +74,7 @@ pub async fn handle<S: ClientStream>(shared: Arc<Shared>, mut stream: S, addr: S
         reply_mode: ReplyMode::On,
         last_cmd: "NULL",
         acl: Default::default(),
+        paged_in: false,
     };
     // Every log line about this client carries its id and address.
     let span = tracing::info_span!("client", id, peer = %client.addr);

@@ -455,9 +455,11 @@ fn whole_jobs_on_disk_answer_every_command() {
     assert_eq!(info(&mut c, "spilled_whole_jobs"), (n - HEAD) as i64);
     assert!(info(&mut c, "spill_whole_table_bytes") > 0);
     assert_eq!(c.cmd(&["QLEN", "q"]).int(), n as i64);
-    // QPEEK from both ends reads the jobs it shows back.
+    // QPEEK from both ends reads the jobs it shows back, and only those.
+    let reads = info(&mut c, "spill_disk_reads");
     let newest = c.cmd(&["QPEEK", "q", "-3"]);
     assert_eq!(newest.array().len(), 3);
+    assert!(info(&mut c, "spill_disk_reads") - reads <= 3);
     for (k, j) in newest.array().iter().enumerate() {
         assert_eq!(j.array()[1].text(), ids[n - 1 - k]);
         assert_eq!(j.array()[2].text(), body(n - 1 - k));
@@ -511,8 +513,9 @@ fn whole_jobs_on_disk_answer_every_command() {
     // GETJOB brings the rest back in order.
     let got = drain(&mut c, "q", n - 2);
     let want: Vec<usize> = (0..n).filter(|&i| i != n - 20 && i != n - 40).collect();
-    for ((id, b), i) in got.iter().zip(want) {
-        assert_eq!(id, &ids[i]);
+    for (k, ((id, b), i)) in got.iter().zip(want).enumerate() {
+        let at = ids.iter().position(|x| x == id);
+        assert_eq!(id, &ids[i], "job {k} (#{i}): got #{at:?}");
         assert_eq!(b, body(i).as_bytes());
     }
     assert_eq!(info(&mut c, "spilled_whole_jobs"), 0);

@@ -79,6 +79,7 @@ fn run(node: &mut Node, args: Vec<Bytes>, user: Option<String>, now: u64) -> Rep
         reply_mode: ReplyMode::On,
         last_cmd: "NULL",
         acl: Default::default(),
+        paged_in: false,
     };
     if let Some(user) = user {
         client.acl.login(&user);
