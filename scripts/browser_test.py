@@ -157,7 +157,9 @@ def traffic(port, stop_event):
         i = 0
         while not stop_event.is_set():
             for _ in range(3 + i % 4):
-                r.cmd("ADDJOB", TRAFFIC_QUEUE, f"tick {i}", "0")
+                # One copy: a replica on a peer would be queued there after
+                # its RETRY and change the peers' totals the test checks.
+                r.cmd("ADDJOB", TRAFFIC_QUEUE, f"tick {i}", "0", "REPLICATE", "1")
             got = r.cmd("GETJOB", "NOHANG", "COUNT", "2", "FROM", TRAFFIC_QUEUE)
             for job in got or []:
                 r.cmd("ACKJOB", job[1])
@@ -167,6 +169,18 @@ def traffic(port, stop_event):
         if not stop_event.is_set():
             print(f"browser-test: traffic stopped: {e}", file=sys.stderr)
 
+
+
+def click(wait, by, selector):
+    """Click an element, finding it again if a poll re-rendered it between
+    the lookup and the click (a stale reference)."""
+    def go(d):
+        try:
+            d.find_element(by, selector).click()
+            return True
+        except StaleElementReferenceException:
+            return False
+    wait.until(go)
 
 def chart_points(driver, container):
     """Points of each series path drawn in a chart container."""
@@ -301,7 +315,7 @@ def main():
         if "42" not in row.text:
             fail(f"queue row does not show 42 jobs: {row.text!r}")
         # Sorting by name puts the rows in order.
-        driver.find_element(By.CSS_SELECTOR, '#queues th[data-key="name"]').click()
+        click(wait, By.CSS_SELECTOR, '#queues th[data-key="name"]')
         names = [e.get_attribute("data-queue") for e in
                  driver.find_elements(By.CSS_SELECTOR, "#queues tbody tr")]
         if names != sorted(names):
@@ -322,9 +336,9 @@ def main():
         driver.get(base + "/#/queue/" + QUEUE)
         wait.until(lambda d: d.find_element(By.ID, "queue-title").text == QUEUE)
         wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#jobs tbody tr a")) > 0)
-        driver.find_element(By.ID, "pause-in").click()
+        click(wait, By.ID, "pause-in")
         wait.until(EC.visibility_of_element_located((By.ID, "confirm")))
-        driver.find_element(By.ID, "confirm-ok").click()
+        click(wait, By.ID, "confirm-ok")
         wait.until(lambda d: "Queue paused" in d.find_element(By.ID, "toast").text)
         reply = r.cmd("ADDJOB", QUEUE, "after pause", "0")
         if not (isinstance(reply, str) and reply.startswith("-PAUSED")):
@@ -339,14 +353,14 @@ def main():
         if "Jobs per second" not in qtitles or "Queue length" not in qtitles:
             fail(f"queue charts missing: {qtitles!r}")
         # Cancel leaves it paused; confirm resumes.
-        driver.find_element(By.ID, "resume").click()
+        click(wait, By.ID, "resume")
         wait.until(EC.visibility_of_element_located((By.ID, "confirm")))
-        driver.find_element(By.ID, "confirm-cancel").click()
+        click(wait, By.ID, "confirm-cancel")
         if not r.cmd("ADDJOB", QUEUE, "still paused", "0").startswith("-PAUSED"):
             fail("cancelling the dialog resumed the queue")
-        driver.find_element(By.ID, "resume").click()
+        click(wait, By.ID, "resume")
         wait.until(EC.visibility_of_element_located((By.ID, "confirm")))
-        driver.find_element(By.ID, "confirm-ok").click()
+        click(wait, By.ID, "confirm-ok")
         wait.until(lambda d: "Queue resumed" in d.find_element(By.ID, "toast").text)
         if not r.cmd("ADDJOB", QUEUE, "after resume", "0").startswith("+D-"):
             fail("ADDJOB still refused after resuming from the UI")
@@ -366,23 +380,23 @@ def main():
         wait.until(lambda d: "in " in d.find_element(By.CSS_SELECTOR, row).text)
         if "0 3 * * * (Europe/Paris)" not in driver.find_element(By.CSS_SELECTOR, row).text:
             fail("schedule row does not show the cron expression and zone")
-        driver.find_element(By.CSS_SELECTOR, row + ' button[data-action="pause"]').click()
+        click(wait, By.CSS_SELECTOR, row + ' button[data-action="pause"]')
         wait.until(EC.visibility_of_element_located((By.ID, "confirm")))
-        driver.find_element(By.ID, "confirm-ok").click()
+        click(wait, By.ID, "confirm-ok")
         wait.until(lambda d: "Schedule paused" in d.find_element(By.ID, "toast").text)
         if sched_paused() != 1:
             fail("pausing the schedule from the UI did not pause it")
         wait.until(lambda d: "paused" in d.find_element(By.CSS_SELECTOR, row).text)
         if shots:
             driver.save_screenshot(os.path.join(docs, "dashboard-schedules.png"))
-        driver.find_element(By.CSS_SELECTOR, row + ' button[data-action="resume"]').click()
+        click(wait, By.CSS_SELECTOR, row + ' button[data-action="resume"]')
         wait.until(EC.visibility_of_element_located((By.ID, "confirm")))
-        driver.find_element(By.ID, "confirm-cancel").click()
+        click(wait, By.ID, "confirm-cancel")
         if sched_paused() != 1:
             fail("cancelling the dialog resumed the schedule")
-        driver.find_element(By.CSS_SELECTOR, row + ' button[data-action="resume"]').click()
+        click(wait, By.CSS_SELECTOR, row + ' button[data-action="resume"]')
         wait.until(EC.visibility_of_element_located((By.ID, "confirm")))
-        driver.find_element(By.ID, "confirm-ok").click()
+        click(wait, By.ID, "confirm-ok")
         wait.until(lambda d: "Schedule resumed" in d.find_element(By.ID, "toast").text)
         if sched_paused() != 0:
             fail("resuming the schedule from the UI did not resume it")
@@ -420,14 +434,14 @@ def main():
         if shots:
             wait.until(lambda d: "show" not in (d.find_element(By.ID, "toast").get_attribute("class") or ""))
             driver.save_screenshot(os.path.join(docs, "dashboard-batches.png"))
-        driver.find_element(By.CSS_SELECTOR, row + ' button[data-action="cancel"]').click()
+        click(wait, By.CSS_SELECTOR, row + ' button[data-action="cancel"]')
         wait.until(EC.visibility_of_element_located((By.ID, "confirm")))
-        driver.find_element(By.ID, "confirm-cancel").click()
+        click(wait, By.ID, "confirm-cancel")
         if batch_state(BATCH) != "committed":
             fail("cancelling the dialog cancelled the batch")
-        driver.find_element(By.CSS_SELECTOR, row + ' button[data-action="cancel"]').click()
+        click(wait, By.CSS_SELECTOR, row + ' button[data-action="cancel"]')
         wait.until(EC.visibility_of_element_located((By.ID, "confirm")))
-        driver.find_element(By.ID, "confirm-ok").click()
+        click(wait, By.ID, "confirm-ok")
         wait.until(lambda d: "Batch cancelled" in d.find_element(By.ID, "toast").text)
         if batch_state(BATCH) != "cancelled":
             fail("cancelling the batch from the UI did not cancel it")
@@ -439,9 +453,8 @@ def main():
         wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#jobs tbody tr a")) > 0)
 
         # A job's details.
-        link = driver.find_element(By.CSS_SELECTOR, "#jobs tbody tr a")
-        job_id = link.text
-        link.click()
+        job_id = wait.until(lambda d: d.find_element(By.CSS_SELECTOR, "#jobs tbody tr a").text)
+        click(wait, By.LINK_TEXT, job_id)
         wait.until(lambda d: "queue" in d.find_element(By.ID, "job-fields").text)
         if driver.find_element(By.ID, "job-title").text != job_id:
             fail("job page shows another job")

@@ -571,3 +571,32 @@ fn whole_jobs_on_disk_expire_and_replicas_ack_them() {
         && info(&mut cb, "spilled_whole_jobs") == 0
         && info(&mut cb, "spill_live_bytes") == 0));
 }
+
+#[test]
+fn the_dashboard_shows_and_deletes_whole_jobs_on_disk() {
+    let mut args = WHOLE.to_vec();
+    args.extend_from_slice(&["--http-port", "auto", "--http-bind", "127.0.0.1"]);
+    let s = Server::start(ServerOpts::with_args(&args));
+    let p = s.http_port();
+    let mut c = s.client();
+    let n = 400;
+    let ids = fill(&mut c, "q", n);
+    assert_eq!(info(&mut c, "spilled_whole_jobs"), (n - HEAD) as i64);
+    let path = |id: &str| id.replace('+', "%2B").replace('/', "%2F");
+    // The job page reads the job back, the way SHOW over RESP does.
+    let (st, shown) = crate::observe::get(p, &format!("/api/jobs/{}", path(&ids[n - 5])));
+    assert_eq!(st, 200, "{shown}");
+    let shown: serde_json::Value = serde_json::from_str(&shown).expect("json");
+    assert_eq!(shown["result"]["body"], body(n - 5));
+    assert_eq!(shown["result"]["state"], "queued");
+    let (st, _) = crate::observe::http(
+        p,
+        "POST",
+        &format!("/api/jobs/{}/delete", path(&ids[n - 6])),
+        &[("X-Disque-Action", "1")],
+        "",
+    );
+    assert_eq!(st, 200);
+    assert!(c.cmd(&["SHOW", &ids[n - 6]]).is_nil());
+    assert_eq!(c.cmd(&["QLEN", "q"]).int(), (n - 1) as i64);
+}

@@ -10,12 +10,18 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use bytes::Bytes;
 use serde_json::{json, Map, Value};
+use tokio::sync::oneshot;
 
 use super::AppState;
 use crate::commands::{self, Outcome};
 use crate::node::{ClientState, Node, ReplyMode};
 use crate::protocol::bus::message::NodeTotals;
 use crate::protocol::resp::Reply;
+
+/// How long a request waits for a read from the spill tier, and how many
+/// times it runs again (each run may need other jobs read back).
+const PAGE_IN_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+const PAGE_IN_TRIES: usize = 4;
 
 /// Client id used for dashboard commands (never handed to a connection;
 /// none of the commands it runs can block).
@@ -71,6 +77,19 @@ fn http_user() -> Option<String> {
 /// Run one command as the dashboard client, with the permissions of the
 /// request's user (`http_user`).
 fn run(node: &mut Node, args: Vec<Bytes>, user: Option<String>, now: u64) -> Reply {
+    attempt(node, args, user, false, now)
+        .unwrap_or_else(|_| Reply::Error("ERR the job is on disk, try again".into()))
+}
+
+/// One run of a command; Err when it waits for whole jobs on disk to
+/// come back (`Outcome::PageIn`) and must run again once they are.
+fn attempt(
+    node: &mut Node,
+    args: Vec<Bytes>,
+    user: Option<String>,
+    paged_in: bool,
+    now: u64,
+) -> Result<Reply, oneshot::Receiver<()>> {
     let mut client = ClientState {
         id: HTTP_CLIENT_ID,
         addr: "http:0".to_string(),
@@ -79,15 +98,39 @@ fn run(node: &mut Node, args: Vec<Bytes>, user: Option<String>, now: u64) -> Rep
         reply_mode: ReplyMode::On,
         last_cmd: "NULL",
         acl: Default::default(),
-        paged_in: false,
+        paged_in,
     };
     if let Some(user) = user {
         client.acl.login(&user);
     }
     match commands::dispatch(node, &mut client, &args, now) {
-        Outcome::Reply(r) | Outcome::Close(Some(r)) => r,
-        _ => Reply::Error("ERR this command is not available over HTTP".into()),
+        Outcome::Reply(r) | Outcome::Close(Some(r)) => Ok(r),
+        Outcome::PageIn(rx) => Err(rx),
+        _ => Ok(Reply::Error(
+            "ERR this command is not available over HTTP".into(),
+        )),
     }
+}
+
+/// Run one command for a request the way a connection does: while it
+/// waits for jobs on disk, wait for them (bounded) and run it again.
+async fn command(st: &AppState, args: Vec<Bytes>, user: Option<String>) -> Reply {
+    let mut paged_in = false;
+    for _ in 0..PAGE_IN_TRIES {
+        let (a, u) = (args.clone(), user.clone());
+        let ran = st
+            .shared
+            .call(move |node, now| attempt(node, a, u, paged_in, now))
+            .await;
+        match ran {
+            Ok(r) => return r,
+            Err(rx) => {
+                let _ = tokio::time::timeout(PAGE_IN_WAIT, rx).await;
+                paged_in = true;
+            }
+        }
+    }
+    Reply::Error("ERR the job is on disk and could not be read back".into())
 }
 
 fn to_json(r: Reply) -> Value {
@@ -337,20 +380,12 @@ pub(super) async fn queue_jobs(
     }
     let args = owned(&args);
     let user = http_user();
-    reply_response(
-        st.shared
-            .call(move |node, now| run(node, args, user, now))
-            .await,
-    )
+    reply_response(command(&st, args, user).await)
 }
 
 pub(super) async fn show(State(st): State<AppState>, Path(id): Path<String>) -> Response {
     let user = http_user();
-    reply_response(
-        st.shared
-            .call(move |node, now| run(node, owned(&[b"SHOW", id.as_bytes()]), user, now))
-            .await,
-    )
+    reply_response(command(&st, owned(&[b"SHOW", id.as_bytes()]), user).await)
 }
 
 #[derive(serde::Deserialize)]
@@ -379,20 +414,12 @@ pub(super) async fn pause(
     }
     let args = owned(&args);
     let user = http_user();
-    reply_response(
-        st.shared
-            .call(move |node, now| run(node, args, user, now))
-            .await,
-    )
+    reply_response(command(&st, args, user).await)
 }
 
 pub(super) async fn delete_job(State(st): State<AppState>, Path(id): Path<String>) -> Response {
     let user = http_user();
-    reply_response(
-        st.shared
-            .call(move |node, now| run(node, owned(&[b"DELJOB", id.as_bytes()]), user, now))
-            .await,
-    )
+    reply_response(command(&st, owned(&[b"DELJOB", id.as_bytes()]), user).await)
 }
 
 pub(super) async fn redrive(State(st): State<AppState>, Path(name): Path<String>) -> Response {
@@ -466,11 +493,7 @@ pub(super) async fn schedule_action(
     };
     let args = owned(&[b"SCHEDULE", verb, name.as_bytes()]);
     let user = http_user();
-    reply_response(
-        st.shared
-            .call(move |node, now| run(node, args, user, now))
-            .await,
-    )
+    reply_response(command(&st, args, user).await)
 }
 
 /// Every batch as BATCH STATUS describes it (through the command, so
@@ -531,9 +554,5 @@ pub(super) async fn batch_action(
     }
     let args = owned(&[b"BATCH", b"CANCEL", id.as_bytes()]);
     let user = http_user();
-    reply_response(
-        st.shared
-            .call(move |node, now| run(node, args, user, now))
-            .await,
-    )
+    reply_response(command(&st, args, user).await)
 }
