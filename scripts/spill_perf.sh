@@ -17,7 +17,11 @@
 #  drainrate - GETJOB latency while draining a backlog on disk at a
 #          steady rate (see `drain` below).
 #
-# usage: scripts/spill_perf.sh ram|fill|tput|drain|drainrate
+#  restart - with the AOF on, JOBS jobs on disk, kill -9, restart: jobs
+#          lost, time to the first GETJOB and to the whole load, then every
+#          job drained with its body (see `restart` below).
+#
+# usage: scripts/spill_perf.sh ram|fill|tput|drain|drainrate|restart
 # environment: BIN_DIR [target/release], JOBS [300000], SIZE [1024],
 #              MAXMEM [64mb], TARGET [1300000], SPILL [yes],
 #              RATE [none: as fast as the clients go; else ADDJOBs/s],
@@ -54,7 +58,11 @@ while True:
 start() { # args...
     port=$(free_port)
     rm -rf "$work/d" && mkdir -p "$work/d"
-    "$BIN_DIR/disque-server" --port "$port" --dir "$work/d" "$@" >"$work/log" 2>&1 &
+    launch "$@"
+}
+
+launch() { # args... (on $port and $work/d as they are)
+    "$BIN_DIR/disque-server" --port "$port" --dir "$work/d" "$@" >>"$work/log" 2>&1 &
     pid=$!
     for _ in $(seq 1 100); do
         redis-cli -p "$port" PING >/dev/null 2>&1 && return 0
@@ -171,11 +179,83 @@ drain() { # label benchmark-args...
     done
 }
 
+# Restart after kill -9 with the AOF on (appendfsync everysec), maxmemory
+# MAXMEM, `spill yes` (default watermark): JOBS jobs of SIZE bytes added
+# (20 clients, pipeline 16), the spill settled, kill -9, the same command
+# line again with `aof-enqueue-jobs-once yes` (RECIPE=no: without it, and
+# only the load is reported). Reports the jobs back (QLEN) against those accepted, the
+# time from exec to the first GETJOB answered with a job (probed every
+# 10 ms) and to INFO loading:0, RSS after the load, then drains every job
+# (GETJOB NOHANG + FASTACK, 20 clients, pipeline 16) down to QLEN 0.
+restart() {
+    local args=(--maxmemory "$MAXMEM" --appendonly yes --appendfsync everysec
+        --spill yes --spill-whole-jobs "${WHOLE:-no}")
+    start "${args[@]}"
+    "$BIN_DIR/disque-benchmark" -p "$port" -w addjob -s "$SIZE" -n "$JOBS" -c 20 -P 16 -q >/dev/null
+    settle
+    local n aof
+    n=$(redis-cli -p "$port" QLEN dqbench:0)
+    aof=$(du -sb "$work/d" | cut -f1)
+    echo "before: accepted=$n spilled=$(field spill spilled_jobs) used_memory=$(field memory used_memory) rss=$(rss) dir_bytes=$aof"
+    kill -9 "$pid"
+    wait "$pid" 2>/dev/null || true
+    local t0 first= loaded=
+    t0=$(date +%s.%N)
+    # The controlled-restart recipe: queued jobs come back queued (without
+    # it they come back active and are queued again after their RETRY).
+    # RECIPE=no: a plain crash restart; jobs come back active (and spill
+    # as they load) until their RETRY queues them, so no GETJOB is probed.
+    if [[ ${RECIPE:-yes} == yes ]]; then
+        launch "${args[@]}" --aof-enqueue-jobs-once yes
+    else
+        launch "${args[@]}"
+        first=none
+    fi
+    while [[ -z $loaded ]]; do
+        if [[ -z $first ]] && redis-cli -p "$port" GETJOB NOHANG FROM dqbench:0 2>/dev/null | grep -q '^D-'; then
+            first=$(date +%s.%N)
+        fi
+        # Connections are accepted before the load starts: loaded is
+        # INFO loading:0 once QLEN no longer answers -LOADING.
+        if [[ ( -n $first && $first != none ) || $(redis-cli -p "$port" QLEN dqbench:0 2>/dev/null) =~ ^[0-9]+$ ]] &&
+            [[ $(field persistence loading 2>/dev/null) == 0 ]]; then
+            loaded=$(date +%s.%N)
+        fi
+        sleep 0.01
+    done
+    [[ -z $first ]] && first=$loaded
+    if [[ $first == none ]]; then
+        echo "after (no recipe): registered=$(field jobs registered_jobs) lost=$(( n - $(field jobs registered_jobs) )) loaded_s=$(python3 -c "print(round($loaded - $t0, 2))") rss=$(rss) used_memory=$(field memory used_memory) spilled=$(field spill spilled_jobs)"
+        stop
+        return 0
+    fi
+    local back
+    back=$(redis-cli -p "$port" QLEN dqbench:0)
+    # The probe above took (and did not ack) at most one job: it is back
+    # in the queue after its retry, so count it as present.
+    local active
+    active=$(field jobs registered_jobs)
+    echo "after: back=$back registered=$active lost=$(( n - active )) first_getjob_s=$(python3 -c "print(round($first - $t0, 2))") loaded_s=$(python3 -c "print(round($loaded - $t0, 2))") rss=$(rss) spilled=$(field spill spilled_jobs)"
+    # An empty NOHANG reply (the head being read back) counts as an
+    # operation: rounds until the queue is empty.
+    local left=$back d0 round=0
+    d0=$(date +%s.%N)
+    while (( left > 0 && round < 50 )); do
+        "$BIN_DIR/disque-benchmark" -p "$port" -w getjob --prefill 0 -c 20 -P 16 --fastack -n $(( left + 1000 )) -q >/dev/null 2>&1 || true
+        left=$(redis-cli -p "$port" QLEN dqbench:0)
+        round=$(( round + 1 ))
+    done
+    echo "drain_s=$(python3 -c "print(round($(date +%s.%N) - $d0, 1))") rounds=$round"
+    echo "drained: qlen_left=$(redis-cli -p "$port" QLEN dqbench:0) registered_left=$(field jobs registered_jobs) reads=$(field spill spill_disk_reads)"
+    stop
+}
+
 case ${1:-} in
+    restart) restart ;;
     ram) ram ;;
     drainrate) drain "getjob+ack@${RATE:-5000}/s" -n 100000 --rate "${RATE:-5000}" ;;
     drain) drain getjob+ack -n 190000 ;;
     fill) fill ;;
     tput) tput ;;
-    *) echo "usage: $0 ram|fill|tput|drain|drainrate" >&2; exit 2 ;;
+    *) echo "usage: $0 ram|fill|tput|drain|drainrate|restart" >&2; exit 2 ;;
 esac

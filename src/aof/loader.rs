@@ -210,6 +210,9 @@ pub fn apply(
                 engine.enqueue(h, false, now);
             }
             engine.update_awake(h, now);
+            if !requeue {
+                engine.spill_loaded(h);
+            }
         }
         Record::DelJob(id) => {
             if let Some(h) = engine.lookup(&id) {
@@ -301,6 +304,52 @@ mod tests {
             let want = if enqueue { 2 } else { 0 };
             assert_eq!(e.queue_len(b"q"), want, "retry-0 job re-queued too");
         }
+    }
+
+    #[test]
+    fn jobs_loaded_active_spill_their_bodies_until_requeued() {
+        use crate::engine::spill::{SpillDone, SpillOp};
+        let e0 = engine();
+        let far = (NOW / 1000 + 3600) as u32;
+        let recs: Vec<AofRecord> = (1..=3)
+            .map(|n| AofRecord::LoadJob(job_blob(&e0, n, JobState::Queued, 30, far)))
+            .collect();
+        let path = write("spill", &file_of(&recs));
+        let mut e = engine();
+        // Watermark 0: spilling from the first job on.
+        e.set_spill(true, 0, 0);
+        let opts = LoadOptions {
+            truncated_ok: false,
+            enqueue: false,
+        };
+        let l = load_file(&mut e, &path, opts, NOW).unwrap();
+        assert_eq!(l.jobs, 3);
+        let done: Vec<SpillDone> = e
+            .take_spill_ops()
+            .into_iter()
+            .filter_map(|op| match op {
+                SpillOp::Write { loc, .. } => Some(SpillDone::Written {
+                    seg: loc.seg,
+                    end: loc.off + loc.record_len() as u32,
+                }),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(done.len(), 3, "every active job's body is written");
+        e.spill_done(done, NOW);
+        assert_eq!(e.spill_stats().jobs, 3);
+        for (h, j) in e.store().iter_from(0) {
+            assert_eq!(j.state, JobState::Active);
+            assert!(j.body.is_none(), "the body left RAM");
+            assert!(e.spilled_body(h).is_some());
+        }
+        // Their retry queues them with the body still on disk.
+        let hs: Vec<u32> = e.store().iter_from(0).map(|(h, _)| h).collect();
+        for h in hs {
+            assert!(e.enqueue(h, false, NOW));
+        }
+        assert_eq!(e.queue_len(b"q"), 3);
+        assert_eq!(e.spill_stats().jobs, 3);
     }
 
     #[test]

@@ -183,6 +183,18 @@ struct Segment {
     bytes: u64,
 }
 
+/// What a write in flight is for.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Kind {
+    /// The body of a queued job: it leaves RAM if still queued.
+    Body,
+    /// A queued job's whole record (`engine::cold`).
+    Whole,
+    /// The body of a job loaded from the AOF that waits, active, for its
+    /// retry to queue it again: it leaves RAM if still active or queued.
+    Parked,
+}
+
 /// Spill counters and gauges for INFO and /metrics.
 #[derive(Clone, Debug, Default)]
 pub struct SpillStats {
@@ -229,9 +241,8 @@ pub struct SpillState {
     seg_size: u32,
     slots: SlotTable,
     moving: Map<JobHandle, Loc>,
-    /// Writes in flight, in the order they were issued; `true` for a
-    /// whole job's record (`engine::cold`).
-    pending: VecDeque<(JobHandle, JobId, Loc, bool)>,
+    /// Writes in flight, in the order they were issued.
+    pending: VecDeque<(JobHandle, JobId, Loc, Kind)>,
     pending_bytes: u64,
     segs: BTreeMap<u32, Segment>,
     /// The segment being appended to, and its next offset.
@@ -450,22 +461,32 @@ impl Engine {
     /// write is confirmed), or the whole job when it is plain and the
     /// tier allows (`engine::cold`). False when it cannot spill.
     fn spill_job(&mut self, h: JobHandle) -> bool {
+        if self
+            .store
+            .get(h)
+            .is_none_or(|j| j.state != JobState::Queued)
+        {
+            return false;
+        }
+        self.spill_write(h, Kind::Body)
+    }
+
+    /// Write the body (or, for a queued `Kind::Body`, maybe the whole
+    /// record) of job `h`. False when it cannot spill.
+    fn spill_write(&mut self, h: JobHandle, kind: Kind) -> bool {
         if self.spill.slots.contains(h) {
             return false;
         }
         let Some(j) = self.store.get(h) else {
             return false;
         };
-        if j.state != JobState::Queued {
-            return false;
-        }
         let id = j.id;
-        let whole = if self.cold_eligible(h) {
+        let whole = if kind == Kind::Body && self.cold_eligible(h) {
             self.cold_record(h)
         } else {
             None
         };
-        let is_whole = whole.is_some();
+        let kind = if whole.is_some() { Kind::Whole } else { kind };
         let body = match whole {
             Some(rec) => rec,
             None => match self.store.get(h).and_then(|j| j.body.as_deref()) {
@@ -497,7 +518,7 @@ impl Engine {
                 st: SlotState::Pending,
             },
         );
-        s.pending.push_back((h, id, loc, is_whole));
+        s.pending.push_back((h, id, loc, kind));
         s.pending_bytes += rec;
         s.ops.push(SpillOp::Write { loc, id, body });
         true
@@ -516,6 +537,32 @@ impl Engine {
         if long && self.spill_wanted() {
             self.spill_job(h);
         }
+    }
+
+    /// A job the AOF loader registered active, waiting for its retry to
+    /// queue it again (a restart after a crash): nothing reads its body
+    /// until then, so it spills like a queue tail once memory is past the
+    /// watermark. Without this a restart would need RAM for the whole
+    /// backlog until every retry fired.
+    pub fn spill_loaded(&mut self, h: JobHandle) {
+        if !self.spill.enabled
+            || self
+                .store
+                .get(h)
+                .is_none_or(|j| j.state != JobState::Active)
+        {
+            return;
+        }
+        if self.spill_wanted() {
+            self.spill_write(h, Kind::Parked);
+        }
+    }
+
+    /// Writes in flight are at their cap while spilling: a producer that
+    /// can wait (the AOF loader) lets the disk catch up first.
+    pub fn spill_backlogged(&self) -> bool {
+        let s = &self.spill;
+        s.enabled && s.active && s.fault.is_none() && s.pending_bytes >= self.max_pending()
     }
 
     /// The job table dropped `h` (`remove_record`).
@@ -659,7 +706,7 @@ impl Engine {
     }
 
     fn spill_written(&mut self, seg: u32, end: u32) {
-        while let Some(&(h, id, loc, whole)) = self.spill.pending.front() {
+        while let Some(&(h, id, loc, kind)) = self.spill.pending.front() {
             if loc.seg > seg || (loc.seg == seg && loc.off >= end) {
                 break;
             }
@@ -673,7 +720,7 @@ impl Engine {
             if !mine {
                 continue;
             }
-            if whole {
+            if kind == Kind::Whole {
                 // The record stays live: the job now lives only there.
                 self.spill.slots.remove(h);
                 self.spill.relog.remove(&h);
@@ -684,8 +731,11 @@ impl Engine {
                 }
                 continue;
             }
+            let stays_cold = |st: JobState| {
+                st == JobState::Queued || (kind == Kind::Parked && st == JobState::Active)
+            };
             match self.store.get_mut(h) {
-                Some(j) if j.id == id && j.state == JobState::Queued => {
+                Some(j) if j.id == id && stays_cold(j.state) => {
                     j.body = None;
                     self.spill.slots.set_state(h, SlotState::OnDisk);
                     self.spill.cold += 1;

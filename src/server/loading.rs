@@ -11,9 +11,30 @@ use crate::node::persistence::{begin_load, finish_load, LoadingStatus};
 /// Records applied per owner task.
 const BATCH: usize = 1024;
 
+/// At most this many 1 ms waits for the spill disk per batch: a stuck
+/// disk slows the load, never stops it (its write fault pauses spilling).
+const SPILL_WAIT_POLLS: usize = 1000;
+
 /// Test hook (docs/COMPATIBILITY.md): wait this many ms after opening the
 /// AOF before replaying it, so tests can observe the loading state.
 const DELAY_ENV: &str = "DISQUE_DEBUG_LOADING_DELAY_MS";
+
+/// Before the client listeners start: if an AOF is to be loaded, clients
+/// get -LOADING from their first command (`load` sets the file's sizes
+/// and clears it), never answers from a dataset not loaded yet.
+pub async fn mark(shared: &Shared) {
+    shared
+        .call(|node, now| {
+            if node.config.appendonly || node.config.aof_enqueue_jobs_once {
+                node.aof.loading = Some(LoadingStatus {
+                    start_time: now / 1000,
+                    total_bytes: 0,
+                    loaded_bytes: 0,
+                });
+            }
+        })
+        .await;
+}
 
 /// Load the AOF (if the configuration has one), then start its writer.
 /// An error means the node must not start.
@@ -44,18 +65,23 @@ pub async fn load(shared: &Shared) -> Result<(), crate::aof::AofError> {
             loop {
                 // The load travels to the owner and back with each batch,
                 // so connections' tasks (answered -LOADING) run between.
-                let (back, r) = shared
+                let (back, r, backlogged) = shared
                     .call(move |node, now| {
                         let r = load.step(&mut node.engine, now, BATCH);
                         if let Some(s) = &mut node.aof.loading {
                             s.loaded_bytes = load.offset();
                         }
-                        (load, r)
+                        (load, r, node.engine.spill_backlogged())
                     })
                     .await;
                 load = back;
                 if r? {
                     break;
+                }
+                if backlogged {
+                    // A replay faster than the spill disk would hold the
+                    // bodies waiting for it in RAM: let the writes land.
+                    wait_spill(shared).await;
                 }
             }
             Some(shared.call(move |node, _| load.finish(&node.engine)).await)
@@ -67,4 +93,15 @@ pub async fn load(shared: &Shared) -> Result<(), crate::aof::AofError> {
             finish_load(node, loaded, started)
         })
         .await
+}
+
+/// Wait (bounded) until the spill tier's writes in flight are under their
+/// cap again; its completions reach the owner meanwhile.
+async fn wait_spill(shared: &Shared) {
+    for _ in 0..SPILL_WAIT_POLLS {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        if !shared.call(|node, _| node.engine.spill_backlogged()).await {
+            return;
+        }
+    }
 }

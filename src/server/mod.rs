@@ -363,6 +363,7 @@ pub async fn run(config: crate::config::Config) -> Result<Exit, ServerError> {
     // Clients are accepted while the AOF loads (after nodes.conf, so
     // nodes_delivered resolves) and get -LOADING meanwhile; the bus and the
     // timer start once the dataset is in memory. A bad file refuses to start.
+    loading::mark(&shared).await;
     let tls_on_pair = !listeners.plain;
     for l in bound.clients {
         tokio::spawn(listener::accept_loop(shared.clone(), l, tls_on_pair));

@@ -373,6 +373,40 @@ fn kill9_while_spilling_loses_nothing_with_the_aof() {
     }
 }
 
+#[test]
+fn after_a_crash_jobs_loaded_active_spill_until_their_retry() {
+    let mut args = SPILL_ALWAYS.to_vec();
+    args.extend(["--appendonly", "yes", "--appendfsync", "always"]);
+    let mut s = Server::start(ServerOpts::with_args(&args));
+    let mut c = s.client();
+    let n = 600;
+    let ids: Vec<String> = (0..n)
+        .map(|i| addjob(&mut c, "q", &body(i), &["RETRY", "2"]))
+        .collect();
+    s.kill9();
+    s.restart();
+    let mut c = s.client();
+    // Back active (not queued) until their retry; their bodies go to
+    // disk as they load rather than all stay in RAM.
+    let loaded = wait_until(WAIT, POLL, || {
+        c.cmd(&["INFO", "jobs"])
+            .text()
+            .contains(&format!("registered_jobs:{n}"))
+    });
+    assert!(loaded, "{}", s.output());
+    assert!(wait_until(WAIT, POLL, || info(&mut c, "spilled_jobs") > (n / 2) as i64));
+    let shown = c.cmd(&["SHOW", &ids[n - 1]]);
+    assert_eq!(shown.field("body").text(), body(n - 1));
+    // Their retry queues them; GETJOB reads every body back, in order.
+    let ok = wait_until(WAIT, POLL, || c.cmd(&["QLEN", "q"]).int() == n as i64);
+    assert!(ok, "QLEN {}", c.cmd(&["QLEN", "q"]).int());
+    let got = drain(&mut c, "q", n);
+    for (i, (id, b)) in got.iter().enumerate() {
+        assert_eq!(id, &ids[i]);
+        assert_eq!(b, body(i).as_bytes());
+    }
+}
+
 /// Pipelined ADDJOBs: `n` jobs of about 1 KiB; their IDs in order.
 fn fill_pipelined(c: &mut Client, q: &str, n: usize) -> Vec<String> {
     let big = |i: usize| format!("{i:06}-{}", "y".repeat(1010));
