@@ -74,6 +74,16 @@ fn drain(c: &mut Client, q: &str, n: usize) -> Vec<(String, Vec<u8>)> {
     got
 }
 
+/// Drain `ids.len()` jobs: they come in this order, job `i` with
+/// `body(i)`.
+fn drain_in_order(c: &mut Client, q: &str, ids: &[String]) {
+    let got = drain(c, q, ids.len());
+    for (i, (id, b)) in got.iter().enumerate() {
+        assert_eq!(id, &ids[i], "job {i} out of order");
+        assert_eq!(b, body(i).as_bytes());
+    }
+}
+
 #[test]
 fn spilled_jobs_answer_every_command_and_free_their_segments() {
     let s = crate::observe::http_node(SPILL_ALWAYS);
@@ -124,11 +134,7 @@ fn spilled_jobs_answer_every_command_and_free_their_segments() {
     }
     assert_eq!(seen, n);
     // GETJOB delivers everything in order with the right bodies.
-    let got = drain(&mut c, "q", n);
-    for (i, (id, b)) in got.iter().enumerate() {
-        assert_eq!(id, &ids[i]);
-        assert_eq!(b, body(i).as_bytes());
-    }
+    drain_in_order(&mut c, "q", &ids);
     assert!(info(&mut c, "spill_disk_reads") > 0);
     let mut ack = vec!["ACKJOB"];
     ack.extend(ids.iter().map(String::as_str));
@@ -205,11 +211,7 @@ fn aof_rewrite_and_kill9_keep_spilled_jobs() {
         c.cmd(&["QLEN", "q"]).int() == (n + 10) as i64
     });
     assert!(ok, "QLEN {} {}", c.cmd(&["QLEN", "q"]).int(), s.output());
-    let got = drain(&mut c, "q", n + 10);
-    for (i, (id, b)) in got.iter().enumerate() {
-        assert_eq!(id, &ids[i]);
-        assert_eq!(b, body(i).as_bytes());
-    }
+    drain_in_order(&mut c, "q", &ids);
 }
 
 #[test]
@@ -233,11 +235,7 @@ fn a_failing_disk_pauses_spilling_and_loses_nothing() {
         status.contains("spill_last_error:Error writing the spill segment"),
         "{status}"
     );
-    let got = drain(&mut c, "q", n);
-    for (i, (id, b)) in got.iter().enumerate() {
-        assert_eq!(id, &ids[i]);
-        assert_eq!(b, body(i).as_bytes());
-    }
+    drain_in_order(&mut c, "q", &ids);
 }
 
 #[test]
@@ -366,11 +364,7 @@ fn kill9_while_spilling_loses_nothing_with_the_aof() {
     let mut c = s.client();
     let ok = wait_until(WAIT, POLL, || c.cmd(&["QLEN", "q"]).int() == n as i64);
     assert!(ok, "QLEN {}", c.cmd(&["QLEN", "q"]).int());
-    let got = drain(&mut c, "q", n);
-    for (i, (id, b)) in got.iter().enumerate() {
-        assert_eq!(id, &ids[i]);
-        assert_eq!(b, body(i).as_bytes());
-    }
+    drain_in_order(&mut c, "q", &ids);
 }
 
 #[test]
@@ -400,11 +394,7 @@ fn after_a_crash_jobs_loaded_active_spill_until_their_retry() {
     // Their retry queues them; GETJOB reads every body back, in order.
     let ok = wait_until(WAIT, POLL, || c.cmd(&["QLEN", "q"]).int() == n as i64);
     assert!(ok, "QLEN {}", c.cmd(&["QLEN", "q"]).int());
-    let got = drain(&mut c, "q", n);
-    for (i, (id, b)) in got.iter().enumerate() {
-        assert_eq!(id, &ids[i]);
-        assert_eq!(b, body(i).as_bytes());
-    }
+    drain_in_order(&mut c, "q", &ids);
 }
 
 /// Pipelined ADDJOBs: `n` jobs of about 1 KiB; their IDs in order.
