@@ -43,6 +43,8 @@ cleanup() {
     [[ -n $pid ]] && kill "$pid" 2>/dev/null || true
     sleep 0.5
     [[ -n $pid ]] && kill -9 "$pid" 2>/dev/null || true
+    # The last server's log outlives the run (spill_perf-last.log).
+    cp "$work/log" /tmp/spill_perf-last.log 2>/dev/null || true
     rm -rf "$work"
 }
 trap cleanup EXIT
@@ -181,7 +183,7 @@ drain() { # label benchmark-args...
 
 # Restart after kill -9 with the AOF on (appendfsync everysec), maxmemory
 # MAXMEM, `spill yes` (default watermark): JOBS jobs of SIZE bytes added
-# (20 clients, pipeline 16), the spill settled, kill -9, the same command
+# (20 clients, pipeline 16, paced at RATE if set), the spill settled, kill -9, the same command
 # line again with `aof-enqueue-jobs-once yes` (RECIPE=no: without it, and
 # only the load is reported). Reports the jobs back (QLEN) against those accepted, the
 # time from exec to the first GETJOB answered with a job (probed every
@@ -191,7 +193,7 @@ restart() {
     local args=(--maxmemory "$MAXMEM" --appendonly yes --appendfsync everysec
         --spill yes --spill-whole-jobs "${WHOLE:-no}")
     start "${args[@]}"
-    "$BIN_DIR/disque-benchmark" -p "$port" -w addjob -s "$SIZE" -n "$JOBS" -c 20 -P 16 -q >/dev/null
+    "$BIN_DIR/disque-benchmark" -p "$port" -w addjob -s "$SIZE" -n "$JOBS" -c 20 -P 16 ${RATE:+--rate "$RATE"} -q >/dev/null || true
     settle
     local n aof
     n=$(redis-cli -p "$port" QLEN dqbench:0)
