@@ -130,10 +130,15 @@ fn sync_engine_flag(node: &mut Node) {
         .set_aof_records(node.aof.state != AofState::Off || node.aof.rewrite_in_progress);
 }
 
+/// Whether the node loads an AOF at startup.
+pub fn loads_aof(node: &Node) -> bool {
+    node.config.appendonly || node.config.aof_enqueue_jobs_once
+}
+
 /// Open the AOF to load, if this configuration loads one (None: nothing
 /// to load). Replaying must not append, so the engine's AOF flag is off.
 pub fn begin_load(node: &mut Node) -> Result<Option<loader::FileLoad>, AofError> {
-    if !(node.config.appendonly || node.config.aof_enqueue_jobs_once) {
+    if !loads_aof(node) {
         return Ok(None);
     }
     node.engine.set_aof_records(false);

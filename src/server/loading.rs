@@ -6,7 +6,7 @@
 use std::time::{Duration, Instant};
 
 use super::Shared;
-use crate::node::persistence::{begin_load, finish_load, LoadingStatus};
+use crate::node::persistence::{begin_load, finish_load, loads_aof, LoadingStatus};
 
 /// Records applied per owner task.
 const BATCH: usize = 1024;
@@ -25,7 +25,7 @@ const DELAY_ENV: &str = "DISQUE_DEBUG_LOADING_DELAY_MS";
 pub async fn mark(shared: &Shared) {
     shared
         .call(|node, now| {
-            if node.config.appendonly || node.config.aof_enqueue_jobs_once {
+            if loads_aof(node) {
                 node.aof.loading = Some(LoadingStatus {
                     start_time: now / 1000,
                     total_bytes: 0,
