@@ -81,11 +81,16 @@ pub(super) fn run(core: &Core) {
         q.busy = true;
         q.wanted = false;
         let closed = q.closed;
-        let msgs = std::mem::take(&mut q.msgs);
+        let msgs = take_round(&mut q.msgs);
         drop(q);
         let mut st = core.state();
         let mut stop = None;
         for m in msgs {
+            if m.is_rewrite_data() {
+                // The records before it are not kept waiting for the
+                // snapshot's write (or its reads of spilled bodies).
+                st.write_out();
+            }
             // Nothing is sent after Stop.
             if stop.is_none() {
                 stop = st.handle(m);
@@ -113,6 +118,19 @@ pub(super) fn run(core: &Core) {
             q.wanted = true;
         }
     }
+}
+
+/// One round's messages: everything queued, up to and including the first
+/// piece of rewrite work (a snapshot chunk can mean reading spilled bodies
+/// from disk; the final fsync takes long). Records queued behind it then
+/// go to the next inline flush instead of waiting for the rest of the
+/// rewrite, and the round's replies wait for at most one such piece.
+fn take_round(queue: &mut std::collections::VecDeque<Msg>) -> Vec<Msg> {
+    let end = queue
+        .iter()
+        .position(Msg::is_rewrite_data)
+        .map_or(queue.len(), |i| i + 1);
+    queue.drain(..end).collect()
 }
 
 /// The open file and everything known about it.
@@ -190,11 +208,17 @@ impl FileState {
                 self.rewrite = Some(Rewrite::begin(&self.path, incremental_fsync));
             }
             Msg::RewriteChunk(bytes) => {
+                self.published
+                    .rewrite_pieces
+                    .fetch_sub(1, Ordering::Relaxed);
                 if let Some(rw) = &mut self.rewrite {
                     rw.chunk(&bytes);
                 }
             }
             Msg::RewriteSpilled { dir, jobs } => {
+                self.published
+                    .rewrite_pieces
+                    .fetch_sub(1, Ordering::Relaxed);
                 if let Some(rw) = &mut self.rewrite {
                     match spilled_loadjobs(&dir, jobs) {
                         Ok(bytes) => rw.chunk(&bytes),

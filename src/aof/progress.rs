@@ -49,6 +49,10 @@ pub struct Published {
     pub current_size: AtomicU64,
     /// Bytes received but not yet written (INFO aof_buffer_length).
     pub backlog: AtomicU64,
+    /// Snapshot pieces (`RewriteChunk`, `RewriteSpilled`) queued and not
+    /// yet written: the snapshot waits while the writer is behind, so a
+    /// rewrite never queues the whole node's jobs in RAM.
+    pub rewrite_pieces: AtomicU64,
     /// Set whenever `report` changed, so readers can skip the mutex.
     pub report_dirty: AtomicBool,
     pub report: Mutex<Report>,

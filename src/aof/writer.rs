@@ -36,8 +36,12 @@
 //! holds one rewrite's state), so only the writer ever touches the AOF
 //! path: the engine side streams snapshot chunks (`RewriteChunk`) into a
 //! temp file while every record produced since `RewriteBegin` is both
-//! appended to the current file and kept in a "diff" buffer, which is
-//! appended to the temp file before the atomic rename in `RewriteFinish`.
+//! appended to the current file and written to the temp file between the
+//! chunks, in engine order, until the atomic rename in `RewriteFinish`.
+//! The thread takes at most one piece of rewrite work per round, and the
+//! snapshot waits while pieces are queued (`Published::rewrite_pieces`), so
+//! neither the records behind a piece nor the node's RAM pay for a long
+//! rewrite.
 
 use std::collections::VecDeque;
 
@@ -92,7 +96,7 @@ pub enum Msg {
             crate::engine::spill::Loc,
         )>,
     },
-    /// Append the captured records, fsync, rename over the AOF.
+    /// Write the last captured records, fsync, rename over the AOF.
     RewriteFinish {
         done: Option<Done>,
     },
@@ -101,6 +105,16 @@ pub enum Msg {
     Sync(Done),
     /// Like `Sync`, then exit the thread.
     Stop(Done),
+}
+
+impl Msg {
+    /// Rewrite work that may take long: a snapshot piece or the finish.
+    pub(super) fn is_rewrite_data(&self) -> bool {
+        matches!(
+            self,
+            Msg::RewriteChunk(_) | Msg::RewriteSpilled { .. } | Msg::RewriteFinish { .. }
+        )
+    }
 }
 
 /// The queue between the node and the file, and who consumes it.
@@ -288,6 +302,7 @@ impl Writer {
             written_w: watch::channel(0).0,
             current_size: AtomicU64::new(size),
             backlog: AtomicU64::new(0),
+            rewrite_pieces: AtomicU64::new(0),
             report_dirty: AtomicBool::new(false),
             report: Mutex::new(Report::default()),
         });
@@ -340,6 +355,11 @@ impl Writer {
                 self.published
                     .backlog
                     .fetch_add(bytes as u64, Ordering::Relaxed);
+            }
+            Msg::RewriteChunk(_) | Msg::RewriteSpilled { .. } => {
+                self.published
+                    .rewrite_pieces
+                    .fetch_add(1, Ordering::Relaxed);
             }
             Msg::SetPolicy(p) => self
                 .core
@@ -519,12 +539,13 @@ mod tests {
             recs: vec![AofRecord::DelJob(id(4))],
         });
         w.stop(Duration::from_secs(10)).unwrap();
-        // Snapshot first, then the diff, then later appends.
+        // Engine order: the record sent before the chunk, the chunk, then
+        // later appends.
         assert_eq!(
             read(&path),
             vec![
-                Record::DelJob(id(3)),
                 Record::DelJob(id(2)),
+                Record::DelJob(id(3)),
                 Record::DelJob(id(4))
             ]
         );

@@ -27,6 +27,11 @@ use crate::errors::WireError;
 /// a node with millions of jobs is never stalled for long.
 const CHUNK_SLOTS: usize = 4096;
 const CHUNK_BYTES: usize = 4 * 1024 * 1024;
+/// Spilled jobs per `RewriteSpilled` piece: the writer reads their bodies
+/// back in one go, and records queued behind the piece wait for it.
+const SPILLED_PER_PIECE: usize = 512;
+/// Snapshot pieces the writer may have queued before the snapshot waits.
+const MAX_QUEUED_PIECES: u64 = 4;
 /// How long a synchronous writer request may take (full rewrite of a big
 /// node included) before we give up and report an error.
 const SYNC_TIMEOUT: Duration = Duration::from_secs(600);
@@ -288,18 +293,29 @@ pub fn take_flusher(node: &mut Node) -> Option<writer::Flusher> {
     Some(aof.writer.flusher())
 }
 
+/// What the AOF task should do after a `cron` call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Snapshot {
+    /// Nothing pending: the next call is due in 100 ms.
+    Idle,
+    /// A snapshot is in progress: call again at once.
+    More,
+    /// A snapshot is in progress and the writer is behind: call again soon.
+    WriterBehind,
+}
+
 /// Periodic work (the AOF task calls it every 100 ms, and back to back
 /// while a snapshot is in progress): pick up writer reports, produce the
-/// next snapshot chunk, start automatic rewrites. Returns true when more
-/// snapshot work is pending.
-pub fn cron(node: &mut Node, now: u64) -> bool {
+/// next snapshot chunk, start automatic rewrites.
+pub fn cron(node: &mut Node, now: u64) -> Snapshot {
     dispatch(node, Vec::new(), now);
-    if snapshot_step(node) {
-        return true;
+    let step = snapshot_step(node);
+    if step != Snapshot::Idle {
+        return step;
     }
     let a = &node.aof;
     if a.rewrite_in_progress {
-        return false;
+        return Snapshot::Idle;
     }
     if a.rewrite_scheduled {
         let due = node
@@ -312,7 +328,7 @@ pub fn cron(node: &mut Node, now: u64) -> bool {
                 tracing::warn!(error = %e, "Could not start the scheduled AOF rewrite.");
             }
         }
-        return false;
+        return Snapshot::Idle;
     }
     let pct = node.config.auto_aof_rewrite_percentage;
     if a.state == AofState::On && pct > 0 && a.current_size > node.config.auto_aof_rewrite_min_size
@@ -326,40 +342,57 @@ pub fn cron(node: &mut Node, now: u64) -> bool {
             }
         }
     }
-    false
+    Snapshot::Idle
 }
 
 /// One snapshot chunk: LOADJOB for every active/queued job in the next
 /// slots of the job table. Jobs created in slots already passed are
-/// covered by the records captured since the rewrite began. Returns true
-/// while slots remain.
-fn snapshot_step(node: &mut Node) -> bool {
+/// covered by the records captured since the rewrite began.
+fn snapshot_step(node: &mut Node) -> Snapshot {
     let Some(aof) = &mut node.aof_writer else {
-        return false;
+        return Snapshot::Idle;
     };
     let Some(from) = aof.snapshot else {
-        return false;
+        return Snapshot::Idle;
     };
+    let queued = aof.writer.published.rewrite_pieces.load(Ordering::Relaxed);
+    if queued >= MAX_QUEUED_PIECES {
+        return Snapshot::WriterBehind;
+    }
     let (chunk, next, spilled) = encode_chunk(&node.engine, from);
-    if !chunk.is_empty() {
-        aof.writer.send(Msg::RewriteChunk(chunk));
-    }
-    if !spilled.is_empty() {
-        // Bodies on disk are read by the writer thread, not loaded here.
-        if let Some(io) = &node.spill.io {
-            aof.writer.send(Msg::RewriteSpilled {
-                dir: io.dir().to_path_buf(),
-                jobs: spilled,
-            });
-        }
-    }
+    send_chunk(&aof.writer, node.spill.io.as_ref(), chunk, spilled);
     if next >= node.engine.store().slots() {
         aof.snapshot = None;
         aof.writer.send(Msg::RewriteFinish { done: None });
-        false
+        Snapshot::Idle
     } else {
         aof.snapshot = Some(next);
-        true
+        Snapshot::More
+    }
+}
+
+/// Queue one chunk of the snapshot: the resident jobs' records, and the
+/// spilled ones in pieces, in the order of their bodies on disk, for the
+/// writer thread to read back (never the owner).
+fn send_chunk(
+    writer: &writer::Writer,
+    io: Option<&crate::spill::SpillIo>,
+    chunk: Vec<u8>,
+    mut spilled: Vec<SpilledRecord>,
+) {
+    if !chunk.is_empty() {
+        writer.send(Msg::RewriteChunk(chunk));
+    }
+    let Some(io) = io.filter(|_| !spilled.is_empty()) else {
+        return;
+    };
+    spilled.sort_unstable_by_key(|(_, loc)| (loc.seg, loc.off));
+    while !spilled.is_empty() {
+        let rest = spilled.split_off(spilled.len().min(SPILLED_PER_PIECE));
+        writer.send(Msg::RewriteSpilled {
+            dir: io.dir().to_path_buf(),
+            jobs: std::mem::replace(&mut spilled, rest),
+        });
     }
 }
 
@@ -513,15 +546,7 @@ pub fn rewrite_now(node: &mut Node, now: u64) -> Result<(), AofError> {
     let mut from = 0;
     while from < node.engine.store().slots() {
         let (chunk, next, spilled) = encode_chunk(&node.engine, from);
-        if !chunk.is_empty() {
-            aof.writer.send(Msg::RewriteChunk(chunk));
-        }
-        if let (false, Some(io)) = (spilled.is_empty(), &node.spill.io) {
-            aof.writer.send(Msg::RewriteSpilled {
-                dir: io.dir().to_path_buf(),
-                jobs: spilled,
-            });
-        }
+        send_chunk(&aof.writer, node.spill.io.as_ref(), chunk, spilled);
         from = next;
     }
     let result = aof

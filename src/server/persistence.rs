@@ -8,17 +8,24 @@ use super::Shared;
 use crate::node::persistence;
 
 /// Runs `persistence::cron` every 100 ms, and without pause while a
-/// snapshot is being taken (yielding between chunks so clients interleave).
+/// snapshot is being taken (yielding between chunks so clients interleave,
+/// pausing while the writer is behind).
 pub async fn run_task(shared: Arc<Shared>) {
     let Some(kick) = shared.call(move |node, _| persistence::kick(node)).await else {
         return;
     };
     let mut shutdown = shared.shutdown_rx();
     loop {
-        let more = shared.call(persistence::cron).await;
-        if more {
-            tokio::task::yield_now().await;
-            continue;
+        match shared.call(persistence::cron).await {
+            persistence::Snapshot::More => {
+                tokio::task::yield_now().await;
+                continue;
+            }
+            persistence::Snapshot::WriterBehind => {
+                tokio::time::sleep(Duration::from_millis(2)).await;
+                continue;
+            }
+            persistence::Snapshot::Idle => {}
         }
         tokio::select! {
             _ = tokio::time::sleep(Duration::from_millis(100)) => {}
