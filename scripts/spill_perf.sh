@@ -21,7 +21,12 @@
 #          lost, time to the first GETJOB and to the whole load, then every
 #          job drained with its body (see `restart` below).
 #
-# usage: scripts/spill_perf.sh ram|fill|tput|drain|drainrate|restart
+#  churn - disk bytes against live bytes over DURATION seconds [3600] of
+#          acks, NACK loops and long-TTL stragglers at RATE [2000] jobs/s
+#          over a BACKLOG [100000] of 1 KiB jobs, maxmemory MAXMEM
+#          (scripts/spill_churn.py says what it does).
+#
+# usage: scripts/spill_perf.sh ram|fill|tput|drain|drainrate|restart|churn
 # environment: BIN_DIR [target/release], JOBS [300000], SIZE [1024],
 #              MAXMEM [64mb], TARGET [1300000], SPILL [yes],
 #              RATE [none: as fast as the clients go; else ADDJOBs/s],
@@ -252,12 +257,20 @@ restart() {
     stop
 }
 
+churn() {
+    start --maxmemory "$MAXMEM" --spill yes --spill-whole-jobs "${WHOLE:-no}"
+    python3 "$here/scripts/spill_churn.py" "$port" "${DURATION:-3600}" "${RATE:-2000}" "${BACKLOG:-100000}"
+    echo "rss=$(rss) used_memory=$(field memory used_memory)"
+    stop
+}
+
 case ${1:-} in
     restart) restart ;;
+    churn) churn ;;
     ram) ram ;;
     drainrate) drain "getjob+ack@${RATE:-5000}/s" -n 100000 --rate "${RATE:-5000}" ;;
     drain) drain getjob+ack -n 190000 ;;
     fill) fill ;;
     tput) tput ;;
-    *) echo "usage: $0 ram|fill|tput|drain|drainrate|restart" >&2; exit 2 ;;
+    *) echo "usage: $0 ram|fill|tput|drain|drainrate|restart|churn" >&2; exit 2 ;;
 esac
