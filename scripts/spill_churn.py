@@ -85,7 +85,10 @@ def main():
         want = int(per_tick / 0.6) + 1
         got = []
         while len(got) < want:
-            r = c.cmd("GETJOB", "NOHANG", "COUNT", min(100, want - len(got)), "FROM", "churn")
+            # Blocking, briefly: NOHANG answers empty while the queue's
+            # head is being read back from disk.
+            n = min(100, want - len(got))
+            r = c.cmd("GETJOB", "TIMEOUT", 50, "COUNT", n, "FROM", "churn")
             if not r:
                 break
             got.extend(job[1] for job in r)

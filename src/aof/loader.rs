@@ -353,6 +353,73 @@ mod tests {
     }
 
     #[test]
+    fn a_loaded_job_queued_or_delivered_before_its_write_lands_keeps_its_body() {
+        use crate::engine::getjob::{GetJobOutcome, GetJobRequest};
+        use crate::engine::spill::{SpillDone, SpillOp};
+        let e0 = engine();
+        let far = (NOW / 1000 + 3600) as u32;
+        let recs: Vec<AofRecord> = (1..=3)
+            .map(|n| AofRecord::LoadJob(job_blob(&e0, n, JobState::Queued, 30, far)))
+            .collect();
+        let path = write("spill-race", &file_of(&recs));
+        let mut e = engine();
+        e.set_spill(true, 0, 0);
+        let opts = LoadOptions {
+            truncated_ok: false,
+            enqueue: false,
+        };
+        load_file(&mut e, &path, opts, NOW).unwrap();
+        let done: Vec<SpillDone> = e
+            .take_spill_ops()
+            .into_iter()
+            .filter_map(|op| match op {
+                SpillOp::Write { loc, .. } => Some(SpillDone::Written {
+                    seg: loc.seg,
+                    end: loc.off + loc.record_len() as u32,
+                }),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(done.len(), 3);
+        // Before the writes land, the retries of the first two fire and a
+        // consumer takes one of them.
+        let hs: Vec<u32> = e.store().iter_from(0).map(|(h, _)| h).collect();
+        assert!(e.enqueue(hs[0], false, NOW + 1));
+        assert!(e.enqueue(hs[1], false, NOW + 1));
+        let req = GetJobRequest {
+            nohang: true,
+            timeout: 0,
+            count: 1,
+            withcounters: false,
+            queues: vec![bytes::Bytes::from_static(b"q")],
+        };
+        let GetJobOutcome::Jobs(got) = e.getjob(1, req, NOW + 2) else {
+            panic!("GETJOB found no job");
+        };
+        assert_eq!(got.len(), 1);
+        e.spill_done(done, NOW + 3);
+        let mut in_ram = 0;
+        for (_, j) in e.store().iter_from(0) {
+            match j.state {
+                // Queued at the head or delivered: bodies stay in RAM.
+                JobState::Queued | JobState::Active if j.qtime != 0 && j.body.is_some() => {
+                    in_ram += 1
+                }
+                _ => assert!(
+                    j.body.is_none(),
+                    "{:?} still waiting for its retry",
+                    j.state
+                ),
+            }
+        }
+        assert_eq!(
+            in_ram, 2,
+            "the requeued and the delivered job keep their bodies"
+        );
+        assert_eq!(e.spill_stats().jobs, 1);
+    }
+
+    #[test]
     fn deljob_removes_and_truncation_rules() {
         let e0 = engine();
         let far = (NOW / 1000 + 3600) as u32;

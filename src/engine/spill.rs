@@ -191,8 +191,11 @@ enum Kind {
     /// A queued job's whole record (`engine::cold`).
     Whole,
     /// The body of a job loaded from the AOF that waits, active, for its
-    /// retry to queue it again: it leaves RAM if still active or queued.
-    Parked,
+    /// retry to queue it again (`qtime`, when that is due): it leaves RAM
+    /// only if it still waits for the same retry. Queued or delivered
+    /// meanwhile, it may be at its queue's head or in a consumer's hands,
+    /// where bodies stay in RAM.
+    Parked { qtime: u64 },
 }
 
 /// Spill counters and gauges for INFO and /metrics.
@@ -553,8 +556,9 @@ impl Engine {
         {
             return;
         }
+        let qtime = self.store.get(h).map_or(0, |j| j.qtime);
         if self.spill_wanted() {
-            self.spill_write(h, Kind::Parked);
+            self.spill_write(h, Kind::Parked { qtime });
         }
     }
 
@@ -731,11 +735,12 @@ impl Engine {
                 }
                 continue;
             }
-            let stays_cold = |st: JobState| {
-                st == JobState::Queued || (kind == Kind::Parked && st == JobState::Active)
+            let stays_cold = |j: &crate::domain::job::Job| match kind {
+                Kind::Parked { qtime } => j.state == JobState::Active && j.qtime == qtime,
+                _ => j.state == JobState::Queued,
             };
             match self.store.get_mut(h) {
-                Some(j) if j.id == id && stays_cold(j.state) => {
+                Some(j) if j.id == id && stays_cold(j) => {
                     j.body = None;
                     self.spill.slots.set_state(h, SlotState::OnDisk);
                     self.spill.cold += 1;
