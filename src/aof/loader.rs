@@ -306,15 +306,18 @@ mod tests {
         }
     }
 
-    #[test]
-    fn jobs_loaded_active_spill_their_bodies_until_requeued() {
+    /// Three queued jobs loaded from an AOF (without the recipe: they
+    /// come back active) into an engine spilling from the first job on;
+    /// the confirmations of the body writes the load produced, not yet
+    /// applied.
+    fn load_three_spilling(name: &str) -> (Engine, Vec<crate::engine::spill::SpillDone>) {
         use crate::engine::spill::{SpillDone, SpillOp};
         let e0 = engine();
         let far = (NOW / 1000 + 3600) as u32;
         let recs: Vec<AofRecord> = (1..=3)
             .map(|n| AofRecord::LoadJob(job_blob(&e0, n, JobState::Queued, 30, far)))
             .collect();
-        let path = write("spill", &file_of(&recs));
+        let path = write(name, &file_of(&recs));
         let mut e = engine();
         // Watermark 0: spilling from the first job on.
         e.set_spill(true, 0, 0);
@@ -336,6 +339,12 @@ mod tests {
             })
             .collect();
         assert_eq!(done.len(), 3, "every active job's body is written");
+        (e, done)
+    }
+
+    #[test]
+    fn jobs_loaded_active_spill_their_bodies_until_requeued() {
+        let (mut e, done) = load_three_spilling("spill");
         e.spill_done(done, NOW);
         assert_eq!(e.spill_stats().jobs, 3);
         for (h, j) in e.store().iter_from(0) {
@@ -355,32 +364,7 @@ mod tests {
     #[test]
     fn a_loaded_job_queued_or_delivered_before_its_write_lands_keeps_its_body() {
         use crate::engine::getjob::{GetJobOutcome, GetJobRequest};
-        use crate::engine::spill::{SpillDone, SpillOp};
-        let e0 = engine();
-        let far = (NOW / 1000 + 3600) as u32;
-        let recs: Vec<AofRecord> = (1..=3)
-            .map(|n| AofRecord::LoadJob(job_blob(&e0, n, JobState::Queued, 30, far)))
-            .collect();
-        let path = write("spill-race", &file_of(&recs));
-        let mut e = engine();
-        e.set_spill(true, 0, 0);
-        let opts = LoadOptions {
-            truncated_ok: false,
-            enqueue: false,
-        };
-        load_file(&mut e, &path, opts, NOW).unwrap();
-        let done: Vec<SpillDone> = e
-            .take_spill_ops()
-            .into_iter()
-            .filter_map(|op| match op {
-                SpillOp::Write { loc, .. } => Some(SpillDone::Written {
-                    seg: loc.seg,
-                    end: loc.off + loc.record_len() as u32,
-                }),
-                _ => None,
-            })
-            .collect();
-        assert_eq!(done.len(), 3);
+        let (mut e, done) = load_three_spilling("spill-race");
         // Before the writes land, the retries of the first two fire and a
         // consumer takes one of them.
         let hs: Vec<u32> = e.store().iter_from(0).map(|(h, _)| h).collect();
