@@ -545,6 +545,13 @@ pub fn rewrite_now(node: &mut Node, now: u64) -> Result<(), AofError> {
     }
     let mut from = 0;
     while from < node.engine.store().slots() {
+        // As in the background snapshot: never queue more than a few
+        // pieces (the node is stopping and serves nobody meanwhile).
+        while aof.writer.published.rewrite_pieces.load(Ordering::Relaxed) >= MAX_QUEUED_PIECES
+            && started.elapsed() < SYNC_TIMEOUT
+        {
+            std::thread::sleep(Duration::from_millis(1));
+        }
         let (chunk, next, spilled) = encode_chunk(&node.engine, from);
         send_chunk(&aof.writer, node.spill.io.as_ref(), chunk, spilled);
         from = next;
