@@ -94,6 +94,26 @@ impl IdShard {
         }
     }
 
+    /// Point the entry of `old` (stored with these hash bits) at `new`
+    /// in place: same hash bits, same slot, so no probe path changes.
+    pub fn replace(&mut self, h32: u32, old: u32, new: u32) -> bool {
+        if self.slots.is_empty() {
+            return false;
+        }
+        let target = entry(h32, old);
+        let mut i = self.home(h32);
+        loop {
+            match self.slots.get(i).copied() {
+                Some(v) if v == target => {
+                    self.slots[i] = entry(h32, new);
+                    return true;
+                }
+                Some(v) if v != EMPTY => i = (i + 1) & self.mask(),
+                _ => return false,
+            }
+        }
+    }
+
     /// Remove the entry of `handle` (stored with these hash bits); the
     /// entries after it in its run move back so no probe sequence breaks.
     pub fn remove(&mut self, h32: u32, handle: u32) -> bool {
@@ -173,7 +193,7 @@ mod tests {
         }
     }
 
-    /// Random inserts, lookups and removals against a map, with few
+    /// Random inserts, lookups, removals and replacements against a map, with few
     /// distinct hash values so runs are long, collide and wrap around the
     /// end of the table.
     #[test]
@@ -197,6 +217,15 @@ mod tests {
                         let h32 = model.remove(&k).unwrap();
                         assert!(s.remove(h32, k), "seed {seed} step {step}");
                         assert!(!s.remove(h32, k));
+                    }
+                    8 if !model.is_empty() => {
+                        // An entry handed to another handle in place.
+                        let k = *model.keys().nth(rng.gen_range(0..model.len())).unwrap();
+                        let h32 = model.remove(&k).unwrap();
+                        assert!(s.replace(h32, k, next), "seed {seed} step {step}");
+                        assert!(!s.replace(h32, k, next));
+                        model.insert(next, h32);
+                        next += 1;
                     }
                     _ => {}
                 }

@@ -136,12 +136,11 @@ impl JobStore {
     /// without reading the job back).
     pub fn evict(&mut self, h: JobHandle, cold: u32) -> Option<(Job, usize, u32)> {
         let (shard, h32) = self.hash(&self.slab.get(h)?.id);
-        self.index[shard].remove(h32, h);
-        let job = self.slab.remove(h)?;
-        // A cold entry never equals another entry: always a vacant slot.
-        if let Ok(slot) = self.index[shard].vacant(h32, |_| false) {
-            self.index[shard].fill(slot, h32, cold);
+        // The job's entry becomes the cold one where it stands.
+        if !self.index[shard].replace(h32, h, cold) {
+            return None;
         }
+        let job = self.slab.remove(h)?;
         Some((job, shard, h32))
     }
 
