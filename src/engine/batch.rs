@@ -10,7 +10,8 @@
 //!   for each callback.
 //!
 //! A state travels as a BATCH bus frame (to every node: creation, commit
-//! and cancel at once, member and acknowledgement deltas gathered per
+//! (with every member known here) and cancel at once, member and
+//! acknowledgement deltas gathered per
 //! cron run; while a committed batch is unfinished, whole again every few
 //! seconds so a lost frame is repaired) and as a `BATCH` AOF record; both carry a
 //! partial or whole state and the receiver merges it (set union, flag or).
@@ -457,7 +458,16 @@ impl Engine {
         if cancel && e.state.has(F_SUCCESS_DONE | F_COMPLETE_DONE) {
             return Err(BatchError::Closed);
         }
-        let mut d = BatchState::delta(id);
+        // A COMMIT carries every member known here: the member deltas
+        // still waiting for the next gathering must not arrive after it,
+        // or a peer sees a committed batch with no member as finished and
+        // adds its callbacks at once.
+        let mut d = if cancel {
+            BatchState::delta(id)
+        } else {
+            self.batches.outbox.remove(id);
+            e.state.clone()
+        };
         d.flags = if cancel { F_CANCELLED } else { F_COMMITTED };
         self.batch_apply(d, true);
         Ok(())

@@ -213,3 +213,64 @@ fn sim_batch_calls_back_at_least_once_under_loss_and_a_crash() {
         }
     }
 }
+
+/// Members added and the batch committed through one node within one
+/// gathering period (the member deltas still in its outbox): the peers
+/// must learn the members with the COMMIT, or one of them sees a
+/// committed batch with no member, finished, and adds its callbacks
+/// before any member is acknowledged.
+#[test]
+fn sim_batch_committed_at_once_waits_for_its_members() {
+    for seed in seeds() {
+        let mut sim = Sim::new(3, seed, Faults::calm());
+        sim.join_all();
+        let now = sim.clock(0);
+        let cb = |body: &str| {
+            Some(Callback {
+                queue: Bytes::from_static(CALLBACKS),
+                body: Bytes::copy_from_slice(body.as_bytes()),
+            })
+        };
+        let e = sim.nodes[0].as_mut().expect("node 0");
+        assert!(e
+            .batch_create(Some(Bytes::from_static(BATCH)), cb("ok"), cb("done"), now)
+            .is_ok());
+        sim.flush(0);
+        sim.run_for(500);
+        let client = sim.client();
+        let now = sim.clock(0);
+        let e = sim.nodes[0].as_mut().expect("node 0");
+        for i in 0..4 {
+            let req = AddJobRequest {
+                replicate: Some(1),
+                ext: Some(JobExt {
+                    batch: Some(Bytes::from_static(BATCH)),
+                    ..JobExt::default()
+                }),
+                ..AddJobRequest::new(Bytes::from_static(WORK), Bytes::from(format!("m{i}")))
+            };
+            assert!(
+                matches!(e.addjob(client, req, now), AddJobOutcome::Added(_)),
+                "seed {seed}"
+            );
+        }
+        assert!(e.batch_close(&Bytes::from_static(BATCH), false).is_ok());
+        sim.flush(0);
+        // Longer than every node's grace (rank × 2 s).
+        sim.run_for(6000);
+        for (i, e) in sim.nodes.iter().enumerate() {
+            let e = e.as_ref().expect("node");
+            assert_eq!(
+                e.queue_len(CALLBACKS),
+                0,
+                "seed {seed}: node {i} added a callback"
+            );
+            let v = e.batch_get(BATCH).expect("batch").status();
+            assert_eq!((v.total, v.pending), (4, 4), "seed {seed}: node {i}");
+            assert!(
+                !v.success_added && !v.complete_added,
+                "seed {seed}: node {i}"
+            );
+        }
+    }
+}
