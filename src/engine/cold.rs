@@ -419,13 +419,21 @@ impl Engine {
     /// A cold job is gone (read back, expired, corrupt): its index entry,
     /// its record and its place in the queue's count.
     fn cold_drop(&mut self, slot: u32, qh: u32) {
+        if let Some(s) = self.cold.get(slot).filter(|s| s.state() != DEAD) {
+            self.store.remove_cold(s.shard(), s.h32, COLD_TAG | slot);
+        }
+        self.cold_forget(slot, qh);
+    }
+
+    /// `cold_drop` but for the index entry, which the caller removes or
+    /// points at the job read back.
+    fn cold_forget(&mut self, slot: u32, qh: u32) {
         let Some(s) = self.cold.get(slot) else {
             return;
         };
         if s.state() == DEAD {
             return;
         }
-        self.store.remove_cold(s.shard(), s.h32, COLD_TAG | slot);
         let loc = s.loc();
         self.spill_record_dead(loc);
         self.spill_cold_record(loc.seg, false);
@@ -581,7 +589,12 @@ impl Engine {
             .unwrap_or(NO_QUEUE);
         let expired = u64::from(job.etime) <= now / 1000;
         let ctime = job.ctime;
-        self.cold_drop(slot, qh);
+        let place = self.cold.get(slot).map(|s| (s.shard(), s.h32));
+        if expired {
+            self.cold_drop(slot, qh);
+        } else {
+            self.cold_forget(slot, qh);
+        }
         self.cold.loaded_total += 1;
         if let Some(cq) = self.cold.queues.get_mut(&qh) {
             if let Some(r) = cq.runs.iter_mut().find(|r| r.id == run) {
@@ -592,7 +605,12 @@ impl Engine {
             self.cold.expired_total += 1;
             return;
         }
-        let Some(h) = self.register_with(job, None) else {
+        let Some((shard, h32)) = place else {
+            return;
+        };
+        let mut job = job;
+        job.flags &= !F_EXT;
+        let Some(h) = self.store.restore(job, shard, h32, COLD_TAG | slot) else {
             return;
         };
         let qh = match name {

@@ -157,6 +157,23 @@ impl JobStore {
         self.hash(id)
     }
 
+    /// Put a job read back from disk where its cold entry (`evict`)
+    /// stands: the entry points at the job again, in place (one probe,
+    /// not a removal and an insert). None on a duplicate ID.
+    pub fn restore(&mut self, job: Job, shard: usize, h32: u32, cold: u32) -> Option<JobHandle> {
+        let h = self.slab.insert(job);
+        if self
+            .index
+            .get_mut(shard)
+            .is_some_and(|s| s.replace(h32, cold, h))
+        {
+            return Some(h);
+        }
+        // No such entry (never expected): an ordinary insert.
+        let job = self.slab.remove(h)?;
+        self.insert_new(job)
+    }
+
     /// Drop a cold entry left by `evict`.
     pub fn remove_cold(&mut self, shard: usize, h32: u32, cold: u32) -> bool {
         self.index
