@@ -55,6 +55,14 @@ fn consume(sim: &mut Sim, node: usize, seen: &mut Seen) {
     }
 }
 
+/// A callback adding `body` to the callbacks queue.
+fn cb(body: &str) -> Option<Callback> {
+    Some(Callback {
+        queue: Bytes::from_static(CALLBACKS),
+        body: Bytes::copy_from_slice(body.as_bytes()),
+    })
+}
+
 /// Runs one scenario; returns (success callbacks, complete callbacks,
 /// members) as consumed.
 fn run(seed: u64, faults: Faults, crash: bool) -> (usize, usize, usize) {
@@ -62,12 +70,6 @@ fn run(seed: u64, faults: Faults, crash: bool) -> (usize, usize, usize) {
     let mut sim = Sim::new(n, seed, faults);
     sim.join_all();
     let now = sim.clock(0);
-    let cb = |body: &str| {
-        Some(Callback {
-            queue: Bytes::from_static(CALLBACKS),
-            body: Bytes::copy_from_slice(body.as_bytes()),
-        })
-    };
     if let Some(e) = sim.nodes[0].as_mut() {
         let r = e.batch_create(Some(Bytes::from_static(BATCH)), cb("ok"), cb("done"), now);
         assert!(r.is_ok(), "seed {seed}: create");
@@ -225,12 +227,6 @@ fn sim_batch_committed_at_once_waits_for_its_members() {
         let mut sim = Sim::new(3, seed, Faults::calm());
         sim.join_all();
         let now = sim.clock(0);
-        let cb = |body: &str| {
-            Some(Callback {
-                queue: Bytes::from_static(CALLBACKS),
-                body: Bytes::copy_from_slice(body.as_bytes()),
-            })
-        };
         let e = sim.nodes[0].as_mut().expect("node 0");
         assert!(e
             .batch_create(Some(Bytes::from_static(BATCH)), cb("ok"), cb("done"), now)
