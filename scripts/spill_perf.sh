@@ -38,6 +38,12 @@ JOBS=${JOBS:-300000}
 SIZE=${SIZE:-1024}
 MAXMEM=${MAXMEM:-64mb}
 TARGET=${TARGET:-1300000}
+case ${1:-} in drain | drainrate)
+    command -v redis-server >/dev/null || {
+        echo "spill_perf.sh: redis-server missing (apt-get install redis-server)" >&2
+        exit 1
+    } ;;
+esac
 command -v redis-cli >/dev/null || {
     echo "spill_perf.sh: redis-cli missing (apt-get install redis-tools, or scripts/ci-deps.sh)" >&2
     exit 1
@@ -171,6 +177,8 @@ tput() {
 #  drainrate: paced at RATE (default 5000) operations/s for 100,000
 #             operations; the latency percentiles are the GETJOB's, from
 #             its scheduled send time.
+# Each round ends with the baseline: Redis RPOP (redis-server from
+# Debian) draining a list of the same backlog, same clients and pacing.
 drain() { # label benchmark-args...
     local label=$1
     shift
@@ -183,6 +191,19 @@ drain() { # label benchmark-args...
             echo "rep=$rep spill=$mode $label,$r qlen_left=$(redis-cli -p "$port" QLEN dqbench:0) spilled_left=$(field spill spilled_jobs) reads=$(field spill spill_disk_reads)"
             stop
         done
+        # The baseline of the same round: Redis RPOP from a list of the
+        # same backlog, with the same clients and pacing (no ACK).
+        port=$(free_port)
+        redis-server --port "$port" --save '' --appendonly no --dir "$work" >>"$work/log" 2>&1 &
+        pid=$!
+        for _ in $(seq 1 100); do
+            redis-cli -p "$port" PING >/dev/null 2>&1 && break
+            sleep 0.1
+        done
+        "$BIN_DIR/disque-benchmark" -p "$port" --target redis -w addjob -s "$SIZE" -n 200000 -c 20 -P 16 -q >/dev/null
+        r=$("$BIN_DIR/disque-benchmark" -p "$port" --target redis -w getjob --prefill 0 -c 10 -P 1 --csv "$@" 2>&1 | tail -1)
+        echo "rep=$rep redis-rpop $label,$r"
+        stop
     done
 }
 
