@@ -162,6 +162,8 @@ impl SpillIo {
 struct Files<'a> {
     dir: &'a Path,
     open: HashMap<u32, File>,
+    /// Kept from one span read to the next.
+    span: Vec<u8>,
 }
 
 impl Files<'_> {
@@ -214,13 +216,17 @@ impl Files<'_> {
         let p = segment::path(self.dir, first.seg);
         let end = u64::from(last.off) + last.record_len();
         let len = end.saturating_sub(u64::from(first.off)) as usize;
-        let span = self
+        let mut buf = std::mem::take(&mut self.span);
+        let got = self
             .get(first.seg, false)
-            .and_then(|f| segment::read_span(f, &p, first.off, len));
-        let Ok(span) = span else {
+            .and_then(|f| segment::read_span_into(f, &p, first.off, len, &mut buf));
+        let Ok(got) = got else {
+            self.span = buf;
             return locs.iter().map(|loc| self.read_any(*loc)).collect();
         };
-        locs.iter()
+        let span = buf.get(..got).unwrap_or_default();
+        let out = locs
+            .iter()
             .map(|loc| {
                 let at = loc.off.saturating_sub(first.off) as usize;
                 let rec = span
@@ -232,7 +238,9 @@ impl Files<'_> {
                     what,
                 })
             })
-            .collect()
+            .collect();
+        self.span = buf;
+        out
     }
 }
 
@@ -248,7 +256,11 @@ fn run(dir: &Path, rx: &mpsc::Receiver<Req>, sink: &Sink, stats: &IoStats) {
     let mut files = Files {
         dir,
         open: HashMap::new(),
+        span: Vec::new(),
     };
+    // Appends gather here before each write; kept from burst to burst
+    // (grown once, not from empty by doubling every burst).
+    let mut wbuf = BytesMut::new();
     let mut trimmed = Instant::now();
     while let Ok(req) = rx.recv() {
         // Let the ops of the next owner tasks join this burst: senders
@@ -261,7 +273,7 @@ fn run(dir: &Path, rx: &mpsc::Receiver<Req>, sink: &Sink, stats: &IoStats) {
         // one owner task per burst, not per op.
         while let Some(req) = next.take().or_else(|| rx.try_recv().ok()) {
             match req {
-                Req::Ops(ops) => apply(&mut files, ops, stats, &mut done),
+                Req::Ops(ops) => apply(&mut files, ops, stats, &mut done, &mut wbuf),
                 Req::Bodies { wants, done: reply } => {
                     let bodies = wants
                         .iter()
@@ -307,8 +319,14 @@ fn run(dir: &Path, rx: &mpsc::Receiver<Req>, sink: &Sink, stats: &IoStats) {
 
 /// Perform ops in order; consecutive appends to one segment become one
 /// write.
-fn apply(files: &mut Files, ops: Vec<SpillOp>, stats: &IoStats, done: &mut Vec<SpillDone>) {
-    let mut buf = BytesMut::new();
+fn apply(
+    files: &mut Files,
+    ops: Vec<SpillOp>,
+    stats: &IoStats,
+    done: &mut Vec<SpillDone>,
+    buf: &mut BytesMut,
+) {
+    buf.clear();
     // (segment, start offset, end offset) of the appends in `buf`.
     let mut run: Option<(u32, u32, u32)> = None;
     let mut failed: Vec<u32> = Vec::new();
@@ -354,17 +372,17 @@ fn apply(files: &mut Files, ops: Vec<SpillOp>, stats: &IoStats, done: &mut Vec<S
                         *end = rec_end;
                     }
                     _ => {
-                        flush(files, &mut buf, &mut run, &mut failed, done);
+                        flush(files, buf, &mut run, &mut failed, done);
                         run = Some((loc.seg, loc.off, rec_end));
                     }
                 }
-                segment::encode(&id, &body, &mut buf);
+                segment::encode(&id, &body, buf);
                 if buf.len() >= 1 << 20 {
-                    flush(files, &mut buf, &mut run, &mut failed, done);
+                    flush(files, buf, &mut run, &mut failed, done);
                 }
             }
             SpillOp::Read { h, id, loc } => {
-                flush(files, &mut buf, &mut run, &mut failed, done);
+                flush(files, buf, &mut run, &mut failed, done);
                 let result = files.read(&id, loc).map_err(|e| {
                     stats.error(&e);
                     failure(&e)
@@ -372,7 +390,7 @@ fn apply(files: &mut Files, ops: Vec<SpillOp>, stats: &IoStats, done: &mut Vec<S
                 done.push(SpillDone::Read { h, id, loc, result });
             }
             SpillOp::Move { h, id, from, to } => {
-                flush(files, &mut buf, &mut run, &mut failed, done);
+                flush(files, buf, &mut run, &mut failed, done);
                 let result = match files.read(&id, from) {
                     Ok(body) => {
                         let mut rec = BytesMut::new();
@@ -404,7 +422,7 @@ fn apply(files: &mut Files, ops: Vec<SpillOp>, stats: &IoStats, done: &mut Vec<S
                 qh,
                 run: r,
             } => {
-                flush(files, &mut buf, &mut run, &mut failed, done);
+                flush(files, buf, &mut run, &mut failed, done);
                 // A prefetch reads a run's records, mostly next to each
                 // other on disk: one read for each stretch of them.
                 let mut group = vec![(slot, loc, qh, r)];
@@ -444,7 +462,7 @@ fn apply(files: &mut Files, ops: Vec<SpillOp>, stats: &IoStats, done: &mut Vec<S
                 }
             }
             SpillOp::MoveCold { slot, from, to } => {
-                flush(files, &mut buf, &mut run, &mut failed, done);
+                flush(files, buf, &mut run, &mut failed, done);
                 let result = match files.read_any(from) {
                     Ok((id, payload)) => {
                         let mut rec = BytesMut::new();
@@ -467,7 +485,7 @@ fn apply(files: &mut Files, ops: Vec<SpillOp>, stats: &IoStats, done: &mut Vec<S
                 });
             }
             SpillOp::Unlink { seg } => {
-                flush(files, &mut buf, &mut run, &mut failed, done);
+                flush(files, buf, &mut run, &mut failed, done);
                 files.open.remove(&seg);
                 let p = segment::path(files.dir, seg);
                 if let Err(e) = std::fs::remove_file(&p) {
@@ -478,7 +496,7 @@ fn apply(files: &mut Files, ops: Vec<SpillOp>, stats: &IoStats, done: &mut Vec<S
             }
         }
     }
-    flush(files, &mut buf, &mut run, &mut failed, done);
+    flush(files, buf, &mut run, &mut failed, done);
 }
 
 #[cfg(test)]

@@ -159,11 +159,30 @@ pub fn read_span(
     off: u32,
     len: usize,
 ) -> Result<Vec<u8>, SegmentError> {
-    let mut buf = vec![0u8; len];
+    let mut buf = Vec::new();
+    let got = read_span_into(file, file_path, off, len, &mut buf)?;
+    buf.truncate(got);
+    Ok(buf)
+}
+
+/// `read_span` into `buf`, which is kept for the next read (a prefetch
+/// reads up to 1 MB at a time: a fresh zeroed buffer each time costs the
+/// allocation, its page faults and the zeroing). Returns the bytes read,
+/// at the start of `buf`.
+pub fn read_span_into(
+    file: &File,
+    file_path: &Path,
+    off: u32,
+    len: usize,
+    buf: &mut Vec<u8>,
+) -> Result<usize, SegmentError> {
+    if buf.len() < len {
+        buf.resize(len, 0);
+    }
     let off = u64::from(off);
     let mut got = 0;
     while got < len {
-        match file.read_at(&mut buf[got..], off + got as u64) {
+        match file.read_at(&mut buf[got..len], off + got as u64) {
             Ok(0) => break,
             Ok(n) => got += n,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
@@ -176,8 +195,7 @@ pub fn read_span(
             }
         }
     }
-    buf.truncate(got);
-    Ok(buf)
+    Ok(got)
 }
 
 /// The record's bytes at `loc` (fewer at the end of a short file).
