@@ -421,8 +421,8 @@ impl Engine {
     fn cold_drop(&mut self, slot: u32, qh: u32) {
         if let Some(s) = self.cold.get(slot).filter(|s| s.state() != DEAD) {
             self.store.remove_cold(s.shard(), s.h32, COLD_TAG | slot);
+            self.cold_forget(slot, qh);
         }
-        self.cold_forget(slot, qh);
     }
 
     /// `cold_drop` but for the index entry, which the caller removes or
@@ -589,25 +589,24 @@ impl Engine {
             .unwrap_or(NO_QUEUE);
         let expired = u64::from(job.etime) <= now / 1000;
         let ctime = job.ctime;
+        // The index entry stays: it points at the job again below, or
+        // goes if the job expired on disk.
         let place = self.cold.get(slot).map(|s| (s.shard(), s.h32));
-        if expired {
-            self.cold_drop(slot, qh);
-        } else {
-            self.cold_forget(slot, qh);
-        }
+        self.cold_forget(slot, qh);
         self.cold.loaded_total += 1;
         if let Some(cq) = self.cold.queues.get_mut(&qh) {
             if let Some(r) = cq.runs.iter_mut().find(|r| r.id == run) {
                 r.first = r.first.max(ctime);
             }
         }
-        if expired {
-            self.cold.expired_total += 1;
-            return;
-        }
         let Some((shard, h32)) = place else {
             return;
         };
+        if expired {
+            self.store.remove_cold(shard, h32, COLD_TAG | slot);
+            self.cold.expired_total += 1;
+            return;
+        }
         let mut job = job;
         job.flags &= !F_EXT;
         let Some(h) = self.store.restore(job, shard, h32, COLD_TAG | slot) else {

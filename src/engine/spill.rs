@@ -1469,6 +1469,35 @@ mod tests {
     }
 
     #[test]
+    fn a_whole_job_whose_ttl_passes_while_it_is_read_back_is_forgotten() {
+        let mut e = whole();
+        let mut disk = Disk::default();
+        let mut ids = Vec::new();
+        for i in 0..300 {
+            let mut req =
+                AddJobRequest::new(Bytes::from_static(b"q"), Bytes::from(format!("b{i}")));
+            req.ttl = Some(10);
+            let AddJobOutcome::Added(id) = e.addjob(99, req, 1000) else {
+                panic!("ADDJOB did not add");
+            };
+            ids.push(id);
+        }
+        disk.run(&mut e, 1000);
+        let cold = e.cold_jobs();
+        let id = ids[250];
+        assert!(e.maybe_cold(&id));
+        let arg = Bytes::copy_from_slice(&id.0);
+        assert!(e.cold_fault(std::slice::from_ref(&arg)).is_some());
+        // The read lands after the job's TTL: it is not registered again,
+        // and its ID-index entry goes with it.
+        disk.run(&mut e, 20_000);
+        assert!(e.lookup(&id).is_none());
+        assert!(!e.maybe_cold(&id));
+        assert_eq!(e.cold_jobs(), cold - 1);
+        assert!(e.maybe_cold(&ids[249]), "its neighbours are still on disk");
+    }
+
+    #[test]
     fn a_corrupt_whole_record_drops_only_that_job() {
         let mut e = whole();
         let mut disk = Disk::default();
