@@ -17,6 +17,14 @@
 #  drainrate - GETJOB latency while draining a backlog on disk at a
 #          steady rate (see `drain` below).
 #
+#  coldmiss - GETJOBs whose job is on disk when they arrive
+#          (scripts/spill_coldmiss.py says how), QUEUES [200] queues of
+#          JOBS [1000] jobs, WHOLE as below.
+#
+#  neighbours - a resident queue's job cycle (4 clients, 1,000 jobs/s,
+#          20 s, end-to-end latency) alone, then beside a drain of
+#          200,000 jobs on disk at RATE [5000] GETJOBs/s, REPS rounds.
+#
 #  restart - with the AOF on, JOBS jobs on disk, kill -9, restart: jobs
 #          lost, time to the first GETJOB and to the whole load, then every
 #          job drained with its body (see `restart` below).
@@ -26,10 +34,11 @@
 #          over a BACKLOG [100000] of 1 KiB jobs, maxmemory MAXMEM
 #          (scripts/spill_churn.py says what it does).
 #
-# usage: scripts/spill_perf.sh ram|fill|tput|drain|drainrate|restart|churn
+# usage: scripts/spill_perf.sh ram|fill|tput|drain|drainrate|coldmiss|neighbours|restart|churn
 # environment: BIN_DIR [target/release], JOBS [300000], SIZE [1024],
 #              MAXMEM [64mb], TARGET [1300000], SPILL [yes],
 #              RATE [none: as fast as the clients go; else ADDJOBs/s],
+#              CLIENTS [10: drain consumers],
 #              WHOLE [no; yes: `spill-whole-jobs yes` in fill, tput, drain]
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -38,7 +47,7 @@ JOBS=${JOBS:-300000}
 SIZE=${SIZE:-1024}
 MAXMEM=${MAXMEM:-64mb}
 TARGET=${TARGET:-1300000}
-case ${1:-} in drain | drainrate)
+case ${1:-} in drain | drainrate | neighbours)
     command -v redis-server >/dev/null || {
         echo "spill_perf.sh: redis-server missing (apt-get install redis-server)" >&2
         exit 1
@@ -187,7 +196,7 @@ drain() { # label benchmark-args...
             start --maxmemory 8gb --spill "$mode" --spill-watermark 0 --spill-whole-jobs "${WHOLE:-no}"
             "$BIN_DIR/disque-benchmark" -p "$port" -w addjob -s "$SIZE" -n 200000 -c 20 -P 16 -q >/dev/null
             [[ $mode == yes ]] && settle
-            r=$("$BIN_DIR/disque-benchmark" -p "$port" -w getjob --prefill 0 -c 10 -P 1 --ack --csv "$@" 2>&1 | tail -1)
+            r=$("$BIN_DIR/disque-benchmark" -p "$port" -w getjob --prefill 0 -c "${CLIENTS:-10}" -P 1 --ack --csv "$@" 2>&1 | tail -1)
             echo "rep=$rep spill=$mode $label,$r qlen_left=$(redis-cli -p "$port" QLEN dqbench:0) spilled_left=$(field spill spilled_jobs) reads=$(field spill spill_disk_reads)"
             stop
         done
@@ -201,7 +210,7 @@ drain() { # label benchmark-args...
             sleep 0.1
         done
         "$BIN_DIR/disque-benchmark" -p "$port" --target redis -w addjob -s "$SIZE" -n 200000 -c 20 -P 16 -q >/dev/null
-        r=$("$BIN_DIR/disque-benchmark" -p "$port" --target redis -w getjob --prefill 0 -c 10 -P 1 --csv "$@" 2>&1 | tail -1)
+        r=$("$BIN_DIR/disque-benchmark" -p "$port" --target redis -w getjob --prefill 0 -c "${CLIENTS:-10}" -P 1 --csv "$@" 2>&1 | tail -1)
         echo "rep=$rep redis-rpop $label,$r"
         stop
     done
@@ -278,6 +287,38 @@ restart() {
     stop
 }
 
+coldmiss() {
+    start --maxmemory 8gb --spill yes --spill-watermark 0 --spill-whole-jobs "${WHOLE:-no}"
+    python3 "$here/scripts/spill_coldmiss.py" "$port" "${QUEUES:-200}" "${JOBS:-1000}"
+    stop
+}
+
+# A resident queue's cycle (its jobs never leave RAM: the queue stays
+# shorter than its head window) with and without a drain of a spilled
+# backlog beside it on the same node.
+neighbours() {
+    local rate=${RATE:-5000}
+    for rep in $(seq 1 "${REPS:-2}"); do
+        for beside in none drain; do
+            start --maxmemory 8gb --spill yes --spill-watermark 0 --spill-whole-jobs "${WHOLE:-no}"
+            "$BIN_DIR/disque-benchmark" -p "$port" -w addjob -s "$SIZE" -n 200000 -c 20 -P 16 -q >/dev/null
+            settle
+            d=
+            if [[ $beside == drain ]]; then
+                "$BIN_DIR/disque-benchmark" -p "$port" -w getjob --prefill 0 -c 10 -P 1 --ack --csv -n $((rate * 25)) --rate "$rate" >"$work/drain.csv" 2>&1 &
+                d=$!
+            fi
+            r=$("$BIN_DIR/disque-benchmark" -p "$port" -w cycle --queue-prefix resident -c 8 --consumers 4 -d 20 --rate 1000 --csv 2>&1 | tail -1)
+            echo "rep=$rep beside=$beside resident-cycle@1000/s,$r reads=$(field spill spill_disk_reads)"
+            if [[ -n $d ]]; then
+                wait "$d" || true
+                echo "rep=$rep drain@${rate}/s,$(tail -1 "$work/drain.csv")"
+            fi
+            stop
+        done
+    done
+}
+
 churn() {
     start --maxmemory "$MAXMEM" --spill yes --spill-whole-jobs "${WHOLE:-no}"
     python3 "$here/scripts/spill_churn.py" "$port" "${DURATION:-3600}" "${RATE:-2000}" "${BACKLOG:-100000}"
@@ -291,7 +332,9 @@ case ${1:-} in
     ram) ram ;;
     drainrate) drain "getjob+ack@${RATE:-5000}/s" -n 100000 --rate "${RATE:-5000}" ;;
     drain) drain getjob+ack -n 190000 ;;
+    coldmiss) coldmiss ;;
+    neighbours) neighbours ;;
     fill) fill ;;
     tput) tput ;;
-    *) echo "usage: $0 ram|fill|tput|drain|drainrate|restart|churn" >&2; exit 2 ;;
+    *) echo "usage: $0 ram|fill|tput|drain|drainrate|coldmiss|neighbours|restart|churn" >&2; exit 2 ;;
 esac

@@ -971,6 +971,7 @@ impl Engine {
             self.counts.next_deadline(),
             self.producers.next_deadline(),
             self.limits_deadline(),
+            self.spill_due(),
             self.add_timeouts
                 .first()
                 .map(|x| x.0)

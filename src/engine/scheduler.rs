@@ -51,6 +51,8 @@ impl Engine {
             self.last_queue_evict = now;
             self.evict_idle_queues(now);
             self.spill_cron(now);
+        } else if self.spill_due().is_some_and(|t| now >= t) {
+            self.spill_cron(now);
         }
         self.serve_ready(now);
     }

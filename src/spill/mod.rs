@@ -13,7 +13,7 @@
 
 pub mod segment;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
@@ -29,6 +29,15 @@ pub use segment::SegmentError;
 
 /// How long the thread waits after a wake-up for more ops to arrive.
 const GATHER: Duration = Duration::from_micros(200);
+
+/// Ops performed between two looks at the channel: a read asked for
+/// while a long run of writes, copies or other reads is queued waits for
+/// one slice at most (measured with `scripts/spill_perf.sh coldmiss`).
+const SLICE: usize = 256;
+
+/// Reads reported at a time: a head window's worth, so the consumer of a
+/// queue whose prefetch asked for four windows gets the first one first.
+const READ_SLICE: usize = 128;
 
 /// Largest stretch of adjacent whole-job records read with one call.
 const READ_SPAN: u64 = 1 << 20;
@@ -262,48 +271,43 @@ fn run(dir: &Path, rx: &mpsc::Receiver<Req>, sink: &Sink, stats: &IoStats) {
     // (grown once, not from empty by doubling every burst).
     let mut wbuf = BytesMut::new();
     let mut trimmed = Instant::now();
-    while let Ok(req) = rx.recv() {
-        // Let the ops of the next owner tasks join this burst: senders
-        // meanwhile only queue (no wake-up of this thread each), and the
-        // results go back as one owner task.
-        std::thread::sleep(GATHER);
+    // Writes, copies and unlinks not performed yet, in engine order.
+    let mut backlog: VecDeque<SpillOp> = VecDeque::new();
+    // Reads asked for since the last look at the channel.
+    let mut reads: Vec<SpillOp> = Vec::new();
+    // Segments a write failed in: the engine abandons them, so the writes
+    // to them still queued are skipped.
+    let mut failed: Vec<u32> = Vec::new();
+    loop {
+        if backlog.is_empty() {
+            let Ok(req) = rx.recv() else {
+                return;
+            };
+            // Let the ops of the next owner tasks join this burst: senders
+            // meanwhile only queue (no wake-up of this thread each), and
+            // the results go back as one owner task.
+            std::thread::sleep(GATHER);
+            take(req, &mut files, stats, &mut reads, &mut backlog);
+        }
+        while let Ok(req) = rx.try_recv() {
+            take(req, &mut files, stats, &mut reads, &mut backlog);
+        }
+        // Reads first: a consumer (or a prefetch ahead of one) waits for
+        // them, while nobody waits for a write but the memory it frees.
+        // So a read asked for behind a long backfill or compaction waits
+        // for one slice of it at most, not for all of it.
         let mut done = Vec::new();
-        let mut next = Some(req);
-        // Everything already queued runs before the results are reported:
-        // one owner task per burst, not per op.
-        while let Some(req) = next.take().or_else(|| rx.try_recv().ok()) {
-            match req {
-                Req::Ops(ops) => apply(&mut files, ops, stats, &mut done, &mut wbuf),
-                Req::Bodies { wants, done: reply } => {
-                    let bodies = wants
-                        .iter()
-                        .map(|(id, loc)| {
-                            stats.reply_reads.fetch_add(1, Ordering::Relaxed);
-                            files.read(id, *loc).map_err(|e| {
-                                stats.error(&e);
-                                failure(&e)
-                            })
-                        })
-                        .collect();
-                    reply(bodies);
-                }
-                Req::Records { wants, done: reply } => {
-                    let recs = wants
-                        .iter()
-                        .map(|loc| {
-                            stats.reply_reads.fetch_add(1, Ordering::Relaxed);
-                            files.read_any(*loc).map_err(|e| {
-                                stats.error(&e);
-                                failure(&e)
-                            })
-                        })
-                        .collect();
-                    reply(recs);
-                }
-            }
-            if done.len() >= 4096 {
-                break;
-            }
+        while !reads.is_empty() {
+            let n = reads.len().min(READ_SLICE);
+            let slice: Vec<SpillOp> = reads.drain(..n).collect();
+            apply(&mut files, slice, stats, &mut done, &mut wbuf, &mut failed);
+            sink(std::mem::take(&mut done));
+        }
+        let n = backlog.len().min(SLICE);
+        let slice: Vec<SpillOp> = backlog.drain(..n).collect();
+        apply(&mut files, slice, stats, &mut done, &mut wbuf, &mut failed);
+        if failed.len() > 64 {
+            failed.drain(..failed.len() - 64);
         }
         if !done.is_empty() {
             sink(done);
@@ -317,6 +321,57 @@ fn run(dir: &Path, rx: &mpsc::Receiver<Req>, sink: &Sink, stats: &IoStats) {
     }
 }
 
+/// Sort one request: reads for a reply are served at once, the engine's
+/// reads join `reads`, every other op joins the backlog in order.
+fn take(
+    req: Req,
+    files: &mut Files,
+    stats: &IoStats,
+    reads: &mut Vec<SpillOp>,
+    backlog: &mut VecDeque<SpillOp>,
+) {
+    match req {
+        Req::Ops(ops) => {
+            for op in ops {
+                // Reordering a read ahead of the writes queued before it
+                // is safe: the engine only reads records whose write it
+                // has seen confirmed, and never a segment it unlinked.
+                if matches!(op, SpillOp::Read { .. } | SpillOp::ReadCold { .. }) {
+                    reads.push(op);
+                } else {
+                    backlog.push_back(op);
+                }
+            }
+        }
+        Req::Bodies { wants, done } => {
+            let bodies = wants
+                .iter()
+                .map(|(id, loc)| {
+                    stats.reply_reads.fetch_add(1, Ordering::Relaxed);
+                    files.read(id, *loc).map_err(|e| {
+                        stats.error(&e);
+                        failure(&e)
+                    })
+                })
+                .collect();
+            done(bodies);
+        }
+        Req::Records { wants, done } => {
+            let recs = wants
+                .iter()
+                .map(|loc| {
+                    stats.reply_reads.fetch_add(1, Ordering::Relaxed);
+                    files.read_any(*loc).map_err(|e| {
+                        stats.error(&e);
+                        failure(&e)
+                    })
+                })
+                .collect();
+            done(recs);
+        }
+    }
+}
+
 /// Perform ops in order; consecutive appends to one segment become one
 /// write.
 fn apply(
@@ -325,11 +380,11 @@ fn apply(
     stats: &IoStats,
     done: &mut Vec<SpillDone>,
     buf: &mut BytesMut,
+    failed: &mut Vec<u32>,
 ) {
     buf.clear();
     // (segment, start offset, end offset) of the appends in `buf`.
     let mut run: Option<(u32, u32, u32)> = None;
-    let mut failed: Vec<u32> = Vec::new();
     let flush = |files: &mut Files,
                  buf: &mut BytesMut,
                  run: &mut Option<(u32, u32, u32)>,
@@ -372,17 +427,17 @@ fn apply(
                         *end = rec_end;
                     }
                     _ => {
-                        flush(files, buf, &mut run, &mut failed, done);
+                        flush(files, buf, &mut run, failed, done);
                         run = Some((loc.seg, loc.off, rec_end));
                     }
                 }
                 segment::encode(&id, &body, buf);
                 if buf.len() >= 1 << 20 {
-                    flush(files, buf, &mut run, &mut failed, done);
+                    flush(files, buf, &mut run, failed, done);
                 }
             }
             SpillOp::Read { h, id, loc } => {
-                flush(files, buf, &mut run, &mut failed, done);
+                flush(files, buf, &mut run, failed, done);
                 let result = files.read(&id, loc).map_err(|e| {
                     stats.error(&e);
                     failure(&e)
@@ -390,7 +445,7 @@ fn apply(
                 done.push(SpillDone::Read { h, id, loc, result });
             }
             SpillOp::Move { h, id, from, to } => {
-                flush(files, buf, &mut run, &mut failed, done);
+                flush(files, buf, &mut run, failed, done);
                 let result = match files.read(&id, from) {
                     Ok(body) => {
                         let mut rec = BytesMut::new();
@@ -422,7 +477,7 @@ fn apply(
                 qh,
                 run: r,
             } => {
-                flush(files, buf, &mut run, &mut failed, done);
+                flush(files, buf, &mut run, failed, done);
                 // A prefetch reads a run's records, mostly next to each
                 // other on disk: one read for each stretch of them.
                 let mut group = vec![(slot, loc, qh, r)];
@@ -462,7 +517,7 @@ fn apply(
                 }
             }
             SpillOp::MoveCold { slot, from, to } => {
-                flush(files, buf, &mut run, &mut failed, done);
+                flush(files, buf, &mut run, failed, done);
                 let result = match files.read_any(from) {
                     Ok((id, payload)) => {
                         let mut rec = BytesMut::new();
@@ -485,7 +540,7 @@ fn apply(
                 });
             }
             SpillOp::Unlink { seg } => {
-                flush(files, buf, &mut run, &mut failed, done);
+                flush(files, buf, &mut run, failed, done);
                 files.open.remove(&seg);
                 let p = segment::path(files.dir, seg);
                 if let Err(e) = std::fs::remove_file(&p) {
@@ -496,7 +551,7 @@ fn apply(
             }
         }
     }
-    flush(files, buf, &mut run, &mut failed, done);
+    flush(files, buf, &mut run, failed, done);
 }
 
 #[cfg(test)]
@@ -639,17 +694,20 @@ mod tests {
                 to,
             },
             SpillOp::Unlink { seg: 1 },
-            SpillOp::Read {
-                h: 8,
-                id: id(2),
-                loc: to,
-            },
         ]);
         let mut got = Vec::new();
         let deadline = Instant::now() + Duration::from_secs(10);
-        while got.len() < 4 && Instant::now() < deadline {
+        while got.len() < 3 && Instant::now() < deadline {
             got.extend(wait(&rx));
         }
+        // The engine reads a moved record at its new place once the move
+        // is confirmed.
+        io.submit(vec![SpillOp::Read {
+            h: 8,
+            id: id(2),
+            loc: to,
+        }]);
+        got.extend(wait(&rx));
         assert_eq!(
             got,
             vec![
@@ -696,6 +754,67 @@ mod tests {
             bodies,
             vec![Ok(Bytes::from_static(b"four")), Err(ReadFailure::Io)]
         );
+    }
+
+    #[test]
+    fn a_read_behind_a_long_run_of_writes_comes_back_first() {
+        let dir = TempDir::new("io-order");
+        let (io, rx) = start(&dir);
+        let a = Loc {
+            seg: 1,
+            off: 0,
+            len: 3,
+        };
+        io.submit(vec![SpillOp::Write {
+            loc: a,
+            id: id(1),
+            body: Bytes::from_static(b"one"),
+        }]);
+        wait(&rx);
+        // Many writes, then a read of a record already on disk, in one go.
+        let n = SLICE * 8;
+        let body = Bytes::from(vec![b'x'; 100]);
+        let mut ops: Vec<SpillOp> = (0..n)
+            .map(|i| SpillOp::Write {
+                loc: Loc {
+                    seg: 2,
+                    off: (i as u64 * (crate::engine::spill::RECORD_HEADER + 100)) as u32,
+                    len: 100,
+                },
+                id: id(2),
+                body: body.clone(),
+            })
+            .collect();
+        ops.push(SpillOp::Read {
+            h: 1,
+            id: id(1),
+            loc: a,
+        });
+        io.submit(ops);
+        let first = wait(&rx);
+        assert!(
+            matches!(
+                first.as_slice(),
+                [SpillDone::Read {
+                    h: 1,
+                    result: Ok(_),
+                    ..
+                }]
+            ),
+            "the read was reported after writes: {first:?}"
+        );
+        // The writes follow, a slice at a time, all of them.
+        let end = (n as u64 * (crate::engine::spill::RECORD_HEADER + 100)) as u32;
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let mut last = 0;
+        while last < end && Instant::now() < deadline {
+            for d in wait(&rx) {
+                if let SpillDone::Written { seg: 2, end } = d {
+                    last = end;
+                }
+            }
+        }
+        assert_eq!(last, end);
     }
 
     #[test]
