@@ -91,6 +91,26 @@ class Client:
         self.sock.sendall(out)
         return self._reply()
 
+    def pipeline(self, cmds):
+        """Send every command at once, then read every reply (in order)."""
+        out = []
+        for args in cmds:
+            out.append(b"*%d\r\n" % len(args))
+            for a in args:
+                a = a if isinstance(a, bytes) else str(a).encode()
+                out.append(b"$%d\r\n%s\r\n" % (len(a), a))
+        self.sock.sendall(b"".join(out))
+        return [self._reply() for _ in cmds]
+
+    def info(self, section):
+        """One INFO section as a dict of its fields."""
+        out = {}
+        for line in self.cmd("INFO", section).splitlines():
+            if ":" in line and not line.startswith("#"):
+                k, v = line.split(":", 1)
+                out[k] = v
+        return out
+
 
 class Ledger:
     """Every ID ADDJOB returned, and every delivery seen.

@@ -28,31 +28,9 @@ from disque_client import Client
 BODY = b"x" * 1024
 
 
-def info(c, section):
-    text = c.cmd("INFO", section)
-    out = {}
-    for line in text.splitlines():
-        if ":" in line and not line.startswith("#"):
-            k, v = line.split(":", 1)
-            out[k] = v
-    return out
-
-
-def pipeline(c, cmds):
-    """Send every command at once, then read every reply (in order)."""
-    out = []
-    for args in cmds:
-        out.append(b"*%d\r\n" % len(args))
-        for a in args:
-            a = a if isinstance(a, bytes) else str(a).encode()
-            out.append(b"$%d\r\n%s\r\n" % (len(a), a))
-    c.sock.sendall(b"".join(out))
-    return [c._reply() for _ in cmds]
-
-
 def add_jobs(c, queue, n, ttl):
     cmds = [("ADDJOB", queue, BODY, 0, "RETRY", 20, "TTL", ttl) for _ in range(n)]
-    for r in pipeline(c, cmds):
+    for r in c.pipeline(cmds):
         if not (isinstance(r, str) and r.startswith("D-")):
             raise SystemExit(f"ADDJOB refused: {r!r}")
 
@@ -104,10 +82,10 @@ def main():
             else:
                 counts["left"] += 1
         if cmds:
-            pipeline(c, cmds)
+            c.pipeline(cmds)
         now = time.monotonic()
         if now >= next_sample:
-            s = info(c, "spill")
+            s = c.info("spill")
             disk, live = int(s["spill_disk_bytes"]), int(s["spill_live_bytes"])
             ratio = disk / live if live else 0.0
             samples.append((now - t0, ratio))

@@ -28,33 +28,12 @@ from disque_client import Client
 BODY = b"x" * 1024
 
 
-def info(c, section):
-    out = {}
-    for line in c.cmd("INFO", section).splitlines():
-        if ":" in line and not line.startswith("#"):
-            k, v = line.split(":", 1)
-            out[k] = v
-    return out
-
-
-def pipeline(c, cmds):
-    """Send every command at once, then read every reply (in order)."""
-    out = []
-    for args in cmds:
-        out.append(b"*%d\r\n" % len(args))
-        for a in args:
-            a = a if isinstance(a, bytes) else str(a).encode()
-            out.append(b"$%d\r\n%s\r\n" % (len(a), a))
-    c.sock.sendall(b"".join(out))
-    return [c._reply() for _ in cmds]
-
-
 def settle(c, deadline_s=300):
     """Wait until no spill write is pending and the spilled count is stable."""
     last = -1
     end = time.monotonic() + deadline_s
     while time.monotonic() < end:
-        s = info(c, "spill")
+        s = c.info("spill")
         now = int(s.get("spilled_jobs", "0"))
         if s.get("spill_pending_writes") == "0" and now == last:
             return now
@@ -84,12 +63,12 @@ def main():
     c = Client("127.0.0.1", port, timeout=30)
     for q in range(queues):
         for _ in range(jobs // 500):
-            for r in pipeline(c, [("ADDJOB", f"cold:{q}", BODY, 0)] * 500):
+            for r in c.pipeline([("ADDJOB", f"cold:{q}", BODY, 0)] * 500):
                 if not (isinstance(r, str) and r.startswith("D-")):
                     raise SystemExit(f"ADDJOB refused: {r!r}")
     spilled = settle(c)
     dropped = os.environ.get("DROP_CACHES", "yes") == "yes" and drop_caches()
-    reads0 = int(info(c, "spill").get("spill_disk_reads", "0"))
+    reads0 = int(c.info("spill").get("spill_disk_reads", "0"))
     resident, misses, empty = [], [], 0
     for q in range(queues):
         name = f"cold:{q}"
@@ -103,7 +82,7 @@ def main():
             empty += 1
         if q == 0:
             print(f"queue 0: {len(got or [])} jobs in RAM, then the timed GETJOB", flush=True)
-    reads = int(info(c, "spill").get("spill_disk_reads", "0")) - reads0
+    reads = int(c.info("spill").get("spill_disk_reads", "0")) - reads0
 
     def ms(xs):
         return " ".join(f"{k}={pct(xs, p) * 1e3:.3f}" for k, p in (("p50", 50), ("p99", 99))) + (
@@ -112,7 +91,7 @@ def main():
 
     print(
         f"queues={queues} jobs_per_queue={jobs} spilled={spilled} "
-        f"reads_from={'disk (page cache dropped)' if dropped else 'page cache (not root)'}"
+        f"reads_from={'disk (page cache dropped)' if dropped else 'page cache (not dropped)'}"
     )
     print(f"cold miss GETJOB: {ms(misses)} timed_out={empty} disk_reads={reads}")
     print(f"resident NOHANG GETJOB COUNT {jobs + 1}: {ms(resident)}")

@@ -19,11 +19,13 @@
 #
 #  coldmiss - GETJOBs whose job is on disk when they arrive
 #          (scripts/spill_coldmiss.py says how), QUEUES [200] queues of
-#          JOBS [1000] jobs, WHOLE as below.
+#          PERQ [1000] jobs, WHOLE as below; as root the page cache is
+#          dropped first (DROP_CACHES=no keeps it).
 #
-#  neighbours - a resident queue's job cycle (4 clients, 1,000 jobs/s,
-#          20 s, end-to-end latency) alone, then beside a drain of
-#          200,000 jobs on disk at RATE [5000] GETJOBs/s, REPS rounds.
+#  neighbours - a resident queue's job cycle (4 producers, 4 consumers,
+#          1,000 jobs/s, 20 s, end-to-end latency) alone, beside a drain
+#          of 200,000 jobs in RAM (`spill no`), and beside the same drain
+#          of jobs on disk, at RATE [5000] GETJOBs/s, REPS rounds.
 #
 #  restart - with the AOF on, JOBS jobs on disk, kill -9, restart: jobs
 #          lost, time to the first GETJOB and to the whole load, then every
@@ -289,22 +291,24 @@ restart() {
 
 coldmiss() {
     start --maxmemory 8gb --spill yes --spill-watermark 0 --spill-whole-jobs "${WHOLE:-no}"
-    python3 "$here/scripts/spill_coldmiss.py" "$port" "${QUEUES:-200}" "${JOBS:-1000}"
+    python3 "$here/scripts/spill_coldmiss.py" "$port" "${QUEUES:-200}" "${PERQ:-1000}"
     stop
 }
 
 # A resident queue's cycle (its jobs never leave RAM: the queue stays
-# shorter than its head window) with and without a drain of a spilled
-# backlog beside it on the same node.
+# shorter than its head window) alone, beside a drain of a backlog held
+# in RAM (`spill no`), and beside the same drain of a backlog on disk.
 neighbours() {
     local rate=${RATE:-5000}
     for rep in $(seq 1 "${REPS:-2}"); do
-        for beside in none drain; do
-            start --maxmemory 8gb --spill yes --spill-watermark 0 --spill-whole-jobs "${WHOLE:-no}"
+        for beside in none drain-ram drain-disk; do
+            local mode=yes
+            [[ $beside == drain-ram ]] && mode=no
+            start --maxmemory 8gb --spill "$mode" --spill-watermark 0 --spill-whole-jobs "${WHOLE:-no}"
             "$BIN_DIR/disque-benchmark" -p "$port" -w addjob -s "$SIZE" -n 200000 -c 20 -P 16 -q >/dev/null
-            settle
+            [[ $mode == yes ]] && settle
             d=
-            if [[ $beside == drain ]]; then
+            if [[ $beside != none ]]; then
                 "$BIN_DIR/disque-benchmark" -p "$port" -w getjob --prefill 0 -c 10 -P 1 --ack --csv -n $((rate * 25)) --rate "$rate" >"$work/drain.csv" 2>&1 &
                 d=$!
             fi
@@ -312,7 +316,7 @@ neighbours() {
             echo "rep=$rep beside=$beside resident-cycle@1000/s,$r reads=$(field spill spill_disk_reads)"
             if [[ -n $d ]]; then
                 wait "$d" || true
-                echo "rep=$rep drain@${rate}/s,$(tail -1 "$work/drain.csv")"
+                echo "rep=$rep $beside@${rate}/s,$(tail -1 "$work/drain.csv")"
             fi
             stop
         done
