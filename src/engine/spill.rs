@@ -1327,6 +1327,19 @@ mod tests {
         id
     }
 
+    /// `n` jobs of 100-byte bodies (`{i:0>100}`) queued in `q` at 1000 with
+    /// segments of `seg_bytes`, every tail written out.
+    fn backlog_on_disk(seg_bytes: u32, n: usize) -> (Engine, Disk, Vec<JobId>) {
+        let mut e = engine();
+        e.set_spill_segment_bytes(seg_bytes);
+        let mut disk = Disk::default();
+        let ids = (0..n)
+            .map(|i| add(&mut e, b"q", format!("{i:0>100}"), 1000))
+            .collect();
+        disk.run(&mut e, 1000);
+        (e, disk, ids)
+    }
+
     fn nohang(q: &'static [u8], count: u64) -> GetJobRequest {
         GetJobRequest {
             nohang: true,
@@ -1652,13 +1665,7 @@ mod tests {
 
     #[test]
     fn acked_and_deleted_jobs_free_whole_segments() {
-        let mut e = engine();
-        e.set_spill_segment_bytes(4096);
-        let mut disk = Disk::default();
-        let ids: Vec<JobId> = (0..400)
-            .map(|i| add(&mut e, b"q", format!("{i:0>100}"), 1000))
-            .collect();
-        disk.run(&mut e, 1000);
+        let (mut e, mut disk, ids) = backlog_on_disk(4096, 400);
         assert!(e.spill_stats().segments > 3);
         // Acknowledge every spilled job: no live record is left.
         e.ackjob(&ids[HEAD_WINDOW..], 1001);
@@ -1679,13 +1686,7 @@ mod tests {
 
     #[test]
     fn mostly_dead_segments_are_compacted_and_freed() {
-        let mut e = engine();
-        e.set_spill_segment_bytes(8192);
-        let mut disk = Disk::default();
-        let ids: Vec<JobId> = (0..800)
-            .map(|i| add(&mut e, b"q", format!("{i:0>100}"), 1000))
-            .collect();
-        disk.run(&mut e, 1000);
+        let (mut e, mut disk, ids) = backlog_on_disk(8192, 800);
         // Keep one straggler in every 20 jobs: every segment is mostly dead.
         let gone: Vec<JobId> = ids[HEAD_WINDOW..]
             .iter()
@@ -1724,13 +1725,7 @@ mod tests {
 
     #[test]
     fn a_segment_consumers_are_draining_is_left_to_them() {
-        let mut e = engine();
-        e.set_spill_segment_bytes(8192);
-        let mut disk = Disk::default();
-        let ids: Vec<JobId> = (0..800)
-            .map(|i| add(&mut e, b"q", format!("{i:0>100}"), 1000))
-            .collect();
-        disk.run(&mut e, 1000);
+        let (mut e, mut disk, ids) = backlog_on_disk(8192, 800);
         e.spill_cron(1001);
         // Consumers take the oldest spilled jobs: the first segments die
         // whole, the next one is past half dead and still shrinking.
@@ -1795,14 +1790,8 @@ mod tests {
 
     #[test]
     fn compaction_walks_the_location_table_across_runs() {
-        let mut e = engine();
-        e.set_spill_segment_bytes(8192);
+        let (mut e, mut disk, ids) = backlog_on_disk(8192, 800);
         e.spill.compact_scan = 50;
-        let mut disk = Disk::default();
-        let ids: Vec<JobId> = (0..800)
-            .map(|i| add(&mut e, b"q", format!("{i:0>100}"), 1000))
-            .collect();
-        disk.run(&mut e, 1000);
         // One straggler in every 10 jobs: every sealed segment is mostly
         // dead, and its stragglers are spread over the whole table.
         let keep: Vec<JobId> = ids
