@@ -1098,10 +1098,12 @@ impl Engine {
             return;
         }
         let cur = self.spill.cur;
-        let wanted = |n: u32, s: &Segment| {
-            let draining = s.live_bytes + s.bytes / 20 < s.live_seen;
-            n != cur && s.live > 0 && s.live_bytes * 2 < s.bytes && !draining
-        };
+        let wanted = |n: u32, s: &Segment| n != cur && s.live > 0 && s.live_bytes * 2 < s.bytes;
+        // Consumers draining a segment leave it alone (`live_seen`); a
+        // segment being compacted loses its records to the copies too, so
+        // that test only applies to picking a new one, never to one that
+        // is under way (or every pass would stop a twentieth in).
+        let draining = |s: &Segment| s.live_bytes + s.bytes / 20 < s.live_seen;
         let going = self
             .spill
             .compacting
@@ -1113,7 +1115,7 @@ impl Engine {
                     .spill
                     .segs
                     .iter()
-                    .filter(|(&n, s)| wanted(n, s))
+                    .filter(|(&n, s)| wanted(n, s) && !draining(s))
                     .min_by_key(|(_, s)| s.live_bytes)
                     .map(|(&n, _)| n);
                 match victim {
@@ -1903,6 +1905,31 @@ mod tests {
         assert_eq!(e.spill_stats().jobs, 500 - HEAD_WINDOW as u64);
         let got = drain(&mut e, &mut disk, b"q", 1002);
         assert_eq!(got.len(), 500);
+    }
+
+    #[test]
+    fn a_compaction_under_way_finishes_its_segment_within_one_cron_period() {
+        let (mut e, mut disk, ids) = backlog_on_disk(65536, 2000);
+        // Nine jobs in every 20 stay: every sealed segment is just under
+        // half live, and a pass takes many runs of 64 handles.
+        e.spill.compact_scan = 64;
+        for (i, id) in ids.iter().enumerate().skip(HEAD_WINDOW) {
+            if i % 20 >= 9 {
+                let h = e.lookup(id).expect("job");
+                e.delete_job(h, 1001);
+            }
+        }
+        e.spill_cron(1001);
+        disk.run(&mut e, 1001);
+        // Its own copies take the victim's records faster than consumers
+        // would; the pass still runs to the end within 100 ms.
+        let mut t = 1002;
+        while disk.unlinked.is_empty() && t < 1100 {
+            e.tick(t);
+            disk.run(&mut e, t);
+            t += 1;
+        }
+        assert!(!disk.unlinked.is_empty(), "no segment freed by {t}");
     }
 
     #[test]
