@@ -273,10 +273,10 @@ pub struct SpillState {
     /// Handles a compaction run walks (`COMPACT_SCAN`; tests shrink it).
     compact_scan: usize,
     /// Pops per queue since its head window was last checked; a queue is
-    /// in it if it was consumed since `pops_reset` (`spill_keep`), when
+    /// in it if it was consumed since `period_start` (`spill_keep`), when
     /// segments' `live_seen` were last taken too.
     pops: Map<u32, u32>,
-    pops_reset: u64,
+    period_start: u64,
     /// Backfill position (jobs past the head window) per queue.
     backfill: Map<u32, usize>,
     /// When the next cron run is due because the last one left backfill
@@ -313,7 +313,7 @@ impl Default for SpillState {
             compacting: None,
             compact_scan: COMPACT_SCAN,
             pops: Map::default(),
-            pops_reset: 0,
+            period_start: 0,
             backfill: Map::default(),
             due: None,
             relog: Map::default(),
@@ -985,10 +985,9 @@ impl Engine {
         if self.spill.fault.is_some_and(|(_, until)| now >= until) {
             self.spill.fault = None;
         }
-        let mut more = false;
-        if self.spill.enabled && self.spill_wanted() {
-            more = self.spill_backfill();
-        }
+        // A 100 ms cron run, not an early run the backfill asked for.
+        let period = now.saturating_sub(self.spill.period_start) >= 100;
+        let more = self.spill.enabled && self.spill_wanted() && self.spill_backfill();
         // A page-in that failed is asked again for queues with waiters.
         if !self.spill.slots.is_empty() {
             let waited: Vec<u32> = self
@@ -1016,14 +1015,14 @@ impl Engine {
         }
         // Compaction runs with the 100 ms cron only, not with the early
         // runs a backfill asks for.
-        if now.saturating_sub(self.spill.pops_reset) >= 100 {
+        if period {
             self.spill_compact();
         }
         self.spill_reclaim();
         self.spill.due = more.then_some(now + 1);
-        if now.saturating_sub(self.spill.pops_reset) >= 100 {
+        if period {
             self.spill.pops.clear();
-            self.spill.pops_reset = now;
+            self.spill.period_start = now;
             for seg in self.spill.segs.values_mut() {
                 seg.live_seen = seg.live_bytes;
             }
