@@ -29,6 +29,10 @@
 //!
 //! A tick stays pending on a node until it sees the key, for at most the
 //! DEDUP window (after that no node could tell whether it was added).
+//! Pending ticks live in memory only: a node that starts takes up the
+//! ticks still in some node's turn (N × GRACE and the settle delays), so
+//! a rolling restart that stops every node between a tick and its turn
+//! does not lose it.
 
 use std::collections::BTreeMap;
 
@@ -439,9 +443,8 @@ impl Engine {
         if self.aof {
             self.out.aof.push(AofRecord::Schedule(def.encode()));
         }
-        let start = def
-            .created
-            .max(now.saturating_sub(u64::from(def.catchup) * 1000));
+        let catchup = u64::from(def.catchup) * 1000;
+        let start = def.created.max(now.saturating_sub(catchup));
         match self.schedules.entries.get_mut(&def.name) {
             Some(e) => {
                 let revived = e.def.deleted && !def.deleted;
@@ -456,8 +459,13 @@ impl Engine {
                 e.timer = timer;
             }
             None => {
+                // First sight (a start, or a definition from a peer): the
+                // ticks still in some rank's turn are taken up too, so a
+                // rolling restart that stops every node between a tick and
+                // its turn loses none (peers' keys arrive before it adds).
+                let in_turn = self.schedule_in_turn(def.grace);
                 let local = Local {
-                    cursor: start,
+                    cursor: def.created.max(now.saturating_sub(catchup.max(in_turn))),
                     ..Local::default()
                 };
                 self.schedules
@@ -499,6 +507,18 @@ impl Engine {
                 true
             }
             None => false,
+        }
+    }
+
+    /// What a restart with the AOF leaves of the schedule table: the
+    /// definitions, loaded again at `now`; pending ticks and counters are
+    /// gone with the process (the simulation's restarts).
+    #[cfg(test)]
+    pub(crate) fn schedule_reload(&mut self, now: u64) {
+        let defs = self.schedule_snapshot();
+        self.schedules = ScheduleTable::default();
+        for d in defs {
+            self.schedule_load(&d, now);
         }
     }
 
@@ -548,6 +568,17 @@ impl Engine {
             t.add(&e.local.stats);
         }
         t
+    }
+
+    /// How long after its instant a tick may still wait for some node's
+    /// turn: every rank's GRACE, then the settle delay a changed view adds
+    /// and the lateness margin. 0 for a node alone (no one else's turn).
+    fn schedule_in_turn(&self, grace: u32) -> u64 {
+        let nodes = self.cluster.size() as u64;
+        if nodes < 2 {
+            return 0;
+        }
+        nodes * u64::from(grace) + SETTLE_MS + LATE_MS
     }
 
     /// Where this node ranks for `tick` of `name` among the nodes it can

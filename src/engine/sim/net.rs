@@ -383,6 +383,12 @@ impl Sim {
             .take()
             .map(|e| e.cluster.nodes)
             .unwrap_or_default();
+        self.crash_links(i);
+        table
+    }
+
+    /// Node `i` is gone: its clients get no answer, its links are dropped.
+    fn crash_links(&mut self, i: usize) {
         let gone: Vec<ClientId> = self
             .waiting
             .iter()
@@ -394,7 +400,40 @@ impl Sim {
             self.answers.insert(c, None);
         }
         self.links.retain(|&(a, _), &mut b| a != i && b != i);
-        table
+    }
+
+    /// Stop node `i` as SIGTERM does with the AOF on: its peers see its
+    /// links close; the engine comes back with `start_again`.
+    pub(super) fn stop(&mut self, i: usize) -> Option<Engine> {
+        let e = self.nodes[i].take()?;
+        let peers: Vec<(usize, NodeIdx)> = self
+            .links
+            .iter()
+            .filter(|(&(a, _), &b)| b == i && a != i)
+            .map(|(&k, _)| k)
+            .collect();
+        self.crash_links(i);
+        for (a, idx) in peers {
+            if let Some(p) = self.nodes[a].as_mut() {
+                p.on_link_down(idx, self.now);
+            }
+            self.flush(a);
+        }
+        Some(e)
+    }
+
+    /// Node `i` back from `stop` with what its AOF kept (jobs, DEDUP keys,
+    /// schedule definitions) and nothing else: no links, no pending ticks.
+    pub(super) fn start_again(&mut self, i: usize, mut e: Engine) {
+        let now = self.clock(i);
+        for n in e.cluster.nodes.iter_mut() {
+            n.link = false;
+            n.connecting = false;
+        }
+        e.out = Default::default();
+        e.schedule_reload(now);
+        self.nodes[i] = Some(e);
+        self.flush(i);
     }
 
     /// Restart with the same ID and node table (nodes.conf) but no jobs.
