@@ -178,6 +178,16 @@ pub enum SpillDone {
         to: Loc,
         result: Result<(), ReadFailure>,
     },
+    /// What the spill thread is done with, handed back to be freed where
+    /// it was allocated: the bodies it wrote and the emptied op lists.
+    /// Freed on the spill thread, each 1 KiB record took the owner's
+    /// malloc arena lock (glibc frees chunks past its thread cache into
+    /// their own arena), and the two threads queued on it
+    /// (docs/PERFORMANCE.md, run AN).
+    Spent {
+        bodies: Vec<Bytes>,
+        lists: Vec<Vec<SpillOp>>,
+    },
 }
 
 #[derive(Default)]
@@ -722,6 +732,7 @@ impl Engine {
                     to,
                     result,
                 } => self.cold_moved(slot, from, to, result),
+                SpillDone::Spent { bodies, lists } => drop((bodies, lists)),
             }
         }
         // Bus messages that waited for their jobs to come back.

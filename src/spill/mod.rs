@@ -234,17 +234,48 @@ impl Files<'_> {
             return locs.iter().map(|loc| self.read_any(*loc)).collect();
         };
         let span = buf.get(..got).unwrap_or_default();
-        let out = locs
+        // The payloads go out as slices of one buffer: one allocation here
+        // per span instead of one per record, and one free on the owner
+        // once it has decoded them all (per-record frees there took this
+        // thread's malloc arena lock, which its next allocation wanted).
+        let checked: Vec<Result<(JobId, &[u8]), SegmentError>> = locs
             .iter()
             .map(|loc| {
                 let at = loc.off.saturating_sub(first.off) as usize;
                 let rec = span
                     .get(at..at + loc.record_len() as usize)
                     .unwrap_or_default();
-                segment::decode_any(rec, *loc).map_err(|what| SegmentError::Corrupt {
+                segment::check_any(rec, *loc).map_err(|what| SegmentError::Corrupt {
                     path: p.clone(),
                     off: u64::from(loc.off),
                     what,
+                })
+            })
+            .collect();
+        let total = checked
+            .iter()
+            .map(|r| r.as_ref().map_or(0, |(_, b)| b.len()))
+            .sum();
+        let mut all = BytesMut::with_capacity(total);
+        let mut places = Vec::with_capacity(checked.len());
+        let checked: Vec<Result<JobId, SegmentError>> = checked
+            .into_iter()
+            .map(|r| {
+                r.map(|(id, payload)| {
+                    places.push((all.len(), payload.len()));
+                    all.extend_from_slice(payload);
+                    id
+                })
+            })
+            .collect();
+        let all = all.freeze();
+        let mut places = places.into_iter();
+        let out = checked
+            .into_iter()
+            .map(|r| {
+                r.map(|id| {
+                    let (at, len) = places.next().unwrap_or_default();
+                    (id, all.slice(at..at + len))
                 })
             })
             .collect();
@@ -261,6 +292,30 @@ fn failure(e: &SegmentError) -> ReadFailure {
     }
 }
 
+/// Ops taken from the channel and not performed yet.
+#[derive(Default)]
+struct Queued {
+    /// Writes, copies and unlinks, in engine order.
+    backlog: VecDeque<SpillOp>,
+    /// Reads asked for since the last look at the channel.
+    reads: Vec<SpillOp>,
+    /// The engine's emptied op lists, to go back with the next results.
+    lists: Vec<Vec<SpillOp>>,
+}
+
+impl Queued {
+    /// Put the emptied op lists in with results going to the owner anyway
+    /// (never a trip of their own unless many have piled up).
+    fn hand_back(&mut self, done: &mut Vec<SpillDone>) {
+        if !self.lists.is_empty() && (!done.is_empty() || self.lists.len() >= 64) {
+            done.push(SpillDone::Spent {
+                bodies: Vec::new(),
+                lists: std::mem::take(&mut self.lists),
+            });
+        }
+    }
+}
+
 fn run(dir: &Path, rx: &mpsc::Receiver<Req>, sink: &Sink, stats: &IoStats) {
     let mut files = Files {
         dir,
@@ -271,15 +326,12 @@ fn run(dir: &Path, rx: &mpsc::Receiver<Req>, sink: &Sink, stats: &IoStats) {
     // (grown once, not from empty by doubling every burst).
     let mut wbuf = BytesMut::new();
     let mut trimmed = Instant::now();
-    // Writes, copies and unlinks not performed yet, in engine order.
-    let mut backlog: VecDeque<SpillOp> = VecDeque::new();
-    // Reads asked for since the last look at the channel.
-    let mut reads: Vec<SpillOp> = Vec::new();
+    let mut queued = Queued::default();
     // Segments a write failed in: the engine abandons them, so the writes
     // to them still queued are skipped.
     let mut failed: Vec<u32> = Vec::new();
     loop {
-        if backlog.is_empty() {
+        if queued.backlog.is_empty() {
             let Ok(req) = rx.recv() else {
                 return;
             };
@@ -287,25 +339,27 @@ fn run(dir: &Path, rx: &mpsc::Receiver<Req>, sink: &Sink, stats: &IoStats) {
             // meanwhile only queue (no wake-up of this thread each), and
             // the results go back as one owner task.
             std::thread::sleep(GATHER);
-            take(req, &mut files, stats, &mut reads, &mut backlog);
+            take(req, &mut files, stats, &mut queued);
         }
         while let Ok(req) = rx.try_recv() {
-            take(req, &mut files, stats, &mut reads, &mut backlog);
+            take(req, &mut files, stats, &mut queued);
         }
         // Reads first: a consumer (or a prefetch ahead of one) waits for
         // them, while nobody waits for a write but the memory it frees.
         // So a read asked for behind a long backfill or compaction waits
         // for one slice of it at most, not for all of it.
         let mut done = Vec::new();
-        while !reads.is_empty() {
-            let n = reads.len().min(READ_SLICE);
-            let slice: Vec<SpillOp> = reads.drain(..n).collect();
+        while !queued.reads.is_empty() {
+            let n = queued.reads.len().min(READ_SLICE);
+            let slice: Vec<SpillOp> = queued.reads.drain(..n).collect();
             apply(&mut files, slice, stats, &mut done, &mut wbuf, &mut failed);
+            queued.hand_back(&mut done);
             sink(std::mem::take(&mut done));
         }
-        let n = backlog.len().min(SLICE);
-        let slice: Vec<SpillOp> = backlog.drain(..n).collect();
+        let n = queued.backlog.len().min(SLICE);
+        let slice: Vec<SpillOp> = queued.backlog.drain(..n).collect();
         apply(&mut files, slice, stats, &mut done, &mut wbuf, &mut failed);
+        queued.hand_back(&mut done);
         if failed.len() > 64 {
             failed.drain(..failed.len() - 64);
         }
@@ -323,25 +377,20 @@ fn run(dir: &Path, rx: &mpsc::Receiver<Req>, sink: &Sink, stats: &IoStats) {
 
 /// Sort one request: reads for a reply are served at once, the engine's
 /// reads join `reads`, every other op joins the backlog in order.
-fn take(
-    req: Req,
-    files: &mut Files,
-    stats: &IoStats,
-    reads: &mut Vec<SpillOp>,
-    backlog: &mut VecDeque<SpillOp>,
-) {
+fn take(req: Req, files: &mut Files, stats: &IoStats, queued: &mut Queued) {
     match req {
-        Req::Ops(ops) => {
-            for op in ops {
+        Req::Ops(mut ops) => {
+            for op in ops.drain(..) {
                 // Reordering a read ahead of the writes queued before it
                 // is safe: the engine only reads records whose write it
                 // has seen confirmed, and never a segment it unlinked.
                 if matches!(op, SpillOp::Read { .. } | SpillOp::ReadCold { .. }) {
-                    reads.push(op);
+                    queued.reads.push(op);
                 } else {
-                    backlog.push_back(op);
+                    queued.backlog.push_back(op);
                 }
             }
+            queued.lists.push(ops);
         }
         Req::Bodies { wants, done } => {
             let bodies = wants
@@ -414,6 +463,8 @@ fn apply(
         }
         buf.clear();
     };
+    // Written bodies go back to the owner to be freed (`SpillDone::Spent`).
+    let mut spent = Vec::new();
     let mut ops = ops.into_iter().peekable();
     while let Some(op) = ops.next() {
         match op {
@@ -432,6 +483,7 @@ fn apply(
                     }
                 }
                 segment::encode(&id, &body, buf);
+                spent.push(body);
                 if buf.len() >= 1 << 20 {
                     flush(files, buf, &mut run, failed, done);
                 }
@@ -552,6 +604,12 @@ fn apply(
         }
     }
     flush(files, buf, &mut run, failed, done);
+    if !spent.is_empty() {
+        done.push(SpillDone::Spent {
+            bodies: spent,
+            lists: Vec::new(),
+        });
+    }
 }
 
 #[cfg(test)]
@@ -581,9 +639,44 @@ mod tests {
         (io, rx)
     }
 
+    /// The next results, without the written bodies handed back
+    /// (`spent` checks those).
     fn wait(rx: &mpsc::Receiver<Vec<SpillDone>>) -> Vec<SpillDone> {
-        rx.recv_timeout(Duration::from_secs(10))
-            .expect("spill thread answered")
+        let mut done = rx
+            .recv_timeout(Duration::from_secs(10))
+            .expect("spill thread answered");
+        done.retain(|d| !matches!(d, SpillDone::Spent { .. }));
+        done
+    }
+
+    #[test]
+    fn written_bodies_go_back_to_be_freed_by_the_owner() {
+        let dir = TempDir::new("spent");
+        let (io, rx) = start(&dir);
+        let loc = Loc {
+            seg: 1,
+            off: 0,
+            len: 3,
+        };
+        let body = Bytes::from(b"one".to_vec());
+        io.submit(vec![SpillOp::Write {
+            loc,
+            id: id(1),
+            body: body.clone(),
+        }]);
+        let done = rx
+            .recv_timeout(Duration::from_secs(10))
+            .expect("spill thread answered");
+        let spent: Vec<&Bytes> = done
+            .iter()
+            .flat_map(|d| match d {
+                SpillDone::Spent { bodies, .. } => bodies.iter().collect(),
+                _ => Vec::new(),
+            })
+            .collect();
+        assert_eq!(spent.len(), 1);
+        // The very allocation the engine handed over, not a copy.
+        assert_eq!(spent[0].as_ptr(), body.as_ptr());
     }
 
     #[test]

@@ -100,6 +100,11 @@ pub fn encode(id: &JobId, body: &[u8], out: &mut BytesMut) {
 /// Check a whole record (header and body) read from `loc` against the
 /// job it should hold; the body on success.
 pub fn decode(buf: &[u8], id: &JobId, loc: Loc) -> Result<Bytes, &'static str> {
+    check(buf, id, loc).map(Bytes::copy_from_slice)
+}
+
+/// `decode` without the copy: the body within `buf`.
+fn check<'a>(buf: &'a [u8], id: &JobId, loc: Loc) -> Result<&'a [u8], &'static str> {
     let header = RECORD_HEADER as usize;
     if buf.len() < header {
         return Err("truncated record");
@@ -116,7 +121,7 @@ pub fn decode(buf: &[u8], id: &JobId, loc: Loc) -> Result<Bytes, &'static str> {
     if checksum(id, body) != crc {
         return Err("checksum mismatch");
     }
-    Ok(Bytes::copy_from_slice(body))
+    Ok(body)
 }
 
 /// Read and check the record at `loc` of an open segment.
@@ -142,12 +147,17 @@ pub fn read_any(file: &File, file_path: &Path, loc: Loc) -> Result<(JobId, Bytes
 
 /// Check a whole record whatever job it holds; its ID and payload.
 pub fn decode_any(buf: &[u8], loc: Loc) -> Result<(JobId, Bytes), &'static str> {
+    check_any(buf, loc).map(|(id, payload)| (id, Bytes::copy_from_slice(payload)))
+}
+
+/// `decode_any` without the copy: the payload within `buf`.
+pub fn check_any(buf: &[u8], loc: Loc) -> Result<(JobId, &[u8]), &'static str> {
     let id = buf
         .get(8..RECORD_HEADER as usize)
         .and_then(|b| <[u8; 40]>::try_from(b).ok())
         .map(JobId)
         .ok_or("truncated record")?;
-    let payload = decode(buf, &id, loc)?;
+    let payload = check(buf, &id, loc)?;
     Ok((id, payload))
 }
 
