@@ -1117,16 +1117,33 @@ impl Engine {
             return;
         }
         let cur = self.spill.cur;
-        let wanted = |n: u32, s: &Segment| n != cur && s.live > 0 && s.live_bytes * 2 < s.bytes;
+        // A segment is worth compacting once it is half dead. That alone
+        // lets the tier reach 2x live bytes and more (every sealed segment
+        // just over half live, plus the one being written: 2.2x in run
+        // AN), so past 1.6x overall, segments up to three quarters live
+        // qualify too, least live first.
+        let (disk, live) = self
+            .spill
+            .segs
+            .values()
+            .fold((0u64, 0u64), |(d, l), s| (d + s.bytes, l + s.live_bytes));
+        let pressed = disk * 5 > live * 8;
+        let wanted = |n: u32, s: &Segment| {
+            n != cur
+                && s.live > 0
+                && (s.live_bytes * 2 < s.bytes || (pressed && s.live_bytes * 4 < s.bytes * 3))
+        };
         // Consumers draining a segment leave it alone (`live_seen`); a
         // segment being compacted loses its records to the copies too, so
         // that test only applies to picking a new one, never to one that
         // is under way (or every pass would stop a twentieth in).
         let draining = |s: &Segment| s.live_bytes + s.bytes / 20 < s.live_seen;
+        // A pass under way goes on while its segment has live records,
+        // whatever the pressure now (its copies are already written).
         let going = self
             .spill
             .compacting
-            .filter(|(seg, _)| self.spill.segs.get(seg).is_some_and(|s| wanted(*seg, s)));
+            .filter(|(seg, _)| self.spill.segs.get(seg).is_some_and(|s| s.live > 0));
         let (seg, from) = match going {
             Some(c) => c,
             None => {
@@ -1743,6 +1760,37 @@ mod tests {
             let i = ids.iter().position(|x| *x == id).expect("known");
             assert_eq!(&body[..], format!("{i:0>100}").as_bytes());
         }
+    }
+
+    #[test]
+    fn segments_just_over_half_live_are_compacted_once_the_tier_passes_1_6x() {
+        let (mut e, mut disk, ids) = backlog_on_disk(8192, 800);
+        // 9 jobs in every 20 go: each segment stays 55 % live, none half
+        // dead, and the tier holds 1.8x its live bytes.
+        let gone: Vec<JobId> = ids[HEAD_WINDOW..]
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| i % 20 < 9)
+            .map(|(_, id)| *id)
+            .collect();
+        for id in &gone {
+            let h = e.lookup(id).expect("job");
+            e.delete_job(h, 1001);
+        }
+        let before = e.spill_stats();
+        assert!(before.disk_bytes * 5 > before.live_bytes * 8, "{before:?}");
+        for t in 0..20 {
+            e.spill_cron(1602 + 100 * t);
+            disk.run(&mut e, 1602 + 100 * t);
+        }
+        let after = e.spill_stats();
+        assert!(after.compactions > 0, "{after:?}");
+        assert!(
+            after.disk_bytes * 5 <= after.live_bytes.max(8192) * 8,
+            "{before:?} -> {after:?}"
+        );
+        let got = drain(&mut e, &mut disk, b"q", 3700);
+        assert_eq!(got.len(), ids.len() - gone.len());
     }
 
     #[test]
