@@ -1378,6 +1378,30 @@ mod tests {
         (e, disk, ids)
     }
 
+    /// DELJOB the spilled jobs (past the head window) whose position
+    /// `gone` picks; their IDs.
+    fn delete_spilled(e: &mut Engine, ids: &[JobId], gone: impl Fn(usize) -> bool) -> Vec<JobId> {
+        let gone: Vec<JobId> = ids[HEAD_WINDOW..]
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| gone(*i))
+            .map(|(_, id)| *id)
+            .collect();
+        for id in &gone {
+            let h = e.lookup(id).expect("job");
+            e.delete_job(h, 1001);
+        }
+        gone
+    }
+
+    /// Twenty 100 ms cron runs (compaction runs with them) from 1602 ms.
+    fn compact_for_two_seconds(e: &mut Engine, disk: &mut Disk) {
+        for t in 0..20 {
+            e.spill_cron(1602 + 100 * t);
+            disk.run(e, 1602 + 100 * t);
+        }
+    }
+
     fn nohang(q: &'static [u8], count: u64) -> GetJobRequest {
         GetJobRequest {
             nohang: true,
@@ -1726,22 +1750,9 @@ mod tests {
     fn mostly_dead_segments_are_compacted_and_freed() {
         let (mut e, mut disk, ids) = backlog_on_disk(8192, 800);
         // Keep one straggler in every 20 jobs: every segment is mostly dead.
-        let gone: Vec<JobId> = ids[HEAD_WINDOW..]
-            .iter()
-            .enumerate()
-            .filter(|(i, _)| i % 20 != 0)
-            .map(|(_, id)| *id)
-            .collect();
-        for id in &gone {
-            let h = e.lookup(id).expect("job");
-            e.delete_job(h, 1001);
-        }
+        let gone = delete_spilled(&mut e, &ids, |i| i % 20 != 0);
         let before = e.spill_stats();
-        // Compaction runs with the 100 ms cron.
-        for t in 0..20 {
-            e.spill_cron(1602 + 100 * t);
-            disk.run(&mut e, 1602 + 100 * t);
-        }
+        compact_for_two_seconds(&mut e, &mut disk);
         let after = e.spill_stats();
         assert!(after.compactions > 0 && after.moved > 0, "{after:?}");
         assert!(
@@ -1767,22 +1778,10 @@ mod tests {
         let (mut e, mut disk, ids) = backlog_on_disk(8192, 800);
         // 9 jobs in every 20 go: each segment stays 55 % live, none half
         // dead, and the tier holds 1.8x its live bytes.
-        let gone: Vec<JobId> = ids[HEAD_WINDOW..]
-            .iter()
-            .enumerate()
-            .filter(|(i, _)| i % 20 < 9)
-            .map(|(_, id)| *id)
-            .collect();
-        for id in &gone {
-            let h = e.lookup(id).expect("job");
-            e.delete_job(h, 1001);
-        }
+        let gone = delete_spilled(&mut e, &ids, |i| i % 20 < 9);
         let before = e.spill_stats();
         assert!(before.disk_bytes * 5 > before.live_bytes * 8, "{before:?}");
-        for t in 0..20 {
-            e.spill_cron(1602 + 100 * t);
-            disk.run(&mut e, 1602 + 100 * t);
-        }
+        compact_for_two_seconds(&mut e, &mut disk);
         let after = e.spill_stats();
         assert!(after.compactions > 0, "{after:?}");
         assert!(
