@@ -258,6 +258,29 @@ impl OrderIndex {
             .flat_map(|c| c.live().iter().map(|e| e.h))
     }
 
+    /// Handles oldest first past the first `skip`, from the first entry
+    /// created at or after `key` (chunks found by key, not walked).
+    fn handles_from_key(&self, skip: usize, key: u64) -> impl Iterator<Item = u32> + '_ {
+        let first = self.chunks.partition_point(|c| c.last_key() < key);
+        let before: usize = self.chunks.iter().take(first).map(|c| c.live().len()).sum();
+        let within = self
+            .chunks
+            .get(first)
+            .map_or(0, |c| c.live().partition_point(|x| x.key() < key));
+        // Entries before `key`, counted from the front, already skip part
+        // (or all) of the positional skip.
+        let rest = skip.saturating_sub(before + within);
+        self.chunks
+            .iter()
+            .skip(first)
+            .enumerate()
+            .flat_map(move |(i, c)| {
+                let from = if i == 0 { within } else { 0 };
+                c.live()[from..].iter().map(|e| e.h)
+            })
+            .skip(rest)
+    }
+
     /// Handles oldest first, skipping the first `skip` (whole chunks at once).
     fn handles_from(&self, mut skip: usize) -> impl Iterator<Item = u32> + '_ {
         let mut first = 0;
@@ -380,6 +403,20 @@ impl Queue {
         Box::new(self.handles().skip(skip))
     }
 
+    /// Default-level job handles in serving order past the first `skip`,
+    /// created at or after `key`: a cursor that removals before it do not
+    /// move (a positional one skips a job for each). None for a queue
+    /// with other priority levels (positions only there).
+    pub fn handles_from_key(
+        &self,
+        skip: usize,
+        key: u64,
+    ) -> Option<impl Iterator<Item = u32> + '_> {
+        self.lanes
+            .is_none()
+            .then(|| self.jobs.handles_from_key(skip, key))
+    }
+
     /// Remove a job handle inserted with this level and ctime.
     pub fn remove_prio(&mut self, level: u8, ctime: u64, h: u32) -> bool {
         if level == PRIORITY_DEFAULT {
@@ -443,6 +480,36 @@ mod tests {
         f.record_import(10_010);
         assert!(f.import_rate(10_020) > 0);
         assert_eq!(f.import_rate(20_000), 0);
+    }
+
+    #[test]
+    fn handles_from_key_skips_by_position_and_key() {
+        let mut q = Queue::new(Bytes::from_static(b"q"), 0);
+        // 1,000 jobs over several chunks, ctime 10, 20, ...; two share 500.
+        for i in 0..1000u64 {
+            q.insert((i + 1) * 10, i as u32);
+        }
+        q.insert(500, 5000);
+        fn from(q: &Queue, skip: usize, key: u64) -> Vec<u32> {
+            q.handles_from_key(skip, key)
+                .expect("no lanes")
+                .take(3)
+                .collect()
+        }
+        assert_eq!(from(&q, 0, 0), vec![0, 1, 2]);
+        assert_eq!(from(&q, 0, 500), vec![49, 5000, 50]);
+        assert_eq!(from(&q, 0, 501), vec![50, 51, 52]);
+        // The positional skip wins when it reaches further.
+        assert_eq!(from(&q, 600, 501), vec![599, 600, 601]);
+        assert_eq!(from(&q, 10, 3000), vec![299, 300, 301]);
+        assert_eq!(from(&q, 0, 20_000), Vec::<u32>::new());
+        // Removing jobs before the key does not move where it starts.
+        for i in 0..100u32 {
+            assert!(q.remove(u64::from(i + 1) * 10, i));
+        }
+        assert_eq!(from(&q, 0, 3000), vec![299, 300, 301]);
+        q.insert_prio(PRIORITY_DEFAULT + 1, 1, 9999);
+        assert!(q.handles_from_key(0, 0).is_none());
     }
 
     #[test]
