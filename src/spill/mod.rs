@@ -238,46 +238,31 @@ impl Files<'_> {
         // per span instead of one per record, and one free on the owner
         // once it has decoded them all (per-record frees there took this
         // thread's malloc arena lock, which its next allocation wanted).
-        let checked: Vec<Result<(JobId, &[u8]), SegmentError>> = locs
+        // Checked records' payloads are copied into `all` and their
+        // places kept; then each becomes a slice of the frozen buffer.
+        let mut all = BytesMut::with_capacity(span.len());
+        let placed: Vec<Result<(JobId, std::ops::Range<usize>), SegmentError>> = locs
             .iter()
             .map(|loc| {
                 let at = loc.off.saturating_sub(first.off) as usize;
                 let rec = span
                     .get(at..at + loc.record_len() as usize)
                     .unwrap_or_default();
-                segment::check_any(rec, *loc).map_err(|what| SegmentError::Corrupt {
-                    path: p.clone(),
-                    off: u64::from(loc.off),
-                    what,
-                })
-            })
-            .collect();
-        let total = checked
-            .iter()
-            .map(|r| r.as_ref().map_or(0, |(_, b)| b.len()))
-            .sum();
-        let mut all = BytesMut::with_capacity(total);
-        let mut places = Vec::with_capacity(checked.len());
-        let checked: Vec<Result<JobId, SegmentError>> = checked
-            .into_iter()
-            .map(|r| {
-                r.map(|(id, payload)| {
-                    places.push((all.len(), payload.len()));
-                    all.extend_from_slice(payload);
-                    id
-                })
+                let (id, payload) =
+                    segment::check_any(rec, *loc).map_err(|what| SegmentError::Corrupt {
+                        path: p.clone(),
+                        off: u64::from(loc.off),
+                        what,
+                    })?;
+                let from = all.len();
+                all.extend_from_slice(payload);
+                Ok((id, from..all.len()))
             })
             .collect();
         let all = all.freeze();
-        let mut places = places.into_iter();
-        let out = checked
+        let out = placed
             .into_iter()
-            .map(|r| {
-                r.map(|id| {
-                    let (at, len) = places.next().unwrap_or_default();
-                    (id, all.slice(at..at + len))
-                })
-            })
+            .map(|r| r.map(|(id, range)| (id, all.slice(range))))
             .collect();
         self.span = buf;
         out
