@@ -90,8 +90,23 @@ class Cluster:
             if all(self.reachable(s) == len(NODES) - 1 for s in NODES):
                 return time.time() - t0
             time.sleep(0.2)
-        raise RuntimeError("cluster did not form within %ds: %s"
-                           % (deadline_s, [self.reachable(s) for s in NODES]))
+        raise RuntimeError("cluster did not form within %ds: %s\n%s"
+                           % (deadline_s, [self.reachable(s) for s in NODES],
+                              self.tables()))
+
+    def tables(self):
+        """Every node's CLUSTER NODES, for the message of a failure."""
+        out = []
+        for svc in NODES:
+            try:
+                c = self.client(svc, 2.0)
+                try:
+                    out.append("%s:\n%s" % (svc, c.cmd("CLUSTER", "NODES")))
+                finally:
+                    c.close()
+            except (OSError, ConnectionError, RuntimeError) as e:
+                out.append("%s: %s" % (svc, e))
+        return "\n".join(out)
 
 
 # ADDJOB replication timeout (ms) of the produced jobs.

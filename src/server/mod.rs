@@ -47,6 +47,8 @@ pub struct Shared {
     pub tick_notify: Notify,
     /// Wakes the nodes.conf saver when the node table changed.
     pub save_notify: Notify,
+    /// Node tables taken for nodes.conf so far (their generations).
+    pub nodes_conf_taken: AtomicU64,
     /// The ticker's next planned wake-up (unix ms).
     pub next_tick: AtomicU64,
     pub next_client_id: AtomicU64,
@@ -110,6 +112,7 @@ impl Shared {
             owner,
             tick_notify: Notify::new(),
             save_notify: Notify::new(),
+            nodes_conf_taken: AtomicU64::new(0),
             next_tick: AtomicU64::new(0),
             next_client_id: AtomicU64::new(1),
             shutdown_tx,

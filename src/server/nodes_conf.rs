@@ -54,6 +54,8 @@ pub struct NodesConf {
     /// Holds the flock.
     _lock: File,
     pub path: String,
+    /// The generation of the newest table written (`save`).
+    written: u64,
 }
 
 impl NodesConf {
@@ -100,15 +102,23 @@ impl NodesConf {
             NodesConf {
                 _lock: lock,
                 path: path.to_string(),
+                written: 0,
             },
             loaded,
         ))
     }
 
-    /// Replace the file atomically and durably. On failure the old file
-    /// is untouched and the temp file removed (a full disk must not keep a
-    /// half-written copy).
-    pub fn save(&mut self, text: &str) -> std::io::Result<()> {
+    /// Replace the file atomically and durably with the table of
+    /// `generation` (the order the owner produced the tables in), unless a
+    /// newer one is already written: saves run on blocking threads, and a
+    /// shutdown's final save can overtake the saver's (a drain that sets
+    /// and clears `leaving` within a millisecond then restarted the node
+    /// still leaving). On failure the old file is untouched and the temp
+    /// file removed (a full disk must not keep a half-written copy).
+    pub fn save(&mut self, generation: u64, text: &str) -> std::io::Result<()> {
+        if generation <= self.written {
+            return Ok(());
+        }
         let tmp = format!("{}.tmp-{}", self.path, std::process::id());
         let written = File::create(&tmp).and_then(|mut f| {
             f.write_all(text.as_bytes())?;
@@ -126,6 +136,32 @@ impl NodesConf {
             .parent()
             .filter(|p| !p.as_os_str().is_empty())
             .unwrap_or(std::path::Path::new("."));
-        File::open(dir)?.sync_all()
+        File::open(dir)?.sync_all()?;
+        self.written = generation;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::NodesConf;
+
+    #[test]
+    fn an_older_table_never_replaces_a_newer_one() {
+        let dir = std::env::temp_dir().join(format!("disque-nodes-conf-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("nodes.conf");
+        let path = path.to_str().unwrap();
+        let (mut nc, loaded) = NodesConf::open(path, 0).unwrap();
+        assert!(loaded.is_none());
+        nc.save(2, "newer").unwrap();
+        // The save of an earlier table that lost the race to the disk.
+        nc.save(1, "older").unwrap();
+        assert_eq!(std::fs::read_to_string(path).unwrap(), "newer");
+        nc.save(3, "newest").unwrap();
+        assert_eq!(std::fs::read_to_string(path).unwrap(), "newest");
+        drop(nc);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

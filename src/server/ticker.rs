@@ -62,7 +62,7 @@ fn sample_stats(node: &mut crate::node::Node, now: u64) {
 /// table until it succeeds; the old file stays intact meanwhile.
 pub async fn nodes_conf_saver(shared: Arc<Shared>) {
     let mut shutdown = shared.shutdown_rx();
-    let mut failed: Option<String> = None;
+    let mut failed: Option<Table> = None;
     loop {
         let retry = failed.is_some();
         tokio::select! {
@@ -80,22 +80,33 @@ pub async fn save_nodes_conf(shared: &Arc<Shared>) {
     save_nodes_conf_or(shared, None).await;
 }
 
+/// A nodes.conf text and its generation: tables are numbered on the owner
+/// as they are taken, so a save never replaces a newer one on disk.
+type Table = (u64, String);
+
 /// Save the newest table, or `previous` (a failed save's text) when the
-/// table has not changed since. Returns the text when the save failed.
-async fn save_nodes_conf_or(shared: &Arc<Shared>, previous: Option<String>) -> Option<String> {
-    let text = shared
-        .call(move |node, _| node.engine.take_nodes_conf())
+/// table has not changed since. Returns the table when the save failed.
+async fn save_nodes_conf_or(shared: &Arc<Shared>, previous: Option<Table>) -> Option<Table> {
+    let counter = shared.clone();
+    let (generation, text) = shared
+        .call(move |node, _| {
+            let text = node.engine.take_nodes_conf()?;
+            Some((
+                counter.nodes_conf_taken.fetch_add(1, Ordering::Relaxed) + 1,
+                text,
+            ))
+        })
         .await
         .or(previous)?;
     let shared = shared.clone();
     let save = tokio::task::spawn_blocking(move || {
         let mut guard = shared.nodes_conf.lock().unwrap_or_else(|e| e.into_inner());
         let nc = guard.as_mut()?;
-        match nc.save(&text) {
+        match nc.save(generation, &text) {
             Ok(()) => None,
             Err(e) => {
                 tracing::warn!(path = %nc.path, error = %e, "Could not save the cluster configuration, retrying in 1 second.");
-                Some(text)
+                Some((generation, text))
             }
         }
     });
