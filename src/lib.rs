@@ -36,7 +36,8 @@
 //! # Public surface
 //!
 //! What the `disque-server` binary needs is public and documented: [`run`],
-//! [`check_aof`], [`healthcheck`], [`init_logging`], [`Counting`] and
+//! [`check_aof`], [`healthcheck`], [`init_logging`], [`Counting`],
+//! [`tune_allocator`] and
 //! [`VERSION`]. The modules hidden from the documentation are public only
 //! so that the workspace's fuzz targets, benchmarks and integration tests
 //! can drive the decoders and the engine directly; they promise no
@@ -69,7 +70,7 @@ pub(crate) mod tls;
 pub use aof::check_aof_main as check_aof;
 pub use observe::healthcheck::main as healthcheck;
 pub use observe::logging::init as init_logging;
-pub use os::allocator::Counting;
+pub use os::allocator::{tune as tune_allocator, Counting};
 pub use server::run;
 
 /// The version reported by INFO and HELLO.

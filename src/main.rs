@@ -7,6 +7,7 @@ use disque::config::{self, Startup};
 static ALLOC: disque::Counting = disque::Counting;
 
 fn main() {
+    disque::tune_allocator();
     let args: Vec<String> = std::env::args().skip(1).collect();
     if args.first().is_some_and(|a| a == "--healthcheck") {
         std::process::exit(disque::healthcheck(&args[1..]));

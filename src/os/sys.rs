@@ -45,15 +45,10 @@ pub fn cpu_times() -> (f64, f64) {
     }
 }
 
-/// Hand the allocator's free pages back to the kernel (glibc's
-/// `malloc_trim`, which also releases whole free pages inside the heap):
-/// bodies freed in the middle of the heap otherwise stay resident although
-/// nothing uses them. A no-op with other allocators.
+/// Hand the allocator's free pages back to the kernel now (mimalloc's
+/// `mi_collect`, which purges the pages its heaps no longer use): bodies
+/// freed all over the heap otherwise stay resident until its purge delay.
 pub fn release_free_heap() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: malloc_trim only walks the allocator's own free lists, under
-    // the allocator's locks.
-    unsafe {
-        libc::malloc_trim(0);
-    }
+    // SAFETY: mi_collect only walks mimalloc's own heaps and free lists.
+    unsafe { libmimalloc_sys::mi_collect(true) }
 }

@@ -30,6 +30,13 @@ use crate::protocol::resp::Reply;
 /// Reserve at most this much ahead for a large incoming bulk argument.
 const MAX_RESERVE: usize = 8 * 1024 * 1024;
 
+/// A large bulk's reservation is renewed only once its spare room falls
+/// below this: renewing it after every read reallocates the buffer each
+/// time, and mimalloc's realloc copies the whole old capacity (glibc
+/// remaps it), touching every reserved page: a client trickling the bytes
+/// of a huge announced bulk then cost 8 MB of RSS per read.
+const MIN_ROOM: usize = 64 * 1024;
+
 /// A client socket: TCP or Unix domain.
 pub trait ClientStream: AsyncRead + AsyncWrite + Unpin + std::os::fd::AsRawFd + Send {}
 impl<T: AsyncRead + AsyncWrite + Unpin + std::os::fd::AsRawFd + Send> ClientStream for T {}
@@ -135,7 +142,9 @@ impl<S: ClientStream> Connection<'_, S> {
         self.parser
             .set_max_bulk(self.shared.proto_max_bulk_len.load(Ordering::Relaxed));
         if let Some(extra) = self.parser.pending_bulk_remaining() {
-            self.rbuf.reserve(extra.min(MAX_RESERVE));
+            if self.rbuf.capacity() - self.rbuf.len() < MIN_ROOM.min(extra) {
+                self.rbuf.reserve(extra.min(MAX_RESERVE));
+            }
         } else if self.rbuf.capacity() - self.rbuf.len() < 512 {
             // Double with use (up to 64 KB per step) so busy pipelining
             // clients read in large chunks.
