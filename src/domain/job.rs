@@ -75,6 +75,20 @@ impl JobId {
             }
         }
         id[35] = b'-';
+        id[36..40].copy_from_slice(&Self::suffix(ttl_secs, retry));
+        JobId(id)
+    }
+
+    /// Whether `generate` with these arguments could have made this ID:
+    /// the node's prefix and the TTL/retry suffix match (the random part
+    /// is anything).
+    pub fn fits(&self, node_id: &[u8; 40], ttl_secs: u64, retry: u64) -> bool {
+        self.0[2..10] == node_id[0..8] && self.0[36..40] == Self::suffix(ttl_secs, retry)
+    }
+
+    /// The last four characters: TTL in minutes, its low bit set when the
+    /// job has a retry (so a node can tell at-most-once jobs by their ID).
+    fn suffix(ttl_secs: u64, retry: u64) -> [u8; 4] {
         let mut m = (ttl_secs / 60).min(65535) as u32;
         if retry > 0 {
             m |= 1;
@@ -82,10 +96,11 @@ impl JobId {
             m &= !1;
         }
         const HEX: &[u8; 16] = b"0123456789abcdef";
-        for k in 0..4 {
-            id[36 + k] = HEX[((m >> (12 - 4 * k)) & 15) as usize];
+        let mut out = [0u8; 4];
+        for (k, c) in out.iter_mut().enumerate() {
+            *c = HEX[((m >> (12 - 4 * k)) & 15) as usize];
         }
-        JobId(id)
+        out
     }
 }
 
@@ -468,6 +483,22 @@ impl Job {
 mod tests {
     use super::*;
     use rand::SeedableRng;
+
+    #[test]
+    fn an_id_fits_the_node_ttl_and_retry_it_was_made_for() {
+        let node = *b"ad249f8c9b2240cd45f72fd233bd3d5a42a6709d";
+        let other = *b"bd249f8c9b2240cd45f72fd233bd3d5a42a6709d";
+        let mut rng = rand::rngs::SmallRng::seed_from_u64(3);
+        let id = JobId::generate(&node, 86400, 30, &mut rng);
+        assert!(id.fits(&node, 86400, 30));
+        assert!(
+            id.fits(&node, 86410, 1),
+            "same minute, retry or not is the bit"
+        );
+        assert!(!id.fits(&node, 86400, 0));
+        assert!(!id.fits(&node, 3600, 30));
+        assert!(!id.fits(&other, 86400, 30));
+    }
 
     #[test]
     fn generated_ids_use_every_base64_character_everywhere() {

@@ -117,7 +117,18 @@ impl Engine {
 
         self.counters.added += 1;
         let myid = self.cluster.my_id();
-        let id = JobId::generate(&myid, u64::from(ttl), u64::from(retry), &mut self.rng);
+        let (ttl64, retry64) = (u64::from(ttl), u64::from(retry));
+        let id = match self.next_id.take() {
+            Some(id) if id.fits(&myid, ttl64, retry64) => id,
+            _ => JobId::generate(&myid, ttl64, retry64, &mut self.rng),
+        };
+        // The next ADDJOB's ID, made one command ahead (assuming the same
+        // TTL and retry, as a producer usually sends) so that the ID-index
+        // slot it will take is in cache by then: that slot is a cache miss
+        // nearly every time in a large table.
+        let next = JobId::generate(&myid, ttl64, retry64, &mut self.rng);
+        self.store.prefetch_slot(&next);
+        self.next_id = Some(next);
         let mut job = Engine::new_job(id);
         job.state = JobState::WaitRepl;
         job.repl = repl as u16;

@@ -28,6 +28,23 @@ pub struct IdShard {
     len: usize,
 }
 
+/// A hint to the CPU to load `v`'s cache line; no effect on what the
+/// program computes (nothing is read through the pointer).
+#[inline(always)]
+fn prefetch_read<T>(v: &T) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch never faults and reads nothing into the program;
+    // the pointer comes from a reference anyway. (`unused_unsafe`: newer
+    // compilers declare the intrinsic safe.)
+    #[allow(unused_unsafe)]
+    unsafe {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        _mm_prefetch::<_MM_HINT_T0>(std::ptr::from_ref(v).cast::<i8>());
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = v;
+}
+
 fn entry(h32: u32, handle: u32) -> u64 {
     u64::from(h32) << 32 | u64::from(handle)
 }
@@ -43,6 +60,17 @@ impl IdShard {
 
     fn home(&self, h32: u32) -> usize {
         h32 as usize & self.mask()
+    }
+
+    /// Start loading the slot where a search for these hash bits begins,
+    /// so that a `vacant` or `find` issued a little later does not wait
+    /// for memory: in a table of millions of IDs that first slot is a
+    /// cache miss nearly every time (81 % of `insert_new`'s samples under
+    /// pipelined ADDJOB, docs/PERFORMANCE.md run AO).
+    pub fn prefetch(&self, h32: u32) {
+        if let Some(slot) = self.slots.get(self.home(h32)) {
+            prefetch_read(slot);
+        }
     }
 
     /// The handle of an entry with these hash bits for which `is` holds

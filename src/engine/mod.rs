@@ -268,6 +268,9 @@ pub struct Engine {
     /// waiting go to it at once. Short-lived and capped.
     early_demand: Vec<(Bytes, (crate::domain::job::NodeIdx, u32, u64))>,
     rng: SmallRng,
+    /// The ID of the next job ADDJOB creates, made one command ahead
+    /// (`addjob`: its ID-index slot is prefetched meanwhile).
+    next_id: Option<JobId>,
     last_ctime: u64,
     out: Effects,
     memory: MemoryConfig,
@@ -338,6 +341,7 @@ impl Engine {
             fed_ready: Vec::new(),
             early_demand: Vec::new(),
             rng,
+            next_id: None,
             last_ctime: 0,
             out: Effects::default(),
             memory: MemoryConfig::default(),

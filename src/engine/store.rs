@@ -108,6 +108,15 @@ impl JobStore {
 
     /// Insert a job unless its ID is already present (one hash, one probe).
     /// None (the job dropped) on a duplicate ID.
+    /// Warm the ID-index slot a new job with this ID will take (call it
+    /// as soon as the ID exists, before the job is built).
+    pub fn prefetch_slot(&self, id: &JobId) {
+        let (shard, h32) = self.hash(id);
+        if let Some(s) = self.index.get(shard) {
+            s.prefetch(h32);
+        }
+    }
+
     pub fn insert_new(&mut self, job: Job) -> Option<JobHandle> {
         let (shard, h32) = self.hash(&job.id);
         let slab = &self.slab;
