@@ -65,7 +65,7 @@ impl IdShard {
     /// Start loading the slot where a search for these hash bits begins,
     /// so that a `vacant` or `find` issued a little later does not wait
     /// for memory: in a table of millions of IDs that first slot is a
-    /// cache miss nearly every time (81 % of `insert_new`'s samples under
+    /// cache miss nearly every time (82 % of `insert_new`'s samples under
     /// pipelined ADDJOB, docs/PERFORMANCE.md run AO).
     pub fn prefetch(&self, h32: u32) {
         if let Some(slot) = self.slots.get(self.home(h32)) {

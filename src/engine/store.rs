@@ -106,10 +106,8 @@ impl JobStore {
         self.index[shard].find(h32, |h| slab.get(h).is_some_and(|j| j.id == *id))
     }
 
-    /// Insert a job unless its ID is already present (one hash, one probe).
-    /// None (the job dropped) on a duplicate ID.
-    /// Warm the ID-index slot a new job with this ID will take (call it
-    /// as soon as the ID exists, before the job is built).
+    /// Warm the ID-index slot a new job with this ID will take (ADDJOB
+    /// calls it for the next command's ID, made one command ahead).
     pub fn prefetch_slot(&self, id: &JobId) {
         let (shard, h32) = self.hash(id);
         if let Some(s) = self.index.get(shard) {
@@ -117,6 +115,8 @@ impl JobStore {
         }
     }
 
+    /// Insert a job unless its ID is already present (one hash, one probe).
+    /// None (the job dropped) on a duplicate ID.
     pub fn insert_new(&mut self, job: Job) -> Option<JobHandle> {
         let (shard, h32) = self.hash(&job.id);
         let slab = &self.slab;
