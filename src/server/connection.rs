@@ -30,7 +30,7 @@ use crate::protocol::resp::Reply;
 /// Reserve at most this much ahead for a large incoming bulk argument.
 const MAX_RESERVE: usize = 8 * 1024 * 1024;
 
-/// The room of a read, at first and at most (see `Connection::read_size`).
+/// The room of a read, at first and at most (see `next_read_size`).
 const MIN_READ: usize = 1024;
 const MAX_READ: usize = 64 * 1024;
 
@@ -120,9 +120,7 @@ struct Connection<'a, S> {
     /// in every read turn or kept and polled, took the watch's waiter-list
     /// mutex, which all connections contend on, once per request.
     stop: oneshot::Receiver<()>,
-    /// How much room a read is given (between `MIN_READ` and `MAX_READ`):
-    /// doubled after a read that filled it, halved after small ones, so
-    /// idle connections stay small and busy ones read whole pipelines.
+    /// How much room a read is given (`next_read_size` keeps it).
     read_size: usize,
 }
 
@@ -507,9 +505,9 @@ mod tests {
         assert_eq!(size, MAX_READ);
         // A 16-command pipeline of 140-byte requests fits in one read
         // after two full ones.
-        let after_two = next_read_size(2 * MIN_READ, 2 * MIN_READ, 2 * MIN_READ);
-        assert_eq!(next_read_size(MIN_READ, MIN_READ, MIN_READ), 2 * MIN_READ);
-        assert!(after_two >= 16 * 140);
+        let after_one = next_read_size(MIN_READ, MIN_READ, MIN_READ);
+        assert_eq!(after_one, 2 * MIN_READ);
+        assert!(next_read_size(after_one, after_one, after_one) >= 16 * 140);
     }
 
     #[test]
