@@ -29,7 +29,7 @@ use super::{Engine, JobHandle, Map};
 use crate::domain::job::{JobId, JobState, F_EXT};
 use crate::domain::job_ext::PRIORITY_DEFAULT;
 use crate::protocol::bus::message::{Body, Message};
-use crate::protocol::job_codec::{JobRecord, RecordRef};
+use crate::protocol::job_codec::RecordRef;
 
 /// ID-index entries of cold jobs carry this bit (slab handles never do).
 pub const COLD_TAG: u32 = 1 << 31;
@@ -290,6 +290,11 @@ impl ColdTier {
         let Some(cq) = self.queues.get(&qh) else {
             return true;
         };
+        // New jobs join at the tail: answered by the last run alone, no
+        // search over the thousands of runs of a long backlog.
+        if let Some(last) = cq.runs.back().filter(|r| r.first <= ctime) {
+            return last.last <= ctime;
+        }
         let at = cq.runs.partition_point(|r| r.first <= ctime);
         at.checked_sub(1)
             .and_then(|k| cq.runs.get(k))
@@ -338,22 +343,25 @@ impl Engine {
     /// Can queued job `h` leave RAM whole? Plain jobs only: no extension
     /// state, no confirmations, the default priority.
     pub(crate) fn cold_eligible(&self, h: JobHandle) -> bool {
+        self.cold_queue_of_eligible(h).is_some()
+    }
+
+    /// `cold_eligible`, answering with the job's queue.
+    fn cold_queue_of_eligible(&self, h: JobHandle) -> Option<u32> {
         if !self.cold_on() {
-            return false;
+            return None;
         }
-        let Some(j) = self.store.get(h) else {
-            return false;
-        };
+        let j = self.store.get(h)?;
         let plain = j.state == JobState::Queued
             && !j.has(F_EXT)
             && j.body.is_some()
             && !self.confirmed.contains_key(&h)
             && !self.adders.contains_key(&h);
-        plain
-            && j.queue
-                .as_deref()
-                .and_then(|n| self.queue_index.get(n))
-                .is_some_and(|&qh| self.cold.fits_in_order(qh, j.ctime))
+        if !plain {
+            return None;
+        }
+        let qh = *self.queue_index.get(j.queue.as_deref()?)?;
+        self.cold.fits_in_order(qh, j.ctime).then_some(qh)
     }
 
     /// The storage record of a job leaving whole.
@@ -365,23 +373,16 @@ impl Engine {
     /// The write of job `h`'s whole record at `loc` is on disk: the job
     /// leaves RAM. False when it changed meanwhile (it stays).
     pub(crate) fn cold_evict(&mut self, h: JobHandle, id: JobId, loc: Loc) -> bool {
-        if !self.cold_eligible(h) || self.store.get(h).is_none_or(|j| j.id != id) {
-            return false;
-        }
         if loc.seg >= 1 << 24 || loc.len > LEN_MASK {
             return false;
         }
-        let Some(j) = self.store.get(h) else {
+        let Some(qh) = self.cold_queue_of_eligible(h) else {
+            return false;
+        };
+        let Some(j) = self.store.get(h).filter(|j| j.id == id) else {
             return false;
         };
         let (ctime, etime) = (j.ctime, j.etime);
-        let Some(qh) = j
-            .queue
-            .as_deref()
-            .and_then(|n| self.queue_index.get(n).copied())
-        else {
-            return false;
-        };
         let Some(slot) = self.cold.alloc(Slot::default()) else {
             return false;
         };
@@ -582,11 +583,8 @@ impl Engine {
             self.cold_drop(slot, ours);
             return;
         };
+        let (job, qh) = job;
         let name = job.queue.clone();
-        let qh = name
-            .as_deref()
-            .and_then(|n| self.queue_index.get(n).copied())
-            .unwrap_or(NO_QUEUE);
         let expired = u64::from(job.etime) <= now / 1000;
         let ctime = job.ctime;
         // The index entry stays: it points at the job again below, or
@@ -629,21 +627,27 @@ impl Engine {
         self.spill_mark_ready(h);
     }
 
-    /// The job in a whole record, if it is the one the slot stands for.
+    /// The job in a whole record, if it is the one the slot stands for,
+    /// and its queue (`NO_QUEUE` when the queue is gone).
     fn cold_decode(
         &mut self,
         slot: u32,
         id: &JobId,
         blob: &[u8],
         now: u64,
-    ) -> Option<crate::domain::job::Job> {
+    ) -> Option<(crate::domain::job::Job, u32)> {
         let s = self.cold.get(slot)?;
         if self.store.index_place(id) != (s.shard(), s.h32) {
             return None;
         }
-        let (r, _) = JobRecord::decode(blob).ok()?;
-        let job = self.job_from_record(&r, Flavor::Storage, now)?;
-        (job.id == *id && job.queue.is_some()).then_some(job)
+        // Borrowed, not owned: the body is copied once, into the job
+        // (an owned record copied it twice, and allocated the queue's
+        // name that the job then swapped for the queue's shared one).
+        let (r, _) = RecordRef::decode(blob).ok()?;
+        let qh = self.queue_index.get(r.queue).copied().unwrap_or(NO_QUEUE);
+        let shared = self.queues.get(qh).map(|q| q.shared_name.clone());
+        let job = self.job_from_ref(&r, Flavor::Storage, now, shared)?;
+        (job.id == *id && job.queue.is_some()).then_some((job, qh))
     }
 
     /// The queue of `slot`: `qh` when a prefetch named it, else the queue

@@ -712,6 +712,11 @@ impl Engine {
     /// consumers by several windows, so a page-in's round trip through
     /// the spill thread is hidden while the resident ones are served.
     fn spill_prefetch_scan(&mut self, qh: u32) {
+        // No body on disk (whole jobs spill, and their slots are only
+        // writes in flight): nothing to find in the 512-job walk.
+        if self.spill.cold == 0 {
+            return;
+        }
         let Some(q) = self.queues.get(qh) else {
             return;
         };
