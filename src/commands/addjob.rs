@@ -49,10 +49,10 @@ pub fn addjob(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
 /// `ADDJOB <queue> <body> <timeout> [options]`, checked in Disque's order:
 /// each option as it comes, then the timeout, then the checks across
 /// options.
-fn parse(args: &[Bytes]) -> Result<AddJobRequest, WireError> {
+fn parse(args: &[Bytes]) -> Result<AddJobRequest<&[u8]>, WireError> {
     let mut a = Args::new(args);
-    let queue = a.arg().clone();
-    let mut req = AddJobRequest::new(queue, a.arg().clone());
+    let queue = &a.arg()[..];
+    let mut req = AddJobRequest::new(queue, &a.arg()[..]);
     // Disque checks the timeout after the options.
     let mut timeout = a;
     a.next();
@@ -118,7 +118,11 @@ pub fn encode_added(id: JobId) -> Reply {
 
 /// Our ADDJOB options (docs/COMPATIBILITY.md), `a` at the value. None:
 /// not one of ours. (WAIT is not job data: it stays out of `JobExt`.)
-fn ext_option(req: &mut AddJobRequest, opt: Word, a: &mut Args) -> Option<Result<(), WireError>> {
+fn ext_option(
+    req: &mut AddJobRequest<&[u8]>,
+    opt: Word,
+    a: &mut Args,
+) -> Option<Result<(), WireError>> {
     let r = if opt.is("backoff") {
         a.int_in(1..=i64::MAX, WireError::BackoffRange).map(|n| {
             ext_fields(req).backoff_max = n.min(i64::from(u32::MAX)) as u32;
@@ -194,7 +198,7 @@ fn ext_option(req: &mut AddJobRequest, opt: Word, a: &mut Args) -> Option<Result
 }
 
 /// Checks across our options, after Disque's own per-option checks.
-fn check_ext(req: &AddJobRequest) -> Result<(), WireError> {
+fn check_ext(req: &AddJobRequest<&[u8]>) -> Result<(), WireError> {
     let Some(x) = &req.ext else { return Ok(()) };
     if x.dead_queue.is_some() && x.max_deliveries == 0 {
         return Err(WireError::DeadLetterNeedsMax);
@@ -211,6 +215,6 @@ fn check_ext(req: &AddJobRequest) -> Result<(), WireError> {
     Ok(())
 }
 
-fn ext_fields(req: &mut AddJobRequest) -> &mut JobExt {
+fn ext_fields<B>(req: &mut AddJobRequest<B>) -> &mut JobExt {
     req.ext.get_or_insert_with(JobExt::default)
 }

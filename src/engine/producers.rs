@@ -97,19 +97,16 @@ impl Producers {
 
 impl Engine {
     /// Block `client` until `req.queue` has room (`req.wait` is set).
-    pub(crate) fn producer_block(
+    pub(crate) fn producer_block<B: AsRef<[u8]>>(
         &mut self,
         client: ClientId,
-        mut req: AddJobRequest,
+        req: AddJobRequest<B>,
         maxlen: u64,
         wait: u64,
         now: u64,
     ) -> AddJobOutcome {
         self.producer_gone(client, now);
-        // Own allocations: the arguments may be slices of a large read
-        // buffer, which a long wait would otherwise keep alive.
-        req.queue = Bytes::copy_from_slice(&req.queue);
-        req.body = Bytes::copy_from_slice(&req.body);
+        let req = req.into_owned();
         let deadline = if wait == 0 {
             u64::MAX
         } else {
