@@ -483,10 +483,17 @@ fn push_decimal(n: usize, out: &mut Vec<u8>) {
 }
 
 pub fn encode_loadjob(blob: &[u8], out: &mut Vec<u8>) {
+    encode_loadjob_with(blob.len(), out, |out| out.extend_from_slice(blob));
+}
+
+/// `encode_loadjob` of a blob of `len` bytes that `put` appends in place.
+pub fn encode_loadjob_with(len: usize, out: &mut Vec<u8>, put: impl FnOnce(&mut Vec<u8>)) {
     out.extend_from_slice(b"*2\r\n$7\r\nLOADJOB\r\n$");
-    push_decimal(blob.len(), out);
+    push_decimal(len, out);
     out.extend_from_slice(b"\r\n");
-    out.extend_from_slice(blob);
+    let start = out.len();
+    put(out);
+    debug_assert_eq!(out.len() - start, len, "LOADJOB blob length");
     out.extend_from_slice(b"\r\n");
 }
 

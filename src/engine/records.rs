@@ -90,6 +90,18 @@ pub fn storage_bytes(j: &Job, ext: Option<&JobExt>, cluster: &super::Cluster) ->
     encode_job(j, ext, cluster, Flavor::Storage, 0)
 }
 
+/// Call `f` with the job's storage record, borrowed: an AOF rewrite
+/// encodes it straight into its chunk (`storage_bytes` would give every
+/// job a buffer of its own, copied once more and freed).
+pub fn with_storage_record<R>(
+    j: &Job,
+    ext: Option<&JobExt>,
+    cluster: &super::Cluster,
+    f: impl FnOnce(&RecordRef<'_, RawNodes<'_>>) -> R,
+) -> R {
+    with_record(j, ext, cluster, Flavor::Storage, 0, f)
+}
+
 /// `record_of(j, ext, cluster, flavor, now).to_bytes()` without the
 /// intermediate record: the REPLJOB payload is encoded this way once per
 /// job, however many replicas it goes to.
@@ -242,6 +254,14 @@ mod tests {
         for ext in [None, Some(&ext)] {
             let owned = record_of(&j, ext, e.cluster(), Flavor::Storage, 0).to_bytes();
             assert_eq!(storage_bytes(&j, ext, e.cluster()), owned);
+            // An AOF rewrite's chunk: the same bytes, written in place.
+            let mut chunk = b"x".to_vec();
+            let len = with_storage_record(&j, ext, e.cluster(), |rec| {
+                rec.put(&mut chunk);
+                rec.encoded_len()
+            });
+            assert_eq!(len, owned.len());
+            assert_eq!(&chunk[1..], &owned[..]);
             // The REPLJOB flavour: relative expire time, DELIVERED cleared.
             for now in [0, 1_000_000, 4_999_999, 9_000_000] {
                 let owned = record_of(&j, ext, e.cluster(), Flavor::Message, now).to_bytes();

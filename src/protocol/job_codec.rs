@@ -105,14 +105,24 @@ impl<'a, N: Iterator<Item = &'a RawNodeId> + Clone> RecordRef<'a, N> {
     /// `state` and `gc_retry` are masked to 4 bits each because they share
     /// one byte on the wire.
     pub fn encode(&self, out: &mut BytesMut) {
-        let n_nodes = self.nodes.clone().count();
-        let total = 4
-            + MIN_RECORD_LEN
+        out.reserve(self.encoded_len());
+        self.put(out);
+    }
+
+    /// Bytes `encode` appends (length prefix included).
+    pub fn encoded_len(&self) -> usize {
+        4 + MIN_RECORD_LEN
             + self.queue.len()
             + self.body.len()
-            + 40 * n_nodes
-            + self.ext.map_or(0, |e| 4 + e.len());
-        out.reserve(total);
+            + 40 * self.nodes.clone().count()
+            + self.ext.map_or(0, |e| 4 + e.len())
+    }
+
+    /// `encode` into any buffer (an AOF rewrite's chunk writes the
+    /// record straight in, with no buffer of its own).
+    pub fn put<B: BufMut>(&self, out: &mut B) {
+        let n_nodes = self.nodes.clone().count();
+        let total = self.encoded_len();
         out.put_u32_le(wire_len(total - 4));
         out.put_slice(self.id);
         out.put_u8((self.state & 0x0f) | ((self.gc_retry & 0x0f) << 4));
