@@ -11,6 +11,8 @@
 //! - `progress`: what the writer publishes (sequence numbers, errors,
 //!   rewrite reports) and `SyncWait`.
 //! - `rewrite`: one rewrite as the writer runs it (temp file, diff, rename).
+//! - `reclaim`: what a rewrite would drop, estimated from the records
+//!   appended (`auto-aof-rewrite-min-reclaim`).
 //! - `loader`: replaying a file into the engine at startup / DEBUG LOADAOF.
 //! - `check`: `disque-server --check-aof FILE [--fix]`.
 //! - `faults`: injected fsync errors and slow writes (`DEBUG DISK-FAULT`).
@@ -22,6 +24,7 @@ mod file;
 pub mod loader;
 mod progress;
 pub mod reader;
+pub mod reclaim;
 mod rewrite;
 pub mod writer;
 

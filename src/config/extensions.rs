@@ -3,6 +3,8 @@
 //! 300); `job-max-body-size`, the largest ADDJOB body accepted (default
 //! 0: only the protocol's bulk limit), and Redis's `proto-max-bulk-len`,
 //! the largest bulk argument of any request (default 512mb, at least 1mb);
+//! `auto-aof-rewrite-min-reclaim`, the share of the AOF an automatic
+//! rewrite must be expected to drop (default 0: Disque's rule alone);
 //! and the spill tier (docs/PERSISTENCE.md#9-spill-tiers): `spill`,
 //! `spill-dir`, `spill-max-disk`, `spill-watermark`, `spill-whole-jobs`
 //! (read at startup, so
@@ -24,10 +26,11 @@ const MIN_PROTO_MAX_BULK_LEN: u64 = 1024 * 1024;
 pub const MAX_DEDUP_WINDOW: u64 = 30 * 86400;
 
 /// CONFIG GET order, after Disque's parameters and the security ones.
-pub(crate) const GET_NAMES: [&str; 8] = [
+pub(crate) const GET_NAMES: [&str; 9] = [
     "dedup-window",
     "job-max-body-size",
     "proto-max-bulk-len",
+    "auto-aof-rewrite-min-reclaim",
     "spill",
     "spill-dir",
     "spill-max-disk",
@@ -78,7 +81,12 @@ impl std::fmt::Display for SpillDisk {
 }
 
 /// CONFIG SET takes only these (the spill directives are read at startup).
-pub(crate) const SET_NAMES: [&str; 3] = ["dedup-window", "job-max-body-size", "proto-max-bulk-len"];
+pub(crate) const SET_NAMES: [&str; 4] = [
+    "dedup-window",
+    "job-max-body-size",
+    "proto-max-bulk-len",
+    "auto-aof-rewrite-min-reclaim",
+];
 
 /// Config-file directive; None when `name` is not one of ours.
 pub(crate) fn apply_directive(
@@ -102,6 +110,11 @@ pub(crate) fn set_value(cfg: &mut Config, name: &str, v: &str) -> Result<(), Dir
             cfg.dedup_window = parse_u64(v)
                 .filter(|&n| (1..=MAX_DEDUP_WINDOW).contains(&n))
                 .ok_or("dedup-window must be between 1 and 2592000 seconds")?;
+        }
+        "auto-aof-rewrite-min-reclaim" => {
+            cfg.auto_aof_rewrite_min_reclaim = parse_u64(v)
+                .filter(|&n| n <= 100)
+                .ok_or("auto-aof-rewrite-min-reclaim must be a percentage from 0 to 100")?;
         }
         "spill" => {
             cfg.spill = super::values::parse_bool(v).ok_or("argument must be 'yes' or 'no'")?
@@ -144,6 +157,7 @@ pub(crate) fn set_value(cfg: &mut Config, name: &str, v: &str) -> Result<(), Dir
 pub(crate) fn get_value(c: &Config, name: &str) -> String {
     match name {
         "dedup-window" => c.dedup_window.to_string(),
+        "auto-aof-rewrite-min-reclaim" => c.auto_aof_rewrite_min_reclaim.to_string(),
         "spill" => super::values::yes_no(c.spill).to_string(),
         "spill-dir" => c.spill_dir().to_string_lossy().into_owned(),
         "spill-max-disk" => c.spill_max_disk.to_string(),
@@ -162,6 +176,14 @@ pub(crate) fn rewrite_lines(c: &Config) -> Vec<(&'static str, String, bool)> {
             "dedup-window",
             format!("dedup-window {}", c.dedup_window),
             c.dedup_window != DEFAULT_DEDUP_WINDOW,
+        ),
+        (
+            "auto-aof-rewrite-min-reclaim",
+            format!(
+                "auto-aof-rewrite-min-reclaim {}",
+                c.auto_aof_rewrite_min_reclaim
+            ),
+            c.auto_aof_rewrite_min_reclaim != 0,
         ),
         (
             "spill",

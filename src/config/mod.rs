@@ -240,6 +240,9 @@ pub struct Config {
     pub auto_aof_rewrite_percentage: u64,
     /// Minimum AOF size (bytes) before an automatic rewrite is considered.
     pub auto_aof_rewrite_min_size: u64,
+    /// Our extension: an automatic rewrite also needs this percentage of
+    /// the file to be reclaimable (`aof::reclaim`); 0 = Disque's rule.
+    pub auto_aof_rewrite_min_reclaim: u64,
     pub aof_rewrite_incremental_fsync: bool,
     pub aof_load_truncated: bool,
     pub aof_enqueue_jobs_once: bool,
@@ -383,6 +386,7 @@ impl Default for Config {
             no_appendfsync_on_rewrite: false,
             auto_aof_rewrite_percentage: d::AUTO_AOF_REWRITE_PERCENTAGE,
             auto_aof_rewrite_min_size: d::AUTO_AOF_REWRITE_MIN_SIZE,
+            auto_aof_rewrite_min_reclaim: 0,
             aof_rewrite_incremental_fsync: true,
             aof_load_truncated: true,
             aof_enqueue_jobs_once: false,

@@ -528,7 +528,7 @@ impl Engine {
             j.flags |= F_BCAST_WILLQUEUE;
         }
         self.update_awake(h, now);
-        self.aof_loadjob(h);
+        self.aof_relog(h);
     }
 
     /// A dependency failed: apply ONFAIL.
@@ -545,7 +545,7 @@ impl Engine {
         if policy == ON_FAIL_DEADLETTER {
             self.dead_letter(h, now);
             self.update_awake(h, now);
-            self.aof_loadjob(h);
+            self.aof_relog(h);
         } else {
             self.cancel(&[id], now);
         }
@@ -562,7 +562,7 @@ impl Engine {
             if let Some(j) = self.store.get_mut(h) {
                 j.qtime = now.max(1);
             }
-            self.aof_loadjob(h);
+            self.aof_relog(h);
         }
     }
 

@@ -276,6 +276,10 @@ pub struct Engine {
     memory: MemoryConfig,
     /// When set, LOADJOB/DELJOB records are produced.
     aof: bool,
+    /// LOADJOB records written again for a job that already had one (its
+    /// earlier record is dead weight a rewrite would drop): read by the
+    /// shell to estimate what an automatic rewrite would reclaim.
+    aof_relogs: u64,
     last_need_jobs_cron: u64,
     last_queue_evict: u64,
     /// Bumped when a queue is created or destroyed (GETJOB MATCH caches
@@ -346,6 +350,7 @@ impl Engine {
             out: Effects::default(),
             memory: MemoryConfig::default(),
             aof: false,
+            aof_relogs: 0,
             last_need_jobs_cron: 0,
             last_queue_evict: 0,
             queue_generation: 0,
@@ -674,6 +679,19 @@ impl Engine {
             let blob = records::storage_bytes(j, self.ext_of(h), &self.cluster);
             self.out.aof.push(AofRecord::LoadJob(blob));
         }
+    }
+
+    /// `aof_loadjob` for a job whose earlier LOADJOB is now out of date.
+    pub(crate) fn aof_relog(&mut self, h: JobHandle) {
+        if self.aof {
+            self.aof_relogs += 1;
+        }
+        self.aof_loadjob(h);
+    }
+
+    /// How many LOADJOB records superseded an earlier one (`aof_relog`).
+    pub fn aof_relogs(&self) -> u64 {
+        self.aof_relogs
     }
 
     fn aof_deljob(&mut self, id: JobId) {

@@ -60,7 +60,7 @@ impl Engine {
             self.store.get(h).map(|j| j.state),
             Some(JobState::Active | JobState::Queued)
         ) {
-            self.aof_loadjob(h);
+            self.aof_relog(h);
         }
         true
     }

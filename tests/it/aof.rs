@@ -568,3 +568,66 @@ fn aof_format_version_old_files_load_newer_ones_are_refused() {
         "--fix must not cut it"
     );
 }
+
+/// Pipelined ADDJOBs of `n` jobs with `body_len`-byte bodies; their IDs.
+fn add_many(c: &mut Client, queue: &str, n: usize, body_len: usize) -> Vec<String> {
+    let body = "x".repeat(body_len);
+    for _ in 0..n {
+        c.send(&["ADDJOB", queue, &body, "0"]);
+    }
+    (0..n)
+        .map(|_| match c.read_reply() {
+            Reply::Status(id) => id,
+            other => panic!("ADDJOB: {other:?}"),
+        })
+        .collect()
+}
+
+/// `auto-aof-rewrite-min-reclaim`: a backlog that only grows is not
+/// rewritten (every record is live), one whose jobs were acknowledged is,
+/// and the rewritten file keeps exactly the jobs left; with 0, Disque's
+/// growth rule alone rewrites the growing file.
+#[test]
+fn auto_rewrite_waits_until_it_would_reclaim_the_share_asked() {
+    let node = |reclaim: &str| {
+        Server::start(ServerOpts::with_args(&[
+            "--appendonly",
+            "yes",
+            "--auto-aof-rewrite-min-size",
+            "1mb",
+            "--auto-aof-rewrite-min-reclaim",
+            reclaim,
+        ]))
+    };
+    let mut a = node("50");
+    let b = node("0");
+    let (mut ca, mut cb) = (a.client(), b.client());
+    let ids = add_many(&mut ca, "q", 6000, 400);
+    add_many(&mut cb, "q", 6000, 400);
+    assert!(ca.info_int("aof_current_size") > 2_000_000);
+    // Disque's rule: the growth past 1 MB starts a rewrite.
+    assert!(wait_until(WAIT, POLL, || cb.info_int("aof_base_size") > 0));
+    // That took both crons several runs: the growing file was left alone.
+    assert_eq!(ca.info_int("aof_base_size"), 0);
+    assert_eq!(ca.info_int("aof_last_rewrite_time_sec"), -1);
+    // Acknowledge three jobs in four: most of the file is now dead.
+    let (acked, kept): (Vec<_>, Vec<_>) = ids.iter().enumerate().partition(|(i, _)| i % 4 != 0);
+    for chunk in acked.chunks(500) {
+        let mut cmd = vec!["ACKJOB"];
+        cmd.extend(chunk.iter().map(|(_, id)| id.as_str()));
+        assert_eq!(ca.cmd(&cmd).int(), chunk.len() as i64);
+    }
+    assert!(wait_until(WAIT, POLL, || {
+        let base = ca.info_int("aof_base_size");
+        base > 0 && base < 1_000_000
+    }));
+    a.kill9();
+    let a2 = Server::start(opts_in(a.dir(), &["--appendonly", "yes"]));
+    let mut c = a2.client();
+    for (_, id) in &kept {
+        assert!(show_state(&mut c, id).is_some(), "{id} lost");
+    }
+    for (_, id) in acked.iter().step_by(97) {
+        assert!(show_state(&mut c, id).is_none(), "{id} came back");
+    }
+}

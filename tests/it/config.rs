@@ -74,11 +74,12 @@ fn config_get_star_lists_35_parameters_in_order() {
     assert_eq!(names[..35], CONFIG_ORDER);
     assert_eq!(names[35], "protected-mode");
     assert_eq!(
-        names[names.len() - 11..],
+        names[names.len() - 12..],
         [
             "dedup-window",
             "job-max-body-size",
             "proto-max-bulk-len",
+            "auto-aof-rewrite-min-reclaim",
             "spill",
             "spill-dir",
             "spill-max-disk",
@@ -90,7 +91,7 @@ fn config_get_star_lists_35_parameters_in_order() {
         ]
     );
     assert!(
-        names[36..names.len() - 11]
+        names[36..names.len() - 12]
             .iter()
             .all(|n| n.starts_with("tls-")),
         "{names:?}"
