@@ -4,7 +4,8 @@
 #
 # usage: scripts/ab_perf.sh LABEL=SERVER[:EXTRA ARGS] ...
 #   SERVER is a disque-server binary, or `redis` (Debian's redis-server,
-#   no persistence; the workload then drives lists: --target redis).
+#   no persistence unless EXTRA ARGS say so, e.g. `redis:--appendonly yes`;
+#   the workload then drives lists: --target redis).
 #   Each round starts every server fresh (--port 0, a temporary --dir),
 #   runs the workload once against it, and stops it.
 #
@@ -37,7 +38,8 @@ start_server() { # binary extra-args -> sets pid, port, target
     if [ "$1" = redis ]; then
         command -v redis-server >/dev/null || { echo "ab_perf.sh: redis-server missing (apt-get install redis-server)" >&2; exit 1; }
         port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-        redis-server --port "$port" --save "" --appendonly no --dir "$dir" >"$dir/log" 2>&1 &
+        # shellcheck disable=SC2086
+        redis-server --port "$port" --save "" --appendonly no --dir "$dir" $2 >"$dir/log" 2>&1 &
         pid=$!
         target="--target redis"
         for _ in $(seq 100); do redis-cli -p "$port" ping >/dev/null 2>&1 && return; sleep 0.05; done

@@ -71,6 +71,20 @@ pub struct Done {
 /// Hand the batch to the owner thread and await it (released at the end
 /// of the owner's turn, after the turn's AOF write).
 pub async fn run_on_owner(shared: &Shared, mut moved: Batch) -> Done {
+    if let Some(inline) = shared.inline_owner() {
+        let (step, sync) = inline.run_here(shared, |node, now, turn| {
+            let (step, sync) = run_batch(node, now, &mut moved);
+            if sync.is_some() {
+                turn.answer_writes_aof();
+            }
+            (step, sync)
+        });
+        return Done {
+            batch: moved,
+            step,
+            sync,
+        };
+    }
     let (tx, rx) = oneshot::channel();
     shared.submit(Box::new(move |node, now, turn| {
         let (step, sync) = run_batch(node, now, &mut moved);

@@ -171,6 +171,12 @@ impl Shared {
         owner::call_blocking(self, f)
     }
 
+    /// The node's lock when the default owner (`owner-thread no`) runs
+    /// tasks on the submitting thread.
+    pub fn inline_owner(&self) -> Option<&owner::Inline> {
+        self.owner.inline()
+    }
+
     /// Hand the owner a task that answers by itself (`owner::Turn::release`).
     pub fn submit(&self, task: owner::Task) {
         self.owner.submit(self, task);
