@@ -23,9 +23,6 @@
 use super::file::record_len;
 use crate::engine::AofRecord;
 
-/// Bytes of one `DELJOB <id>` record.
-const DELJOB_LEN: u64 = 63;
-
 /// The running estimate of the dead bytes in the current file.
 #[derive(Debug, Default, Clone)]
 pub struct Reclaim {
@@ -72,7 +69,10 @@ impl Reclaim {
                     self.loadjobs += 1;
                     self.loadjob_bytes += record_len(r) as u64;
                 }
-                AofRecord::DelJob(_) => deljobs += 1,
+                AofRecord::DelJob(_) => {
+                    deljobs += 1;
+                    self.dead += record_len(r) as u64;
+                }
                 AofRecord::Dedup(_) | AofRecord::Schedule(_) | AofRecord::Batch(_) => {
                     self.dead += record_len(r) as u64;
                 }
@@ -83,7 +83,7 @@ impl Reclaim {
         let mean = self.mean_loadjob();
         self.dead = self
             .dead
-            .saturating_add(deljobs * (DELJOB_LEN + mean))
+            .saturating_add(deljobs * mean)
             .saturating_add(superseded * mean);
     }
 

@@ -63,7 +63,7 @@ pub enum Handle {
     Thread(mpsc::UnboundedSender<Submitted>),
     /// `owner-thread no` (the default): the submitting thread runs the
     /// task itself, holding the node's lock for that one task, which is a
-    /// turn of its own (`Inline::run`).
+    /// turn of its own (`Inline::run_here`).
     Inline(Box<Inline>),
 }
 
@@ -91,7 +91,7 @@ impl Handle {
             Handle::Thread(tx) => {
                 let _ = tx.send((tracing::Span::current(), task));
             }
-            Handle::Inline(inline) => inline.run(shared, task),
+            Handle::Inline(inline) => inline.run_here(shared, task),
         }
     }
 }
@@ -128,15 +128,11 @@ impl Inline {
     /// Run one task as a turn of its own: the task, its wakes and effects
     /// and the end of the turn under the lock; the AOF write and the
     /// task's answers after releasing it, so other threads run meanwhile.
-    fn run(&self, shared: &Shared, task: Task) {
-        self.run_here(shared, task)
-    }
-
-    /// `run` for work that returns its answer instead of releasing it: the
-    /// answer comes back once the turn's AOF write and releases are done,
-    /// exactly when a released answer would have. A client batch takes
-    /// this path on the default owner: no box, no channel, and the batch
-    /// is not moved to and fro (a per-command cost without pipelining).
+    /// The answer comes back once the turn's AOF write and releases are
+    /// done, exactly when a released answer would have. A client batch
+    /// runs here directly on the default owner: no box, no channel, and
+    /// the batch is not moved to and fro (a per-command cost without
+    /// pipelining); a submitted `Task` answers by its releases.
     pub fn run_here<R>(
         &self,
         shared: &Shared,
