@@ -31,7 +31,8 @@ pub struct GetJobRequest {
 pub enum GetJobOutcome {
     /// Jobs found at once, in delivery order.
     Jobs(Vec<DeliveredJob>),
-    /// NOHANG and nothing to take.
+    /// NOHANG and nothing to take (nothing on its way back from disk
+    /// either).
     NoJobs,
     /// The client waits; its answer comes as a `Wake` (`Jobs`, `NoJobs`
     /// at the timeout, or `Error`).
@@ -48,6 +49,10 @@ pub enum NeedReason {
     /// before the consumers find the queue empty (one outstanding ask).
     RunningLow,
 }
+
+/// The longest a GETJOB NOHANG waits for a queue head on its way back
+/// from disk (a read takes well under 10 ms; this bounds a failing disk).
+pub const NOHANG_DISK_WAIT_MS: u64 = 250;
 
 /// Below this many queued jobs an importing queue considers asking ahead
 /// (`NeedReason::RunningLow`; the exact threshold is half the batch asked for).
@@ -102,12 +107,22 @@ impl Engine {
             self.counters.delivered += jobs.len() as u64;
             return GetJobOutcome::Jobs(jobs);
         }
-        if req.nohang {
-            return GetJobOutcome::NoJobs;
-        }
-        if self.cluster.leaving() {
+        let deadline = if req.nohang {
+            // Jobs queued but with their head on its way back from disk
+            // (spill tier) are not "no jobs": NOHANG waits for the read,
+            // as any command waits for its own I/O, bounded in case the
+            // disk fails.
+            if self.cluster.leaving() || !self.heads_on_disk(&req.queues, now) {
+                return GetJobOutcome::NoJobs;
+            }
+            now.saturating_add(NOHANG_DISK_WAIT_MS)
+        } else if self.cluster.leaving() {
             return GetJobOutcome::Error(WireError::Leaving);
-        }
+        } else if req.timeout == 0 {
+            u64::MAX
+        } else {
+            now.saturating_add(req.timeout)
+        };
         let mut queues: Vec<Bytes> = Vec::with_capacity(req.queues.len());
         for q in req.queues {
             if !queues.contains(&q) {
@@ -120,11 +135,6 @@ impl Engine {
                 queue.blocked.push_back(client);
             }
         }
-        let deadline = if req.timeout == 0 {
-            u64::MAX
-        } else {
-            now.saturating_add(req.timeout)
-        };
         self.remove_waiter(client);
         self.waiter_timeouts.insert((deadline, client));
         self.waiters.insert(
@@ -136,6 +146,25 @@ impl Engine {
             },
         );
         GetJobOutcome::Blocked
+    }
+
+    /// After a pop found nothing: whether one of `queues` has jobs it may
+    /// hand out but its head is on disk, being read back (a queue that is
+    /// empty, paused for consumers or over its QLIMIT has nothing coming).
+    fn heads_on_disk(&mut self, queues: &[Bytes], now: u64) -> bool {
+        if !self.spill_holds_jobs() {
+            return false;
+        }
+        for name in queues {
+            let waiting = self
+                .queue_handle(name)
+                .and_then(|qh| self.queues.get(qh))
+                .is_some_and(|q| !q.is_empty() && q.paused & PAUSE_OUT == 0);
+            if waiting && self.limit_allows(name, now) {
+                return true;
+            }
+        }
+        false
     }
 
     /// Unregister a blocked client from all its queues.

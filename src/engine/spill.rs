@@ -635,6 +635,11 @@ impl Engine {
         self.spill.forget(h);
     }
 
+    /// Whether any job of this node has its body or record on disk.
+    pub(crate) fn spill_holds_jobs(&self) -> bool {
+        !self.spill.slots.is_empty() || self.cold_jobs() > 0
+    }
+
     /// Whether the head of queue `qh` can be popped now. A job whose body
     /// is on disk cannot: its page-in is requested instead. A job whose
     /// write is still in flight can (its body is in RAM); its record is
@@ -1790,11 +1795,16 @@ mod tests {
             add(&mut e, b"q", format!("b{i}"), 1000);
         }
         disk.run(&mut e, 1000);
-        // Take the whole head window without letting the disk answer.
+        // Take the whole head window without letting the disk answer:
+        // the NOHANG that finds the head on disk waits for it too.
         let mut taken = 0;
-        while let GetJobOutcome::Jobs(j) = e.getjob(1, nohang(b"q", 1), 1001) {
-            taken += j.len();
-        }
+        let last = loop {
+            match e.getjob(1, nohang(b"q", 1), 1001) {
+                GetJobOutcome::Jobs(j) => taken += j.len(),
+                other => break other,
+            }
+        };
+        assert!(matches!(last, GetJobOutcome::Blocked));
         assert!(taken >= HEAD_WINDOW, "only {taken} resident");
         let req = GetJobRequest {
             nohang: false,
@@ -1804,13 +1814,46 @@ mod tests {
         assert!(e.take_wakes().is_empty());
         disk.run(&mut e, 1003);
         let wakes = e.take_wakes();
-        let [(7, Wake::Jobs(jobs))] = &wakes[..] else {
+        let [(1, Wake::Jobs(first)), (7, Wake::Jobs(second))] = &wakes[..] else {
             panic!("unexpected wakes {wakes:?}");
         };
         assert_eq!(
-            jobs[0].body.as_deref(),
+            first[0].body.as_deref(),
             Some(format!("b{taken}").as_bytes())
         );
+        assert_eq!(
+            second[0].body.as_deref(),
+            Some(format!("b{}", taken + 1).as_bytes())
+        );
+    }
+
+    #[test]
+    fn nohang_waits_only_for_heads_on_disk_and_not_past_its_bound() {
+        let mut e = engine();
+        let mut disk = Disk::default();
+        for i in 0..300 {
+            add(&mut e, b"q", format!("b{i}"), 1000);
+        }
+        disk.run(&mut e, 1000);
+        // Nothing queued in `empty`: NOHANG answers at once although
+        // this node holds jobs on disk.
+        let empty = GetJobRequest {
+            queues: vec![Bytes::from_static(b"empty")],
+            ..nohang(b"q", 1)
+        };
+        assert!(matches!(e.getjob(1, empty, 1001), GetJobOutcome::NoJobs));
+        while let GetJobOutcome::Jobs(_) = e.getjob(1, nohang(b"q", 1), 1001) {}
+        // The head's read fails for good: the NOHANG ends empty at its
+        // bound, not before.
+        disk.io_fail_reads = 1_000;
+        disk.run(&mut e, 1002);
+        let bound = 1001 + super::super::getjob::NOHANG_DISK_WAIT_MS;
+        e.expire_waiters(bound);
+        assert!(e.take_wakes().is_empty());
+        e.expire_waiters(bound + 1);
+        let wakes = e.take_wakes();
+        assert!(matches!(&wakes[..], [(1, Wake::NoJobs)]), "{wakes:?}");
+        assert!(e.queue_len(b"q") > 0);
     }
 
     #[test]
@@ -2173,14 +2216,17 @@ mod tests {
         disk.run(&mut e, 1003);
         assert!(e.take_wakes().is_empty());
         assert!(e.spill_stats().read_errors > 0);
-        // The disk recovers; the cron asks again and the client is served.
+        // The disk recovers; the cron asks again and both clients (the
+        // NOHANG that found the head on disk first) are served.
         disk.io_fail_reads = 0;
         e.spill_cron(1100);
         disk.run(&mut e, 1100);
         let wakes = e.take_wakes();
-        assert!(
-            matches!(&wakes[..], [(7, Wake::Jobs(j))] if j.len() == 1 && j[0].body.is_some()),
-            "{wakes:?}"
-        );
+        let served = |c: super::super::ClientId| {
+            wakes.iter().any(|(w, k)| {
+                *w == c && matches!(k, Wake::Jobs(j) if j.len() == 1 && j[0].body.is_some())
+            })
+        };
+        assert!(served(1) && served(7) && wakes.len() == 2, "{wakes:?}");
     }
 }

@@ -7,7 +7,7 @@
 use std::collections::HashMap;
 use std::path::PathBuf;
 
-use crate::harness::{wait_until, Client, Reply, ReplyExt, Server, ServerOpts};
+use crate::harness::{encode_cmd, wait_until, Client, Reply, ReplyExt, Server, ServerOpts};
 use crate::util::{addjob, POLL, WAIT};
 
 /// Jobs at the head of a queue that never spill (engine::spill::HEAD_WINDOW).
@@ -269,6 +269,49 @@ fn a_corrupt_record_is_detected_and_never_served() {
         assert_eq!(b, body(i).as_bytes());
     }
     assert!(c.cmd(&["GETJOB", "NOHANG", "FROM", "q"]).is_nil());
+}
+
+/// GETJOB NOHANG drains a backlog on disk without an empty reply while
+/// jobs are queued: a head on its way back from disk is waited for.
+#[test]
+fn nohang_never_answers_empty_while_jobs_are_queued_on_disk() {
+    for args in [SPILL_ALWAYS, WHOLE] {
+        let s = Server::start(ServerOpts::with_args(args));
+        let mut c = s.client();
+        let n = 1000;
+        let ids = fill(&mut c, "q", n);
+        // The first NOHANG takes the whole resident head and so sends the
+        // next jobs' reads out; the second, in the same write, reaches the
+        // node before they can land.
+        let mut both = encode_cmd(&["GETJOB", "NOHANG", "COUNT", "10000", "FROM", "q"]);
+        both.extend(encode_cmd(&[
+            "GETJOB", "NOHANG", "COUNT", "64", "FROM", "q",
+        ]));
+        c.send_raw(&both);
+        let mut pending = 2;
+        let mut got = Vec::new();
+        while got.len() < n {
+            let r = if pending > 0 {
+                pending -= 1;
+                c.read_reply()
+            } else {
+                c.cmd(&["GETJOB", "NOHANG", "COUNT", "64", "FROM", "q"])
+            };
+            assert!(
+                !r.is_nil(),
+                "{args:?}: empty NOHANG with {} jobs queued",
+                c.cmd(&["QLEN", "q"]).int()
+            );
+            for j in r.array() {
+                let f = j.array();
+                got.push(f[1].text());
+                assert_eq!(f[2].text(), body(got.len() - 1));
+            }
+        }
+        assert_eq!(got, ids, "{args:?}");
+        assert!(info(&mut c, "spill_disk_reads") > 0);
+        assert!(c.cmd(&["GETJOB", "NOHANG", "FROM", "q"]).is_nil());
+    }
 }
 
 #[test]
