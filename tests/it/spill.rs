@@ -589,6 +589,53 @@ fn whole_jobs_on_disk_answer_every_command() {
     assert!(wait_until(WAIT, POLL, || info(&mut c, "spill_live_bytes") == 0));
 }
 
+/// Federation moves a backlog on disk like one in RAM: a node that is
+/// leaving hands every job to the consumers of another node, with its
+/// body, the ones on disk included (read back as they are asked for).
+#[test]
+fn a_leaving_node_hands_over_its_jobs_on_disk() {
+    for args in [SPILL_ALWAYS, WHOLE] {
+        let nodes: Vec<Server> = (0..2)
+            .map(|_| Server::start(ServerOpts::with_args(args)))
+            .collect();
+        let mut ca = nodes[0].client();
+        let mut cb = nodes[1].client();
+        let r = ca.cmd(&["CLUSTER", "MEET", "127.0.0.1", &nodes[1].port().to_string()]);
+        assert_eq!(r, Reply::Status("OK".into()));
+        crate::cluster::wait_full_mesh(&nodes);
+        let n = 1000;
+        let ids = fill(&mut ca, "q", n);
+        assert_eq!(ca.cmd(&["CLUSTER", "LEAVING", "yes"]).text(), "OK");
+        let mut got: HashMap<String, String> = HashMap::new();
+        let mut empty = 0;
+        while got.len() < n {
+            let r = cb.cmd(&["GETJOB", "TIMEOUT", "3000", "COUNT", "100", "FROM", "q"]);
+            if r.is_nil() {
+                empty += 1;
+                assert!(
+                    empty < 3,
+                    "{args:?}: {} of {n} jobs moved, {} left on the leaving node",
+                    got.len(),
+                    ca.cmd(&["QLEN", "q"]).int()
+                );
+                continue;
+            }
+            for j in r.array() {
+                let f = j.array();
+                got.insert(f[1].text(), f[2].text());
+            }
+        }
+        for (i, id) in ids.iter().enumerate() {
+            assert_eq!(
+                got.get(id).map(String::as_str),
+                Some(body(i).as_str()),
+                "{args:?}"
+            );
+        }
+        assert_eq!(ca.cmd(&["QLEN", "q"]).int(), 0, "{args:?}");
+    }
+}
+
 #[test]
 fn whole_jobs_on_disk_expire_and_replicas_ack_them() {
     // Two nodes: the origin queues each job (its tail spills whole), the
