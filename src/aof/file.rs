@@ -462,14 +462,13 @@ impl FileState {
 /// spill segments (checked: a bad record fails the whole chunk).
 fn spilled_loadjobs(
     dir: &std::path::Path,
-    jobs: Vec<(
-        crate::protocol::job_codec::JobRecord,
-        crate::engine::spill::Loc,
-    )>,
+    jobs: Vec<super::writer::OnDisk>,
 ) -> Result<Vec<u8>, crate::spill::SegmentError> {
+    use super::writer::OnDisk;
     let mut files: std::collections::HashMap<u32, File> = std::collections::HashMap::new();
     let mut out = Vec::new();
-    for (mut rec, loc) in jobs {
+    for job in jobs {
+        let loc = job.loc();
         let path = crate::spill::segment::path(dir, loc.seg);
         let f = match files.entry(loc.seg) {
             std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
@@ -481,9 +480,24 @@ fn spilled_loadjobs(
                 v.insert(f)
             }
         };
-        let id = crate::domain::job::JobId(rec.id);
-        rec.body = crate::spill::segment::read(f, &path, &id, loc)?;
-        crate::aof::reader::encode_loadjob(&rec.to_bytes(), &mut out);
+        match job {
+            OnDisk::Body(mut rec, _) => {
+                let id = crate::domain::job::JobId(rec.id);
+                rec.body = crate::spill::segment::read(f, &path, &id, loc)?;
+                crate::aof::reader::encode_loadjob(&rec.to_bytes(), &mut out);
+            }
+            // A whole job's record on disk is its LOADJOB blob.
+            OnDisk::Whole(_) => match crate::spill::segment::read_any(f, &path, loc) {
+                Ok((_, blob)) => crate::aof::reader::encode_loadjob(&blob, &mut out),
+                // The node drops such a job when it reads it (its replicas
+                // keep it): the new file goes without it rather than never
+                // being written.
+                Err(e) if e.is_corrupt() => {
+                    tracing::warn!(error = %e, "AOF rewrite: a whole job on disk failed its checks and is left out.");
+                }
+                Err(e) => return Err(e),
+            },
+        }
     }
     Ok(out)
 }

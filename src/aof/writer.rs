@@ -68,6 +68,25 @@ pub type Done = mpsc::Sender<Result<u64, AofError>>;
 /// connections queued while it wrote, before leaving the rest to the thread.
 const INLINE_ROUNDS: usize = 4;
 
+/// A job of a rewrite snapshot whose bytes are in the spill segments.
+pub enum OnDisk {
+    /// The record without its body; the body is at the location.
+    Body(
+        crate::protocol::job_codec::JobRecord,
+        crate::engine::spill::Loc,
+    ),
+    /// The whole record is at the location (`spill-whole-jobs`).
+    Whole(crate::engine::spill::Loc),
+}
+
+impl OnDisk {
+    pub fn loc(&self) -> crate::engine::spill::Loc {
+        match self {
+            OnDisk::Body(_, loc) | OnDisk::Whole(loc) => *loc,
+        }
+    }
+}
+
 pub enum Msg {
     /// Records numbered `first_seq..first_seq + recs.len()`.
     Records {
@@ -91,10 +110,7 @@ pub enum Msg {
     /// `dir` (the engine keeps those files until the rewrite ends).
     RewriteSpilled {
         dir: std::path::PathBuf,
-        jobs: Vec<(
-            crate::protocol::job_codec::JobRecord,
-            crate::engine::spill::Loc,
-        )>,
+        jobs: Vec<OnDisk>,
     },
     /// Write the last captured records, fsync, rename over the AOF.
     RewriteFinish {

@@ -285,7 +285,7 @@ pub struct Config {
     /// `spill-watermark`: percent of maxmemory where spilling starts.
     pub spill_watermark: u64,
     /// `spill-whole-jobs`: plain jobs leave RAM whole, not only their
-    /// bodies (`engine::cold`; without an AOF only).
+    /// bodies (`engine::cold`).
     pub spill_whole_jobs: bool,
     /// `job-max-body-size` bytes, 0 = no limit (our extension, `extensions`).
     pub job_max_body_size: u64,

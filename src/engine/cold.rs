@@ -1,5 +1,5 @@
 //! Whole jobs on disk (docs/PERSISTENCE.md#9-spill-tiers): with
-//! `spill-whole-jobs yes` and no AOF, a plain queued job past its queue's
+//! `spill-whole-jobs yes`, a plain queued job past its queue's
 //! head window leaves RAM entirely once its storage record (the AOF's
 //! LOADJOB encoding) is written. What stays is a 20-byte slot (where the
 //! record is, its expire time, where its ID-index entry is), its ID-index
@@ -17,6 +17,11 @@
 //! `cold_park`), then runs as if they had never left: no command needs
 //! to know about this tier. Reads happen on the spill thread
 //! (`SpillOp::ReadCold`); the engine never touches the disk.
+//!
+//! With the AOF on, the job's LOADJOB stays its durable copy. An AOF
+//! rewrite (segments pinned) walks the slots (`cold_snapshot`) after the
+//! job table; meanwhile no job leaves RAM whole and a job read back is
+//! logged again, so no job is missed while it moves between the tables.
 
 use std::collections::VecDeque;
 
@@ -332,7 +337,7 @@ impl Engine {
     /// Whole jobs spill now: the tier is on and there is no AOF (an AOF
     /// rewrite would need every job's record; bodies spill instead then).
     pub(crate) fn cold_on(&self) -> bool {
-        self.cold.enabled && !self.aof
+        self.cold.enabled
     }
 
     /// Jobs stored whole on disk.
@@ -348,7 +353,10 @@ impl Engine {
 
     /// `cold_eligible`, answering with the job's queue.
     fn cold_queue_of_eligible(&self, h: JobHandle) -> Option<u32> {
-        if !self.cold_on() {
+        // While an AOF rewrite snapshots the node, no job leaves RAM whole
+        // (its snapshot of the job table may have passed the job already,
+        // and its pass over the jobs on disk may not have reached it yet).
+        if !self.cold_on() || self.spill_pinned() {
             return None;
         }
         let j = self.store.get(h)?;
@@ -624,7 +632,31 @@ impl Engine {
             }
         }
         self.update_awake(h, now);
+        // During an AOF rewrite the job's record is logged again: the
+        // snapshot's pass over the jobs on disk may not have reached it,
+        // and its pass over the job table may have passed its new slot.
+        if self.spill_pinned() {
+            self.aof_relog(h);
+        }
         self.spill_mark_ready(h);
+    }
+
+    /// AOF rewrite: where the records of up to `max` cold jobs are, from
+    /// slot `from` on, and the slot to go on from (None: every slot seen).
+    pub fn cold_snapshot(&self, from: u32, max: usize) -> (Vec<Loc>, Option<u32>) {
+        let mut locs = Vec::new();
+        let end = self.cold.slots.len();
+        let mut i = from;
+        while i < end {
+            if locs.len() >= max {
+                return (locs, Some(i));
+            }
+            if let Some(s) = self.cold.get(i).filter(|s| s.state() != DEAD) {
+                locs.push(s.loc());
+            }
+            i += 1;
+        }
+        (locs, None)
     }
 
     /// The job in a whole record, if it is the one the slot stands for,

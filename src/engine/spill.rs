@@ -422,8 +422,14 @@ impl Engine {
         self.spill.seg_size = bytes.clamp(1024, MAX_LEN);
     }
 
-    /// An AOF rewrite reads spilled bodies from the segments: keep every
-    /// segment file until it ends.
+    /// An AOF rewrite runs: segments stay, jobs do not leave RAM whole.
+    pub(crate) fn spill_pinned(&self) -> bool {
+        self.spill.pinned
+    }
+
+    /// An AOF rewrite reads spilled bodies and whole jobs from the
+    /// segments: keep every segment file until it ends (and every job not
+    /// yet whole on disk in RAM).
     pub fn set_spill_pinned(&mut self, on: bool) {
         self.spill.pinned = on;
     }
@@ -1295,7 +1301,7 @@ mod tests {
     use super::*;
     use crate::engine::addjob::{AddJobOutcome, AddJobRequest};
     use crate::engine::getjob::{GetJobOutcome, GetJobRequest};
-    use crate::engine::Wake;
+    use crate::engine::{AofRecord, Wake};
 
     /// The spill thread, in memory: records by (segment, offset).
     #[derive(Default)]
@@ -1774,17 +1780,70 @@ mod tests {
         }
     }
 
+    /// The LOADJOB records among the engine's pending AOF records.
+    fn loadjobs(e: &mut Engine) -> Vec<JobId> {
+        e.take_aof_records()
+            .into_iter()
+            .filter_map(|r| match r {
+                AofRecord::LoadJob(blob) => crate::protocol::job_codec::JobRecord::decode(&blob)
+                    .ok()
+                    .map(|(r, _)| JobId(r.id)),
+                _ => None,
+            })
+            .collect()
+    }
+
     #[test]
-    fn with_an_aof_only_bodies_spill() {
+    fn with_an_aof_whole_jobs_spill_and_an_aof_rewrite_holds_them_still() {
         let mut e = whole();
         e.aof = true;
         let mut disk = Disk::default();
+        let mut ids = Vec::new();
         for i in 0..300 {
-            add(&mut e, b"q", format!("b{i}"), 1000);
+            ids.push(add(&mut e, b"q", format!("b{i}"), 1000));
         }
         disk.run(&mut e, 1000);
-        assert_eq!(e.cold_jobs(), 0);
-        assert_eq!(e.spill_stats().jobs, 300 - HEAD_WINDOW as u64);
+        let cold = 300 - HEAD_WINDOW as u64;
+        assert_eq!(e.cold_jobs(), cold);
+        assert_eq!(loadjobs(&mut e).len(), 300, "one LOADJOB per ADDJOB");
+        // The snapshot of a rewrite finds every job on disk, in pieces.
+        let (first, next) = e.cold_snapshot(0, 100);
+        assert_eq!(first.len(), 100);
+        let (rest, end) = e.cold_snapshot(next.expect("more to come"), 1000);
+        assert_eq!(end, None);
+        assert_eq!(first.len() + rest.len(), cold as usize);
+        // While a rewrite runs no job leaves RAM whole, and a job read
+        // back is logged again (the snapshot may have missed it in both
+        // tables).
+        e.set_spill_pinned(true);
+        for i in 0..300 {
+            add(&mut e, b"p", format!("p{i}"), 1001);
+        }
+        disk.run(&mut e, 1001);
+        assert_eq!(e.cold_jobs(), cold, "nothing left whole while pinned");
+        assert_eq!(e.spill_stats().jobs, 2 * cold, "bodies still spill");
+        loadjobs(&mut e);
+        let mut got = Vec::new();
+        for _ in 0..3 {
+            if let GetJobOutcome::Jobs(j) = e.getjob(1, nohang(b"q", 200), 1002) {
+                got.extend(j.into_iter().map(|j| j.id));
+            }
+            disk.run(&mut e, 1002);
+        }
+        assert!(got.len() > HEAD_WINDOW, "only {} delivered", got.len());
+        let relogged = loadjobs(&mut e);
+        assert!(!relogged.is_empty());
+        for id in &relogged {
+            let i = ids.iter().position(|x| x == id).expect("a job of q");
+            assert!(i >= HEAD_WINDOW, "job {i} was never on disk");
+        }
+        // After the rewrite, jobs leave whole again.
+        e.set_spill_pinned(false);
+        for i in 0..300 {
+            add(&mut e, b"r", format!("r{i}"), 1003);
+        }
+        disk.run(&mut e, 1003);
+        assert!(e.cold_jobs() >= cold - relogged.len() as u64 + 100);
     }
 
     #[test]

@@ -15,7 +15,7 @@ use tokio::sync::Notify;
 
 use super::Node;
 use crate::aof::reclaim::Reclaim;
-use crate::aof::writer::{self, Msg, Writer};
+use crate::aof::writer::{self, Msg, OnDisk, Writer};
 use crate::aof::{loader, reader, AofError, SyncWait};
 use crate::config::AppendFsync;
 use crate::domain::job::JobState;
@@ -104,13 +104,21 @@ impl Default for AofStatus {
     }
 }
 
+/// The next piece of a rewrite's snapshot: the job table from a slot,
+/// then the whole jobs on disk from a slot of their table.
+#[derive(Clone, Copy)]
+enum Cursor {
+    Jobs(usize),
+    Cold(u32),
+}
+
 /// The node's AOF machinery (the `aof_writer` field of `Node`).
 pub struct Aof {
     writer: Writer,
     /// Sequence number the next record gets (the first is 1).
     next_seq: u64,
-    /// Next job-table slot to snapshot, while a background rewrite runs.
-    snapshot: Option<usize>,
+    /// Where a background rewrite's snapshot goes on from.
+    snapshot: Option<Cursor>,
     /// Wakes the AOF task (chunked rewrite started).
     kick: Arc<Notify>,
     retry_rewrite_at: u64,
@@ -371,22 +379,49 @@ fn snapshot_step(node: &mut Node) -> Snapshot {
     let Some(aof) = &mut node.aof_writer else {
         return Snapshot::Idle;
     };
-    let Some(from) = aof.snapshot else {
+    let Some(cursor) = aof.snapshot else {
         return Snapshot::Idle;
     };
     let queued = aof.writer.published.rewrite_pieces.load(Ordering::Relaxed);
     if queued >= MAX_QUEUED_PIECES {
         return Snapshot::WriterBehind;
     }
-    let (chunk, next, spilled) = encode_chunk(&node.engine, from);
-    send_chunk(&aof.writer, node.spill.io.as_ref(), chunk, spilled);
-    if next >= node.engine.store().slots() {
-        aof.snapshot = None;
+    let next = snapshot_piece(&node.engine, &aof.writer, node.spill.io.as_ref(), cursor);
+    aof.snapshot = next;
+    if next.is_none() {
         aof.writer.send(Msg::RewriteFinish { done: None });
         Snapshot::Idle
     } else {
-        aof.snapshot = Some(next);
         Snapshot::More
+    }
+}
+
+/// Queue the snapshot's piece at `cursor`; where the next one starts
+/// (None: the snapshot is complete).
+fn snapshot_piece(
+    engine: &crate::engine::Engine,
+    writer: &writer::Writer,
+    io: Option<&crate::spill::SpillIo>,
+    cursor: Cursor,
+) -> Option<Cursor> {
+    match cursor {
+        Cursor::Jobs(from) => {
+            let (chunk, next, spilled) = encode_chunk(engine, from);
+            send_chunk(writer, io, chunk, spilled);
+            if next < engine.store().slots() {
+                Some(Cursor::Jobs(next))
+            } else if engine.cold_jobs() > 0 {
+                Some(Cursor::Cold(0))
+            } else {
+                None
+            }
+        }
+        Cursor::Cold(from) => {
+            let (locs, next) = engine.cold_snapshot(from, CHUNK_SLOTS);
+            let whole = locs.into_iter().map(OnDisk::Whole).collect();
+            send_chunk(writer, io, Vec::new(), whole);
+            next.map(Cursor::Cold)
+        }
     }
 }
 
@@ -397,7 +432,7 @@ fn send_chunk(
     writer: &writer::Writer,
     io: Option<&crate::spill::SpillIo>,
     chunk: Vec<u8>,
-    mut spilled: Vec<SpilledRecord>,
+    mut spilled: Vec<OnDisk>,
 ) {
     if !chunk.is_empty() {
         writer.send(Msg::RewriteChunk(chunk));
@@ -405,7 +440,10 @@ fn send_chunk(
     let Some(io) = io.filter(|_| !spilled.is_empty()) else {
         return;
     };
-    spilled.sort_unstable_by_key(|(_, loc)| (loc.seg, loc.off));
+    spilled.sort_unstable_by_key(|j| {
+        let loc = j.loc();
+        (loc.seg, loc.off)
+    });
     while !spilled.is_empty() {
         let rest = spilled.split_off(spilled.len().min(SPILLED_PER_PIECE));
         writer.send(Msg::RewriteSpilled {
@@ -430,18 +468,9 @@ fn encode_dedup_keys(engine: &crate::engine::Engine) -> Vec<u8> {
     out
 }
 
-/// A spilled job's record without its body, and where the body is.
-type SpilledRecord = (
-    crate::protocol::job_codec::JobRecord,
-    crate::engine::spill::Loc,
-);
-
 /// Encode the live jobs of slots `from..` up to the chunk budget; returns
 /// the bytes, the next slot to visit, and the jobs whose body is spilled.
-fn encode_chunk(
-    engine: &crate::engine::Engine,
-    from: usize,
-) -> (Vec<u8>, usize, Vec<SpilledRecord>) {
+fn encode_chunk(engine: &crate::engine::Engine, from: usize) -> (Vec<u8>, usize, Vec<OnDisk>) {
     // Room for a chunk of small jobs up front: grown by doubling, the
     // chunk was copied once more on the way (realloc, 1 % of the server's
     // samples under pipelined ADDJOBs with rewrites, run AR).
@@ -458,7 +487,7 @@ fn encode_chunk(
             if let Some((_, loc)) = engine.spilled_body(h as u32) {
                 let flavor = crate::engine::records::Flavor::Storage;
                 if let Some(rec) = engine.job_record(h as u32, flavor, 0) {
-                    spilled.push((rec, loc));
+                    spilled.push(OnDisk::Body(rec, loc));
                 }
                 continue;
             }
@@ -496,7 +525,7 @@ pub fn start_rewrite(node: &mut Node, now: u64) -> Result<(), AofError> {
     if !keys.is_empty() {
         aof.writer.send(Msg::RewriteChunk(keys));
     }
-    aof.snapshot = Some(0);
+    aof.snapshot = Some(Cursor::Jobs(0));
     aof.reclaim.rewrite_began();
     aof.kick.notify_one();
     // The snapshot reads spilled bodies from the segments: keep them.
@@ -567,6 +596,7 @@ pub fn rewrite_now(node: &mut Node, now: u64) -> Result<(), AofError> {
         aof.reclaim.rewrite_ended(false);
         node.aof.rewrite_in_progress = false;
         node.aof.rewrite_start = None;
+        node.engine.set_spill_pinned(false);
     }
     aof.writer.send(Msg::RewriteBegin { incremental_fsync });
     // DEDUP keys outlive their jobs, so the snapshot carries them too.
@@ -574,8 +604,8 @@ pub fn rewrite_now(node: &mut Node, now: u64) -> Result<(), AofError> {
     if !keys.is_empty() {
         aof.writer.send(Msg::RewriteChunk(keys));
     }
-    let mut from = 0;
-    while from < node.engine.store().slots() {
+    let mut cursor = Some(Cursor::Jobs(0));
+    while let Some(at) = cursor {
         // As in the background snapshot: never queue more than a few
         // pieces (the node is stopping and serves nobody meanwhile).
         while aof.writer.published.rewrite_pieces.load(Ordering::Relaxed) >= MAX_QUEUED_PIECES
@@ -583,9 +613,7 @@ pub fn rewrite_now(node: &mut Node, now: u64) -> Result<(), AofError> {
         {
             std::thread::sleep(Duration::from_millis(1));
         }
-        let (chunk, next, spilled) = encode_chunk(&node.engine, from);
-        send_chunk(&aof.writer, node.spill.io.as_ref(), chunk, spilled);
-        from = next;
+        cursor = snapshot_piece(&node.engine, &aof.writer, node.spill.io.as_ref(), at);
     }
     let result = aof
         .writer

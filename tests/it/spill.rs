@@ -550,6 +550,58 @@ const WHOLE: &[&str] = &[
     "yes",
 ];
 
+/// Whole jobs on disk with the AOF on: kill -9 brings every job back
+/// from the ADDJOBs' records, and an AOF rewrite writes the jobs on disk
+/// into the new file from the segments (a rewrite that left them out
+/// would lose them at the next restart).
+#[test]
+fn whole_jobs_on_disk_survive_kill9_and_aof_rewrites() {
+    let mut args = WHOLE.to_vec();
+    args.extend(["--appendonly", "yes", "--aof-enqueue-jobs-once", "yes"]);
+    let mut s = Server::start(ServerOpts::with_args(&args));
+    let mut c = s.client();
+    let n = 1000;
+    let ids = fill(&mut c, "q", n);
+    let cold = (n - HEAD) as i64;
+    assert_eq!(info(&mut c, "spilled_whole_jobs"), cold);
+    s.kill9();
+    s.restart();
+    c = s.client();
+    assert!(
+        wait_until(WAIT, POLL, || c.cmd(&["QLEN", "q"]).int() == n as i64
+            && info(&mut c, "spilled_whole_jobs") == cold),
+        "QLEN {}, {} whole jobs on disk after the restart",
+        c.cmd(&["QLEN", "q"]).int(),
+        info(&mut c, "spilled_whole_jobs")
+    );
+    // Acknowledge the first 100 (resident) jobs, then rewrite: the new
+    // file holds the other 900, 872 of them read from the segments.
+    for id in &ids[..100] {
+        assert_eq!(c.cmd(&["FASTACK", id]).int(), 1);
+    }
+    assert_eq!(
+        c.cmd(&["BGREWRITEAOF"]).text(),
+        "Background append only file rewriting started"
+    );
+    assert!(wait_until(WAIT, POLL, || c
+        .info_field("aof_rewrite_in_progress")
+        == "0"));
+    assert_eq!(c.info_field("aof_last_bgrewrite_status"), "ok");
+    let aof = std::fs::read(s.dir().join("disque.aof")).expect("the AOF");
+    let loadjobs = aof.windows(7).filter(|w| w == b"LOADJOB").count();
+    assert_eq!(loadjobs, n - 100, "LOADJOB records in the rewritten file");
+    s.kill9();
+    s.restart();
+    c = s.client();
+    assert!(wait_until(WAIT, POLL, || c.cmd(&["QLEN", "q"]).int()
+        == (n - 100) as i64));
+    let got = drain(&mut c, "q", n - 100);
+    for (k, (id, b)) in got.iter().enumerate() {
+        assert_eq!(id, &ids[100 + k], "job {} out of order", 100 + k);
+        assert_eq!(b, body(100 + k).as_bytes());
+    }
+}
+
 #[test]
 fn whole_jobs_on_disk_answer_every_command() {
     let s = Server::start(ServerOpts::with_args(WHOLE));
