@@ -302,6 +302,8 @@ pub struct SpillState {
     /// their new jobs wait for the backfill too, until it has reached
     /// their end, so whole jobs still leave in creation order.
     gap: Map<u32, ()>,
+    /// An AOF replay runs (`set_spill_replay`).
+    replay: bool,
     /// When the next cron run is due because the last one left backfill
     /// or compaction work (sooner than the 100 ms cron).
     due: Option<u64>,
@@ -339,6 +341,7 @@ impl Default for SpillState {
             period_start: 0,
             backfill: Map::default(),
             gap: Map::default(),
+            replay: false,
             due: None,
             relog: Map::default(),
             ops: Vec::new(),
@@ -597,7 +600,7 @@ impl Engine {
         // only spill its body (a quarter of the jobs in a 30,000/s fill,
         // ~160 B of RAM each instead of ~48). So once one is left, the
         // backfill takes this queue's new jobs too, in order.
-        let ordered = self.cold_on();
+        let ordered = self.cold_on() && !self.spill.replay;
         if ordered && self.spill.gap.contains_key(&qh) {
             return;
         }
@@ -624,6 +627,16 @@ impl Engine {
         if self.spill_wanted() {
             self.spill_write(h, Kind::Parked { qtime });
         }
+    }
+
+    /// An AOF replay runs (`on`) or ended. While it runs, a queued job
+    /// past the head window spills at once when memory asks for it (whole
+    /// if it fits its queue's runs, else its body), never left for the
+    /// backfill: the 100 ms cron's backfill is far slower than a replay,
+    /// whose jobs would pile up in RAM meanwhile, while writes issued at
+    /// once reach their cap and `spill_backlogged` holds the replay back.
+    pub fn set_spill_replay(&mut self, on: bool) {
+        self.spill.replay = on;
     }
 
     /// Writes in flight are at their cap while spilling: a producer that

@@ -158,6 +158,7 @@ pub fn begin_load(node: &mut Node) -> Result<Option<loader::FileLoad>, AofError>
         return Ok(None);
     }
     node.engine.set_aof_records(false);
+    node.engine.set_spill_replay(true);
     let opts = loader::LoadOptions {
         truncated_ok: node.config.aof_load_truncated,
         enqueue: node.config.aof_enqueue_jobs_once,
@@ -172,6 +173,7 @@ pub fn finish_load(
     loaded: Option<loader::Loaded>,
     started: std::time::Instant,
 ) -> Result<(), AofError> {
+    node.engine.set_spill_replay(false);
     let path = aof_path(node);
     let enqueue = node.config.aof_enqueue_jobs_once;
     let mut loaded_size = 0;
@@ -656,7 +658,9 @@ pub fn debug_reload(node: &mut Node, now: u64) -> Result<(), AofError> {
         enqueue: node.config.aof_enqueue_jobs_once,
     };
     let path = aof_path(node);
+    node.engine.set_spill_replay(true);
     let r = loader::load_file(&mut node.engine, &path, opts, now);
+    node.engine.set_spill_replay(false);
     node.engine.take_aof_records();
     sync_engine_flag(node);
     r.map(|_| ())

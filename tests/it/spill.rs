@@ -602,6 +602,59 @@ fn whole_jobs_on_disk_survive_kill9_and_aof_rewrites() {
     }
 }
 
+/// The replay of an AOF holding a backlog far larger than maxmemory
+/// spills as it goes (whole jobs, or bodies where a job does not fit its
+/// queue's runs): RAM never holds the backlog, and every job comes back.
+#[test]
+fn an_aof_replay_with_whole_jobs_spills_as_it_goes() {
+    let mut args = WHOLE.to_vec();
+    args.extend([
+        "--appendonly",
+        "yes",
+        "--aof-enqueue-jobs-once",
+        "yes",
+        "--maxmemory",
+        "32mb",
+    ]);
+    // Not queue tails at once (watermark 0) but at the default level, so
+    // the replay starts under the watermark and keeps the first jobs.
+    let args: Vec<&str> = args
+        .chunks(2)
+        .filter(|kv| kv[0] != "--spill-watermark")
+        .flatten()
+        .copied()
+        .collect();
+    let mut s = Server::start(ServerOpts::with_args(&args));
+    let mut c = s.client();
+    let n = 120_000;
+    let ids = fill_pipelined(&mut c, "q", n / 2);
+    // A rewrite in the middle: the file no longer lists jobs in
+    // creation order.
+    assert_eq!(
+        c.cmd(&["BGREWRITEAOF"]).text(),
+        "Background append only file rewriting started"
+    );
+    let more = fill_pipelined(&mut c, "q", n / 2);
+    assert!(wait_until(WAIT * 3, POLL, || c
+        .info_field("aof_rewrite_in_progress")
+        == "0"));
+    s.kill9();
+    s.restart();
+    c = s.client();
+    assert!(
+        wait_until(WAIT * 3, POLL, || c.cmd(&["QLEN", "q"]).int() == n as i64),
+        "QLEN {}",
+        c.cmd(&["QLEN", "q"]).int()
+    );
+    // 120,000 bodies are ~120 MB: a replay into RAM peaks there.
+    let peak = c.info_int("used_memory_peak");
+    assert!(peak < 80 << 20, "used_memory_peak {peak} during the replay");
+    assert!(info(&mut c, "spilled_whole_jobs") > 0);
+    for id in [&ids[0], &ids[n / 2 - 1], &more[0], &more[n / 2 - 1]] {
+        assert!(!c.cmd(&["SHOW", id]).is_nil(), "{id} missing");
+    }
+}
+
 #[test]
 fn whole_jobs_on_disk_answer_every_command() {
     let s = Server::start(ServerOpts::with_args(WHOLE));
