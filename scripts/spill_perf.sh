@@ -272,8 +272,9 @@ restart() {
     back=$(redis-cli -p "$port" QLEN dqbench:0)
     # The probe above took (and did not ack) at most one job: it is back
     # in the queue after its retry, so count it as present.
+    # Whole jobs on disk are not in the job table (registered_jobs).
     local active
-    active=$(field jobs registered_jobs)
+    active=$(( $(field jobs registered_jobs) + $(field spill spilled_whole_jobs) ))
     echo "after: back=$back registered=$active lost=$(( n - active )) first_getjob_s=$(python3 -c "print(round($first - $t0, 2))") loaded_s=$(python3 -c "print(round($loaded - $t0, 2))") rss=$(rss) spilled=$(field spill spilled_jobs)"
     # An empty NOHANG reply (the head being read back) counts as an
     # operation: rounds until the queue is empty.

@@ -648,7 +648,9 @@ impl Engine {
         let end = self.cold.slots.len();
         let mut i = from;
         while i < end {
-            if locs.len() >= max {
+            // Bounded in slots looked at too: a stretch of dead slots
+            // (a consumed backlog) is walked over several calls.
+            if locs.len() >= max || (i - from) as usize >= max.saturating_mul(16) {
                 return (locs, Some(i));
             }
             if let Some(s) = self.cold.get(i).filter(|s| s.state() != DEAD) {

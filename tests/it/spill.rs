@@ -731,20 +731,27 @@ fn whole_jobs_on_disk_answer_every_command() {
     assert!(wait_until(WAIT, POLL, || info(&mut c, "spill_live_bytes") == 0));
 }
 
+/// Two nodes started with `args`, met and fully meshed, and a client of
+/// each.
+fn pair(args: &[&str]) -> (Vec<Server>, Client, Client) {
+    let nodes: Vec<Server> = (0..2)
+        .map(|_| Server::start(ServerOpts::with_args(args)))
+        .collect();
+    let mut ca = nodes[0].client();
+    let cb = nodes[1].client();
+    let r = ca.cmd(&["CLUSTER", "MEET", "127.0.0.1", &nodes[1].port().to_string()]);
+    assert_eq!(r, Reply::Status("OK".into()));
+    crate::cluster::wait_full_mesh(&nodes);
+    (nodes, ca, cb)
+}
+
 /// Federation moves a backlog on disk like one in RAM: a node that is
 /// leaving hands every job to the consumers of another node, with its
 /// body, the ones on disk included (read back as they are asked for).
 #[test]
 fn a_leaving_node_hands_over_its_jobs_on_disk() {
     for args in [SPILL_ALWAYS, WHOLE] {
-        let nodes: Vec<Server> = (0..2)
-            .map(|_| Server::start(ServerOpts::with_args(args)))
-            .collect();
-        let mut ca = nodes[0].client();
-        let mut cb = nodes[1].client();
-        let r = ca.cmd(&["CLUSTER", "MEET", "127.0.0.1", &nodes[1].port().to_string()]);
-        assert_eq!(r, Reply::Status("OK".into()));
-        crate::cluster::wait_full_mesh(&nodes);
+        let (_nodes, mut ca, mut cb) = pair(args);
         let n = 1000;
         let ids = fill(&mut ca, "q", n);
         assert_eq!(ca.cmd(&["CLUSTER", "LEAVING", "yes"]).text(), "OK");
@@ -784,14 +791,7 @@ fn whole_jobs_on_disk_expire_and_replicas_ack_them() {
     // replica holds an active copy. An ACKJOB on the replica reaches the
     // copy on the origin's disk (the bus message waits for it to be read
     // back); expiry frees the rest.
-    let nodes: Vec<Server> = (0..2)
-        .map(|_| Server::start(ServerOpts::with_args(WHOLE)))
-        .collect();
-    let mut ca = nodes[0].client();
-    let mut cb = nodes[1].client();
-    let r = ca.cmd(&["CLUSTER", "MEET", "127.0.0.1", &nodes[1].port().to_string()]);
-    assert_eq!(r, Reply::Status("OK".into()));
-    crate::cluster::wait_full_mesh(&nodes);
+    let (_nodes, mut ca, mut cb) = pair(WHOLE);
     let n = 400;
     let ids: Vec<String> = (0..n)
         .map(|i| addjob(&mut ca, "r", &body(i), &["REPLICATE", "2", "RETRY", "60"]))
