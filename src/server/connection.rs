@@ -262,6 +262,14 @@ async fn serve<S: ClientStream>(
                 if batch.wbuf.len() >= FLUSH_AT {
                     conn.write_out(&mut batch.wbuf).await?;
                 }
+                // A batch run inline (the default owner) awaits nothing
+                // that counts against tokio's cooperative budget: without
+                // this a client pipelining a million commands kept the
+                // thread for a second, every other client waiting
+                // (hostile::a_million_pipelined_commands...). One unit per
+                // batch yields every 128 batches, as the owner's channel
+                // did.
+                tokio::task::consume_budget().await;
                 continue;
             }
         }
