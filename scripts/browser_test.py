@@ -182,6 +182,14 @@ def click(wait, by, selector):
             return False
     wait.until(go)
 
+def text_of(driver, selector):
+    """An element's text, or "" when a poll re-rendered it between the
+    lookup and the read (a stale reference): callers wait for it again."""
+    try:
+        return driver.find_element(By.CSS_SELECTOR, selector).text
+    except StaleElementReferenceException:
+        return ""
+
 def chart_points(driver, container):
     """Points of each series path drawn in a chart container."""
     paths = driver.find_elements(By.CSS_SELECTOR, f"#{container} path.series")
@@ -377,8 +385,8 @@ def main():
             fail("SCHEDULE ADD failed")
         driver.get(base + "/#/schedules")
         row = f'#schedules tr[data-schedule="{SCHEDULE}"]'
-        wait.until(lambda d: "in " in d.find_element(By.CSS_SELECTOR, row).text)
-        if "0 3 * * * (Europe/Paris)" not in driver.find_element(By.CSS_SELECTOR, row).text:
+        shown = wait.until(lambda d: (lambda t: t if "in " in t else False)(text_of(d, row)))
+        if "0 3 * * * (Europe/Paris)" not in shown:
             fail("schedule row does not show the cron expression and zone")
         click(wait, By.CSS_SELECTOR, row + ' button[data-action="pause"]')
         wait.until(EC.visibility_of_element_located((By.ID, "confirm")))
@@ -386,7 +394,7 @@ def main():
         wait.until(lambda d: "Schedule paused" in d.find_element(By.ID, "toast").text)
         if sched_paused() != 1:
             fail("pausing the schedule from the UI did not pause it")
-        wait.until(lambda d: "paused" in d.find_element(By.CSS_SELECTOR, row).text)
+        wait.until(lambda d: "paused" in text_of(d, row))
         if shots:
             driver.save_screenshot(os.path.join(docs, "dashboard-schedules.png"))
         click(wait, By.CSS_SELECTOR, row + ' button[data-action="resume"]')
