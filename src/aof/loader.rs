@@ -187,6 +187,10 @@ pub fn apply(
                 engine.after_loaded_done(h, done, now);
                 return Ok(());
             }
+            if engine.replayed_cold(&job.id) {
+                // The same duplicate, its first copy already whole on disk.
+                return Ok(());
+            }
             let was_queued = job.state == JobState::Queued;
             // Nobody waits for replication of a job loaded from disk, and a
             // queued job is only put back in a queue on request.
@@ -278,6 +282,67 @@ mod tests {
         let p = std::env::temp_dir().join(format!("disque-load-{name}-{}.aof", std::process::id()));
         std::fs::write(&p, data).unwrap();
         p
+    }
+
+    /// The spill thread's part: every write lands.
+    fn writes_land(e: &mut Engine) {
+        use crate::engine::spill::{SpillDone, SpillOp};
+        loop {
+            let ops = e.take_spill_ops();
+            if ops.is_empty() {
+                return;
+            }
+            let done = ops
+                .into_iter()
+                .filter_map(|op| match op {
+                    SpillOp::Write { loc, .. } => Some(SpillDone::Written {
+                        seg: loc.seg,
+                        end: loc.off + loc.record_len() as u32,
+                    }),
+                    _ => None,
+                })
+                .collect();
+            e.spill_done(done, NOW);
+        }
+    }
+
+    #[test]
+    fn a_second_record_of_a_job_replayed_whole_to_disk_is_not_queued_again() {
+        let e0 = engine();
+        let far = (NOW / 1000 + 3600) as u32;
+        let blobs: Vec<bytes::Bytes> = (0..400u32)
+            .map(|n| {
+                let mut id = *b"D-ad249f8c-OF1sLDglZX7WluoLS7rcXAGl-003d";
+                id[28..34].copy_from_slice(format!("{n:06}").as_bytes());
+                let mut j = Engine::new_job(crate::domain::job::JobId(id));
+                j.state = JobState::Queued;
+                j.retry = 30;
+                j.etime = far;
+                j.ctime = u64::from(n) + 1;
+                j.queue = Some(crate::domain::job::QueueName::from(&b"q"[..]));
+                j.body = Some(crate::domain::job::Body::from(&[b'x'; 10][..]));
+                record_of(&j, None, e0.cluster(), Flavor::Storage, 0).to_bytes()
+            })
+            .collect();
+        let mut e = engine();
+        e.set_spill(true, 0, 0);
+        e.set_spill_whole_jobs(true);
+        e.set_spill_replay(true);
+        let opts = LoadOptions {
+            truncated_ok: false,
+            enqueue: true,
+        };
+        // A rewrite may list a job twice (an ADDJOB's record made while it
+        // ran, and the snapshot's); by the second, the first copy left RAM.
+        for _ in 0..2 {
+            for b in &blobs {
+                apply(&mut e, Record::LoadJob(b.clone()), opts, NOW).unwrap();
+            }
+            writes_land(&mut e);
+            assert!(e.cold_jobs() > 200, "{} jobs whole on disk", e.cold_jobs());
+        }
+        e.set_spill_replay(false);
+        assert_eq!(e.queue_len(b"q"), 400);
     }
 
     #[test]

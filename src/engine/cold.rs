@@ -215,12 +215,19 @@ pub struct ColdTier {
     ready_msgs: Vec<Parked>,
     /// Compaction: the segment being emptied and the next slot to look at.
     compact: Option<(u32, u32)>,
+    /// During an AOF replay, each slot's `JobStore::id_check` (4 bytes a
+    /// job, dropped when the replay ends).
+    replay_checks: Option<Vec<u32>>,
     pub(crate) evicted_total: u64,
     pub(crate) loaded_total: u64,
     pub(crate) expired_total: u64,
 }
 
 impl ColdTier {
+    pub(crate) fn set_replay(&mut self, on: bool) {
+        self.replay_checks = on.then(Vec::new);
+    }
+
     fn alloc(&mut self, s: Slot) -> Option<u32> {
         if let Some(i) = self.free.pop() {
             if let Some(x) = self.slots.get_mut(i) {
@@ -394,6 +401,13 @@ impl Engine {
         let Some(slot) = self.cold.alloc(Slot::default()) else {
             return false;
         };
+        if let Some(checks) = &mut self.cold.replay_checks {
+            let i = slot as usize;
+            if checks.len() <= i {
+                checks.resize(i + 1, 0);
+            }
+            checks[i] = super::store::JobStore::id_check(&id);
+        }
         let removed = self
             .queues
             .get_mut(qh)
@@ -890,6 +904,28 @@ impl Engine {
         std::mem::take(&mut self.cold.ready_msgs)
     }
 
+    /// During an AOF replay: whether a job with this ID was loaded earlier
+    /// in it and is now whole on disk, so a later record of it is a
+    /// duplicate (a rewrite may list a job twice: the LOADJOB of an
+    /// ADDJOB made while it ran and the snapshot's). `lookup` cannot tell,
+    /// and a second copy would be queued.
+    pub fn replayed_cold(&self, id: &JobId) -> bool {
+        let Some(checks) = self
+            .cold
+            .replay_checks
+            .as_ref()
+            .filter(|_| self.cold.live > 0)
+        else {
+            return false;
+        };
+        let check = super::store::JobStore::id_check(id);
+        self.store
+            .cold_find(id, |e| {
+                e & COLD_TAG != 0 && checks.get((e & !COLD_TAG) as usize) == Some(&check)
+            })
+            .is_some()
+    }
+
     /// Whether a job with this ID may be stored whole on disk (existence
     /// checks that need no more than that).
     pub fn maybe_cold(&self, id: &JobId) -> bool {
@@ -954,10 +990,12 @@ impl Engine {
         let enabled = self.cold.enabled;
         let done = std::mem::take(&mut self.cold.done);
         let msgs = std::mem::take(&mut self.cold.ready_msgs);
+        let replay_checks = self.cold.replay_checks.as_ref().map(|_| Vec::new());
         self.cold = ColdTier {
             enabled,
             done,
             ready_msgs: msgs,
+            replay_checks,
             ..ColdTier::default()
         };
     }

@@ -637,6 +637,7 @@ impl Engine {
     /// once reach their cap and `spill_backlogged` holds the replay back.
     pub fn set_spill_replay(&mut self, on: bool) {
         self.spill.replay = on;
+        self.cold.set_replay(on);
     }
 
     /// Writes in flight are at their cap while spilling: a producer that

@@ -161,6 +161,21 @@ impl JobStore {
         self.index[shard].find(h32, |h| h & tag != 0)
     }
 
+    /// The cold entry this ID's index place holds for which `is_it`
+    /// says yes (`is_it` gets the entry, `COLD_TAG` included).
+    pub fn cold_find(&self, id: &JobId, is_it: impl Fn(u32) -> bool) -> Option<u32> {
+        let (shard, h32) = self.hash(id);
+        self.index[shard].find(h32, is_it)
+    }
+
+    /// 32 more bits of an ID, independent of its index place: with them
+    /// an index entry's 40 bits tell IDs apart where reading the record
+    /// back is not an option (`Engine::replayed_cold`).
+    pub fn id_check(id: &JobId) -> u32 {
+        use std::hash::BuildHasher;
+        foldhash::fast::FixedState::with_seed(0x6a09_e667_f3bc_c908).hash_one(id.0) as u32
+    }
+
     /// Where this ID's index entry lives (shard, hash bits).
     pub fn index_place(&self, id: &JobId) -> (usize, u32) {
         self.hash(id)
