@@ -235,7 +235,7 @@ restart() {
     local n aof
     n=$(redis-cli -p "$port" QLEN dqbench:0)
     aof=$(du -sb "$work/d" | cut -f1)
-    echo "before: accepted=$n spilled=$(field spill spilled_jobs) used_memory=$(field memory used_memory) rss=$(rss) dir_bytes=$aof"
+    echo "before: accepted=$n spilled=$(field spill spilled_jobs) whole=$(field spill spilled_whole_jobs) used_memory=$(field memory used_memory) rss=$(rss) dir_bytes=$aof"
     kill -9 "$pid"
     wait "$pid" 2>/dev/null || true
     local t0 first= loaded=
@@ -275,7 +275,7 @@ restart() {
     # Whole jobs on disk are not in the job table (registered_jobs).
     local active
     active=$(( $(field jobs registered_jobs) + $(field spill spilled_whole_jobs) ))
-    echo "after: back=$back registered=$active lost=$(( n - active )) first_getjob_s=$(python3 -c "print(round($first - $t0, 2))") loaded_s=$(python3 -c "print(round($loaded - $t0, 2))") rss=$(rss) spilled=$(field spill spilled_jobs)"
+    echo "after: back=$back registered=$active lost=$(( n - active )) first_getjob_s=$(python3 -c "print(round($first - $t0, 2))") loaded_s=$(python3 -c "print(round($loaded - $t0, 2))") rss=$(rss) spilled=$(field spill spilled_jobs) whole=$(field spill spilled_whole_jobs) used_memory=$(field memory used_memory)"
     # An empty NOHANG reply (the head being read back) counts as an
     # operation: rounds until the queue is empty.
     local left=$back d0 round=0

@@ -215,17 +215,96 @@ pub struct ColdTier {
     ready_msgs: Vec<Parked>,
     /// Compaction: the segment being emptied and the next slot to look at.
     compact: Option<(u32, u32)>,
-    /// During an AOF replay, each slot's `JobStore::id_check` (4 bytes a
-    /// job, dropped when the replay ends).
-    replay_checks: Option<Vec<u32>>,
+    /// What an AOF replay keeps per slot (dropped when it ends).
+    replay: Option<Replay>,
     pub(crate) evicted_total: u64,
     pub(crate) loaded_total: u64,
     pub(crate) expired_total: u64,
 }
 
+/// Per cold slot, while an AOF replay runs: 12 bytes a job.
+#[derive(Default)]
+struct Replay {
+    /// `JobStore::id_check` of the slot's job (`replayed_cold`).
+    checks: Vec<u32>,
+    /// The slot's job's creation time: a replay meets a queue's jobs out
+    /// of order (a rewrite lists the job table in slot order), and with
+    /// these a job joins the run whose span it falls in, in its place
+    /// (`ColdTier::insert`), instead of staying in RAM.
+    ctimes: Vec<u64>,
+}
+
 impl ColdTier {
     pub(crate) fn set_replay(&mut self, on: bool) {
-        self.replay_checks = on.then(Vec::new);
+        self.replay = on.then(Replay::default);
+    }
+
+    fn note_replayed(&mut self, slot: u32, check: u32, ctime: u64) {
+        let Some(r) = &mut self.replay else {
+            return;
+        };
+        let i = slot as usize;
+        if r.checks.len() <= i {
+            r.checks.resize(i + 1, 0);
+            r.ctimes.resize(i + 1, 0);
+        }
+        r.checks[i] = check;
+        r.ctimes[i] = ctime;
+    }
+
+    /// During a replay: whether a job may go inside run `r` rather than
+    /// only after it: none of its slots has been read yet (reads take a
+    /// run from its front). A replay starts with no job on disk, so each
+    /// slot has its creation time.
+    fn insertable(&self, r: &Run) -> bool {
+        self.replay.is_some() && r.start == 0 && r.inflight == 0
+    }
+
+    /// Put `slot` (created at `ctime`) inside run `k` of queue `qh` in
+    /// creation order; a run grown past `RUN_SLOTS` splits in two.
+    fn insert(&mut self, qh: u32, k: usize, slot: u32, ctime: u64, etime: u32) {
+        let Some(rp) = &self.replay else {
+            return;
+        };
+        let ctimes = &rp.ctimes;
+        let of = |s: u32| ctimes.get(s as usize).copied().unwrap_or(0);
+        let Some(cq) = self.queues.get_mut(&qh) else {
+            return;
+        };
+        let Some(r) = cq.runs.get_mut(k) else {
+            return;
+        };
+        let at = r.slots.partition_point(|&s| of(s) <= ctime);
+        r.slots.insert(at, slot);
+        r.first = r.first.min(ctime);
+        r.last = r.last.max(ctime);
+        r.min_etime = r.min_etime.min(etime);
+        if r.slots.len() <= RUN_SLOTS {
+            return;
+        }
+        let tail = r.slots.split_off(RUN_SLOTS / 2);
+        r.last = r.slots.last().map_or(r.first, |&s| of(s));
+        let first = tail.first().map_or(r.last, |&s| of(s));
+        let last = tail.last().map_or(first, |&s| of(s));
+        let slots = &self.slots;
+        let min_etime = |v: &[u32]| {
+            v.iter()
+                .filter_map(|&s| slots.get(s).map(|x| x.etime))
+                .min()
+                .unwrap_or(u32::MAX)
+        };
+        r.min_etime = min_etime(&r.slots);
+        let run = Run {
+            id: self.next_run + 1,
+            first,
+            last,
+            min_etime: min_etime(&tail),
+            inflight: 0,
+            slots: tail,
+            start: 0,
+        };
+        self.next_run += 1;
+        cq.runs.insert(k + 1, run);
     }
 
     fn alloc(&mut self, s: Slot) -> Option<u32> {
@@ -260,6 +339,21 @@ impl ColdTier {
     /// to a new run in its place. A backfill pass and the lazy tail evict
     /// in two ascending streams, so each stream keeps extending its run.
     fn push(&mut self, qh: u32, slot: u32, ctime: u64, etime: u32) {
+        let inside = self.queues.get(&qh).and_then(|cq| {
+            let k = cq
+                .runs
+                .partition_point(|r| r.first <= ctime)
+                .checked_sub(1)?;
+            let r = cq.runs.get(k)?;
+            (r.last > ctime && self.insertable(r)).then_some(k)
+        });
+        if let Some(k) = inside {
+            self.insert(qh, k, slot, ctime, etime);
+            if let Some(s) = self.get_mut(slot) {
+                s.set_in_run(true);
+            }
+            return;
+        }
         let cq = self.queues.entry(qh).or_default();
         let at = cq.runs.partition_point(|r| r.first <= ctime);
         let fits = at
@@ -305,12 +399,12 @@ impl ColdTier {
         // New jobs join at the tail: answered by the last run alone, no
         // search over the thousands of runs of a long backlog.
         if let Some(last) = cq.runs.back().filter(|r| r.first <= ctime) {
-            return last.last <= ctime;
+            return last.last <= ctime || self.insertable(last);
         }
         let at = cq.runs.partition_point(|r| r.first <= ctime);
         at.checked_sub(1)
             .and_then(|k| cq.runs.get(k))
-            .is_none_or(|r| r.last <= ctime)
+            .is_none_or(|r| r.last <= ctime || self.insertable(r))
     }
 
     /// Settle every wait on `slot`; waits with nothing left are done.
@@ -401,12 +495,9 @@ impl Engine {
         let Some(slot) = self.cold.alloc(Slot::default()) else {
             return false;
         };
-        if let Some(checks) = &mut self.cold.replay_checks {
-            let i = slot as usize;
-            if checks.len() <= i {
-                checks.resize(i + 1, 0);
-            }
-            checks[i] = super::store::JobStore::id_check(&id);
+        if self.cold.replay.is_some() {
+            let check = super::store::JobStore::id_check(&id);
+            self.cold.note_replayed(slot, check, ctime);
         }
         let removed = self
             .queues
@@ -912,9 +1003,10 @@ impl Engine {
     pub fn replayed_cold(&self, id: &JobId) -> bool {
         let Some(checks) = self
             .cold
-            .replay_checks
+            .replay
             .as_ref()
             .filter(|_| self.cold.live > 0)
+            .map(|r| &r.checks)
         else {
             return false;
         };
@@ -990,12 +1082,12 @@ impl Engine {
         let enabled = self.cold.enabled;
         let done = std::mem::take(&mut self.cold.done);
         let msgs = std::mem::take(&mut self.cold.ready_msgs);
-        let replay_checks = self.cold.replay_checks.as_ref().map(|_| Vec::new());
+        let replay = self.cold.replay.as_ref().map(|_| Replay::default());
         self.cold = ColdTier {
             enabled,
             done,
             ready_msgs: msgs,
-            replay_checks,
+            replay,
             ..ColdTier::default()
         };
     }

@@ -492,7 +492,13 @@ impl Engine {
     /// write pipeline.
     fn spill_wanted(&mut self) -> bool {
         let s = &self.spill;
-        if !s.enabled || s.fault.is_some() || s.pending_bytes >= self.max_pending() {
+        // During a replay the writes in flight may pass their cap: the
+        // loader stops at the end of its batch until they are under it
+        // again (`spill_backlogged`), while a job skipped here stays in RAM
+        // until the backfill, which finds the queue's runs past it and can
+        // only spill its body (run AT: 18,000 of 300,000 jobs left whole).
+        let capped = s.pending_bytes >= self.max_pending() && !s.replay;
+        if !s.enabled || s.fault.is_some() || capped {
             return false;
         }
         let max = self.memory.maxmemory;
@@ -1858,6 +1864,47 @@ mod tests {
         }
         disk.run(&mut e, 1003);
         assert!(e.cold_jobs() >= cold - relogged.len() as u64 + 100);
+    }
+
+    #[test]
+    fn a_replay_out_of_creation_order_still_leaves_every_job_whole_in_order() {
+        let mut e = whole();
+        let mut disk = Disk::default();
+        // An AOF replay meets a queue's jobs out of order (a rewrite lists
+        // the job table in slot order): each still joins its queue's runs,
+        // in its place; runs grown past their size split.
+        e.set_spill_replay(true);
+        let n = 5000u64;
+        let mut made = Vec::new();
+        for i in 0..n {
+            // What the AOF loader does with a queued job's LOADJOB.
+            let t = 10_000 + (i * 7919) % n;
+            let mut id = *b"D-ad249f8c-OF1sLDglZX7WluoLS7rcXAGl-05a1";
+            id[28..34].copy_from_slice(format!("{t:06}").as_bytes());
+            let mut j = Engine::new_job(JobId(id));
+            j.ctime = t;
+            j.etime = 1_000_000;
+            j.retry = 300;
+            j.qtime = 1;
+            j.queue = Some(crate::domain::job::QueueName::from(&b"q"[..]));
+            j.body = Some(crate::domain::job::Body::from(format!("b{t}").as_bytes()));
+            let h = e.register_with(j, None).expect("registered");
+            assert!(e.enqueue(h, false, 20_000));
+            made.push((t, JobId(id)));
+            if i % 500 == 0 {
+                disk.run(&mut e, 20_000);
+            }
+        }
+        disk.run(&mut e, 20_000);
+        e.set_spill_replay(false);
+        assert_eq!(e.cold_jobs(), n - HEAD_WINDOW as u64, "jobs left whole");
+        made.sort();
+        let got = drain(&mut e, &mut disk, b"q", 20_000);
+        assert_eq!(got.len() as u64, n);
+        for ((t, id), (gid, body)) in made.iter().zip(&got) {
+            assert_eq!(gid, id, "job made at {t} out of order");
+            assert_eq!(&body[..], format!("b{t}").as_bytes());
+        }
     }
 
     #[test]
