@@ -284,24 +284,28 @@ mod tests {
         p
     }
 
+    /// The spill thread's answers to the writes the engine asked for.
+    fn writes_done(e: &mut Engine) -> Vec<crate::engine::spill::SpillDone> {
+        use crate::engine::spill::{SpillDone, SpillOp};
+        e.take_spill_ops()
+            .into_iter()
+            .filter_map(|op| match op {
+                SpillOp::Write { loc, .. } => Some(SpillDone::Written {
+                    seg: loc.seg,
+                    end: loc.off + loc.record_len() as u32,
+                }),
+                _ => None,
+            })
+            .collect()
+    }
+
     /// The spill thread's part: every write lands.
     fn writes_land(e: &mut Engine) {
-        use crate::engine::spill::{SpillDone, SpillOp};
         loop {
-            let ops = e.take_spill_ops();
-            if ops.is_empty() {
+            let done = writes_done(e);
+            if done.is_empty() {
                 return;
             }
-            let done = ops
-                .into_iter()
-                .filter_map(|op| match op {
-                    SpillOp::Write { loc, .. } => Some(SpillDone::Written {
-                        seg: loc.seg,
-                        end: loc.off + loc.record_len() as u32,
-                    }),
-                    _ => None,
-                })
-                .collect();
             e.spill_done(done, NOW);
         }
     }
@@ -376,7 +380,6 @@ mod tests {
     /// the confirmations of the body writes the load produced, not yet
     /// applied.
     fn load_three_spilling(name: &str) -> (Engine, Vec<crate::engine::spill::SpillDone>) {
-        use crate::engine::spill::{SpillDone, SpillOp};
         let e0 = engine();
         let far = (NOW / 1000 + 3600) as u32;
         let recs: Vec<AofRecord> = (1..=3)
@@ -392,17 +395,7 @@ mod tests {
         };
         let l = load_file(&mut e, &path, opts, NOW).unwrap();
         assert_eq!(l.jobs, 3);
-        let done: Vec<SpillDone> = e
-            .take_spill_ops()
-            .into_iter()
-            .filter_map(|op| match op {
-                SpillOp::Write { loc, .. } => Some(SpillDone::Written {
-                    seg: loc.seg,
-                    end: loc.off + loc.record_len() as u32,
-                }),
-                _ => None,
-            })
-            .collect();
+        let done = writes_done(&mut e);
         assert_eq!(done.len(), 3, "every active job's body is written");
         (e, done)
     }
