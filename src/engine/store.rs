@@ -173,7 +173,7 @@ impl JobStore {
     /// back is not an option (`Engine::replayed_cold`).
     pub fn id_check(id: &JobId) -> u32 {
         use std::hash::BuildHasher;
-        foldhash::fast::FixedState::with_seed(0x6a09_e667_f3bc_c908).hash_one(id.0) as u32
+        foldhash::fast::FixedState::with_seed(0x9e37_79b9_7f4a_7c15).hash_one(id.0) as u32
     }
 
     /// Where this ID's index entry lives (shard, hash bits).
