@@ -188,7 +188,7 @@ pub fn apply(
                 return Ok(());
             }
             if engine.replayed_cold(&job.id) {
-                // The same duplicate, its first copy already whole on disk.
+                // A duplicate whose first copy already left RAM whole.
                 return Ok(());
             }
             let was_queued = job.state == JobState::Queued;

@@ -496,7 +496,7 @@ impl Engine {
         // loader stops at the end of its batch until they are under it
         // again (`spill_backlogged`), while a job skipped here stays in RAM
         // until the backfill, which finds the queue's runs past it and can
-        // only spill its body (run AT: 18,000 of 300,000 jobs left whole).
+        // only spill its body (a 300,000-job replay left 18,000 whole).
         let capped = s.pending_bytes >= self.max_pending() && !s.replay;
         if !s.enabled || s.fault.is_some() || capped {
             return false;

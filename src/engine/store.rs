@@ -157,8 +157,7 @@ impl JobStore {
     /// a candidate only (equal bits are not equal IDs; the record read
     /// back tells).
     pub fn cold_candidate(&self, id: &JobId, tag: u32) -> Option<u32> {
-        let (shard, h32) = self.hash(id);
-        self.index[shard].find(h32, |h| h & tag != 0)
+        self.cold_find(id, |h| h & tag != 0)
     }
 
     /// The cold entry this ID's index place holds for which `is_it`
