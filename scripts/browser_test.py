@@ -385,7 +385,10 @@ def main():
             fail("SCHEDULE ADD failed")
         driver.get(base + "/#/schedules")
         row = f'#schedules tr[data-schedule="{SCHEDULE}"]'
-        shown = wait.until(lambda d: (lambda t: t if "in " in t else False)(text_of(d, row)))
+        def next_run_shown(d):
+            t = text_of(d, row)
+            return t if "in " in t else False
+        shown = wait.until(next_run_shown)
         if "0 3 * * * (Europe/Paris)" not in shown:
             fail("schedule row does not show the cron expression and zone")
         click(wait, By.CSS_SELECTOR, row + ' button[data-action="pause"]')

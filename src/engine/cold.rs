@@ -274,10 +274,9 @@ impl ColdTier {
         let Some(r) = cq.runs.get_mut(k) else {
             return;
         };
+        // `push` only inserts inside the span: `first` and `last` hold.
         let at = r.slots.partition_point(|&s| of(s) <= ctime);
         r.slots.insert(at, slot);
-        r.first = r.first.min(ctime);
-        r.last = r.last.max(ctime);
         r.min_etime = r.min_etime.min(etime);
         if r.slots.len() <= RUN_SLOTS {
             return;
@@ -294,8 +293,9 @@ impl ColdTier {
                 .unwrap_or(u32::MAX)
         };
         r.min_etime = min_etime(&r.slots);
+        self.next_run += 1;
         let run = Run {
-            id: self.next_run + 1,
+            id: self.next_run,
             first,
             last,
             min_etime: min_etime(&tail),
@@ -303,7 +303,6 @@ impl ColdTier {
             slots: tail,
             start: 0,
         };
-        self.next_run += 1;
         cq.runs.insert(k + 1, run);
     }
 
@@ -339,14 +338,20 @@ impl ColdTier {
     /// to a new run in its place. A backfill pass and the lazy tail evict
     /// in two ascending streams, so each stream keeps extending its run.
     fn push(&mut self, qh: u32, slot: u32, ctime: u64, etime: u32) {
-        let inside = self.queues.get(&qh).and_then(|cq| {
-            let k = cq
+        // Only a replay inserts inside a run: no search on the evictions
+        // of a running node.
+        let inside = match self.queues.get(&qh) {
+            Some(cq) if self.replay.is_some() => cq
                 .runs
                 .partition_point(|r| r.first <= ctime)
-                .checked_sub(1)?;
-            let r = cq.runs.get(k)?;
-            (r.last > ctime && self.insertable(r)).then_some(k)
-        });
+                .checked_sub(1)
+                .filter(|&k| {
+                    cq.runs
+                        .get(k)
+                        .is_some_and(|r| r.last > ctime && self.insertable(r))
+                }),
+            _ => None,
+        };
         if let Some(k) = inside {
             self.insert(qh, k, slot, ctime, etime);
             if let Some(s) = self.get_mut(slot) {
