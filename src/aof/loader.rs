@@ -187,9 +187,15 @@ pub fn apply(
                 engine.after_loaded_done(h, done, now);
                 return Ok(());
             }
+            let ext = crate::engine::records::ext_of_record(&r);
             if engine.replayed_cold(&job.id) {
-                // A duplicate whose first copy already left RAM whole.
-                return Ok(());
+                // A duplicate whose first copy already left RAM whole. A
+                // job on disk carries no options; a later record that does
+                // (JOBPRIORITY during a rewrite) replaces that copy.
+                if ext.is_none() {
+                    return Ok(());
+                }
+                engine.drop_replayed_cold(&job.id);
             }
             let was_queued = job.state == JobState::Queued;
             // Nobody waits for replication of a job loaded from disk, and a
@@ -205,7 +211,6 @@ pub fn apply(
                 // qtime so the controlled-restart recipe re-queues them too.
                 job.qtime = now.max(1);
             }
-            let ext = crate::engine::records::ext_of_record(&r);
             let Some(h) = engine.register_with(job, ext) else {
                 return Ok(());
             };
@@ -221,6 +226,8 @@ pub fn apply(
         Record::DelJob(id) => {
             if let Some(h) = engine.lookup(&id) {
                 engine.delete_job(h, now);
+            } else {
+                engine.drop_replayed_cold(&id);
             }
         }
         Record::Dedup(payload) => {
@@ -312,22 +319,76 @@ mod tests {
 
     #[test]
     fn a_second_record_of_a_job_replayed_whole_to_disk_is_not_queued_again() {
-        let e0 = engine();
+        let blobs = plain_blobs(&engine());
+        let (mut e, opts) = replaying_whole();
+        // A rewrite may list a job twice (an ADDJOB's record made while it
+        // ran, and the snapshot's); by the second, the first copy left RAM.
+        for _ in 0..2 {
+            for (_, b) in &blobs {
+                apply(&mut e, Record::LoadJob(b.clone()), opts, NOW).unwrap();
+            }
+            writes_land(&mut e);
+            assert!(e.cold_jobs() > 200, "{} jobs whole on disk", e.cold_jobs());
+        }
+        e.set_spill_replay(false);
+        assert_eq!(e.queue_len(b"q"), 400);
+    }
+
+    #[test]
+    fn a_later_record_with_a_priority_replaces_a_copy_replayed_whole() {
+        let mut e0 = engine();
+        let blobs = plain_blobs(&e0);
+        let (mut e, opts) = replaying_whole();
+        for (_, b) in &blobs {
+            apply(&mut e, Record::LoadJob(b.clone()), opts, NOW).unwrap();
+        }
+        writes_land(&mut e);
+        assert!(e.cold_jobs() > 200, "{} jobs whole on disk", e.cold_jobs());
+        // JOBPRIORITY during a rewrite logs each job again, with its level.
+        let ext = crate::domain::job_ext::JobExt {
+            priority: 9,
+            ..Default::default()
+        };
+        for (_, b) in &blobs {
+            let (r, _) = JobRecord::decode_bytes(b).unwrap();
+            let j = e0.job_from_record(&r, Flavor::Storage, NOW).unwrap();
+            let again = record_of(&j, Some(&ext), e0.cluster(), Flavor::Storage, 0).to_bytes();
+            apply(&mut e, Record::LoadJob(again), opts, NOW).unwrap();
+        }
+        e.set_spill_replay(false);
+        assert_eq!(e.queue_len(b"q"), 400, "each job queued once");
+        assert_eq!(e.cold_jobs(), 0);
+        for (id, _) in &blobs {
+            let h = e.lookup(id).expect("the later record's job");
+            assert_eq!(e.priority_of(h), Some(9));
+        }
+    }
+
+    /// 400 plain queued jobs' storage records, IDs numbered from 0.
+    fn plain_blobs(e0: &Engine) -> Vec<(crate::domain::job::JobId, bytes::Bytes)> {
         let far = (NOW / 1000 + 3600) as u32;
-        let blobs: Vec<bytes::Bytes> = (0..400u32)
+        (0..400u32)
             .map(|n| {
                 let mut id = *b"D-ad249f8c-OF1sLDglZX7WluoLS7rcXAGl-003d";
                 id[28..34].copy_from_slice(format!("{n:06}").as_bytes());
-                let mut j = Engine::new_job(crate::domain::job::JobId(id));
+                let id = crate::domain::job::JobId(id);
+                let mut j = Engine::new_job(id);
                 j.state = JobState::Queued;
                 j.retry = 30;
                 j.etime = far;
                 j.ctime = u64::from(n) + 1;
                 j.queue = Some(crate::domain::job::QueueName::from(&b"q"[..]));
                 j.body = Some(crate::domain::job::Body::from(&[b'x'; 10][..]));
-                record_of(&j, None, e0.cluster(), Flavor::Storage, 0).to_bytes()
+                (
+                    id,
+                    record_of(&j, None, e0.cluster(), Flavor::Storage, 0).to_bytes(),
+                )
             })
-            .collect();
+            .collect()
+    }
+
+    /// An engine replaying with whole jobs on disk from the first job on.
+    fn replaying_whole() -> (Engine, LoadOptions) {
         let mut e = engine();
         e.set_spill(true, 0, 0);
         e.set_spill_whole_jobs(true);
@@ -336,17 +397,26 @@ mod tests {
             truncated_ok: false,
             enqueue: true,
         };
-        // A rewrite may list a job twice (an ADDJOB's record made while it
-        // ran, and the snapshot's); by the second, the first copy left RAM.
-        for _ in 0..2 {
-            for b in &blobs {
-                apply(&mut e, Record::LoadJob(b.clone()), opts, NOW).unwrap();
-            }
-            writes_land(&mut e);
-            assert!(e.cold_jobs() > 200, "{} jobs whole on disk", e.cold_jobs());
+        (e, opts)
+    }
+
+    #[test]
+    fn a_deljob_record_deletes_a_job_replayed_whole_to_disk() {
+        let blobs = plain_blobs(&engine());
+        let (mut e, opts) = replaying_whole();
+        for (_, b) in &blobs {
+            apply(&mut e, Record::LoadJob(b.clone()), opts, NOW).unwrap();
+        }
+        writes_land(&mut e);
+        assert!(e.cold_jobs() > 200, "{} jobs whole on disk", e.cold_jobs());
+        // Acknowledged after their ADDJOB, before the next rewrite: the
+        // file holds each job's LOADJOB, then its DELJOB.
+        for (id, _) in &blobs {
+            apply(&mut e, Record::DelJob(*id), opts, NOW).unwrap();
         }
         e.set_spill_replay(false);
-        assert_eq!(e.queue_len(b"q"), 400);
+        assert_eq!(e.queue_len(b"q"), 0, "acknowledged jobs came back");
+        assert_eq!(e.cold_jobs(), 0);
     }
 
     #[test]

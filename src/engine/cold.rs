@@ -222,11 +222,14 @@ pub struct ColdTier {
     pub(crate) expired_total: u64,
 }
 
-/// Per cold slot, while an AOF replay runs: 12 bytes a job.
+/// Per cold slot, while an AOF replay runs: 16 bytes a job.
 #[derive(Default)]
 struct Replay {
     /// `JobStore::id_check` of the slot's job (`replayed_cold`).
     checks: Vec<u32>,
+    /// The slot's queue: a later record naming the job (its DELJOB) must
+    /// take it out of its queue's count, and a slot does not say.
+    queues: Vec<u32>,
     /// The slot's job's creation time: a replay meets a queue's jobs out
     /// of order (a rewrite lists the job table in slot order), and with
     /// these a job joins the run whose span it falls in, in its place
@@ -239,16 +242,18 @@ impl ColdTier {
         self.replay = on.then(Replay::default);
     }
 
-    fn note_replayed(&mut self, slot: u32, check: u32, ctime: u64) {
+    fn note_replayed(&mut self, slot: u32, check: u32, ctime: u64, qh: u32) {
         let Some(r) = &mut self.replay else {
             return;
         };
         let i = slot as usize;
         if r.checks.len() <= i {
             r.checks.resize(i + 1, 0);
+            r.queues.resize(i + 1, 0);
             r.ctimes.resize(i + 1, 0);
         }
         r.checks[i] = check;
+        r.queues[i] = qh;
         r.ctimes[i] = ctime;
     }
 
@@ -502,7 +507,7 @@ impl Engine {
         };
         if self.cold.replay.is_some() {
             let check = super::store::JobStore::id_check(&id);
-            self.cold.note_replayed(slot, check, ctime);
+            self.cold.note_replayed(slot, check, ctime, qh);
         }
         let removed = self
             .queues
@@ -1006,21 +1011,44 @@ impl Engine {
     /// ADDJOB made while it ran and the snapshot's). `lookup` cannot tell,
     /// and a second copy would be queued.
     pub fn replayed_cold(&self, id: &JobId) -> bool {
-        let Some(checks) = self
+        self.replayed_slot(id).is_some()
+    }
+
+    /// The cold slot of a job this replay sent to disk whole.
+    fn replayed_slot(&self, id: &JobId) -> Option<u32> {
+        let checks = self
             .cold
             .replay
             .as_ref()
             .filter(|_| self.cold.live > 0)
-            .map(|r| &r.checks)
-        else {
-            return false;
-        };
+            .map(|r| &r.checks)?;
         let check = super::store::JobStore::id_check(id);
         self.store
             .cold_find(id, |e| {
                 e & COLD_TAG != 0 && checks.get((e & !COLD_TAG) as usize) == Some(&check)
             })
-            .is_some()
+            .map(|e| e & !COLD_TAG)
+    }
+
+    /// During a replay: forget the copy on disk of a job this replay sent
+    /// there whole, for a later record that deletes or replaces it (its
+    /// DELJOB; a record carrying options a job on disk cannot keep). A job
+    /// acknowledged after its ADDJOB and before the next rewrite has both
+    /// records in the file, and must not come back. True if one was there.
+    pub fn drop_replayed_cold(&mut self, id: &JobId) -> bool {
+        let Some(slot) = self.replayed_slot(id) else {
+            return false;
+        };
+        let qh = self
+            .cold
+            .replay
+            .as_ref()
+            .and_then(|r| r.queues.get(slot as usize).copied());
+        let Some(qh) = qh else {
+            return false;
+        };
+        self.cold_drop(slot, qh);
+        true
     }
 
     /// Whether a job with this ID may be stored whole on disk (existence

@@ -655,6 +655,36 @@ fn an_aof_replay_with_whole_jobs_spills_as_it_goes() {
     }
 }
 
+/// Jobs acknowledged after their ADDJOB and before the next rewrite have
+/// both records in the AOF (LOADJOB, then DELJOB). A replay that sends the
+/// jobs to disk whole before it meets their DELJOBs must still delete
+/// them: an acknowledged job never comes back.
+#[test]
+fn acknowledged_jobs_stay_gone_after_a_replay_with_whole_jobs() {
+    let mut args = WHOLE.to_vec();
+    args.extend(["--appendonly", "yes", "--aof-enqueue-jobs-once", "yes"]);
+    let mut s = Server::start(ServerOpts::with_args(&args));
+    let mut c = s.client();
+    let n = 4000;
+    let ids = fill(&mut c, "q", n);
+    for id in ids.iter().step_by(2) {
+        assert_eq!(c.cmd(&["ACKJOB", id]).int(), 1, "{id}");
+    }
+    assert_eq!(c.cmd(&["QLEN", "q"]).int(), (n / 2) as i64);
+    s.kill9();
+    s.restart();
+    c = s.client();
+    assert!(
+        wait_until(WAIT, POLL, || c.cmd(&["PING"]).text() == "PONG"),
+        "still loading"
+    );
+    assert!(info(&mut c, "spilled_whole_jobs") > 0);
+    assert_eq!(c.cmd(&["QLEN", "q"]).int(), (n / 2) as i64);
+    for (i, id) in ids.iter().enumerate().take(20) {
+        assert_eq!(c.cmd(&["SHOW", id]).is_nil(), i % 2 == 0, "{id}");
+    }
+}
+
 #[test]
 fn whole_jobs_on_disk_answer_every_command() {
     let s = Server::start(ServerOpts::with_args(WHOLE));
