@@ -42,6 +42,7 @@
 #              RATE [none: as fast as the clients go; else ADDJOBs/s],
 #              CLIENTS [10: drain consumers],
 #              WHOLE [no; yes: `spill-whole-jobs yes` in fill, tput, drain]
+#              BENCH_CPUS [none; tput: run the load generator under `taskset -c`]
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 BIN_DIR=${BIN_DIR:-$here/target/release}
@@ -165,15 +166,44 @@ fill() {
 #  cycle:  a backlog of JOBS jobs first, then 10 s of the job cycle (20
 #          clients, half consuming with GETJOB COUNT 16 and ACKJOB), so
 #          consumers drain a backlog that is on disk.
+threads() { # one line per server thread: tid name cpu-ticks involuntary-switches
+    local t
+    for t in /proc/"$pid"/task/*; do
+        echo "${t##*/} $(cat "$t/comm") $(awk '{print $14 + $15}' "$t/stat") $(awk '/^nonvoluntary/ {print $2}' "$t/status")"
+    done 2>/dev/null | sort
+}
+
+# The cycle's per-thread cost: CPU per consumed job of the owner (the
+# busiest worker) and of the spill thread, the owner's share of the wall
+# time, and how often it was preempted. With 2 cores shared with the load
+# generator, the owner loses that share to the generator's threads (`perf
+# sched`): BENCH_CPUS (e.g. 1) runs the generator under `taskset -c`, as a
+# client on another machine would not take the server's core.
+cycle_cost() { # before-file after-file jobs seconds
+    join "$1" "$2" | awk -v jobs="$3" -v secs="$4" -v hz="$(getconf CLK_TCK)" '
+        { ticks = $6 - $3; inv = $7 - $4; name = $2 }
+        name == "spill-io" { spill = ticks }
+        name ~ /tokio-rt-worker/ && ticks > owner { owner = ticks; oinv = inv }
+        END { printf "owner_us_per_job=%.2f spill_us_per_job=%.2f owner_busy=%.2f owner_preempted_per_s=%d",
+                     owner / hz * 1e6 / jobs, spill / hz * 1e6 / jobs, owner / hz / secs, oinv / secs }'
+}
+
 tput() {
+    local bench=("$BIN_DIR/disque-benchmark")
+    [[ -n ${BENCH_CPUS:-} ]] && bench=(taskset -c "$BENCH_CPUS" "$BIN_DIR/disque-benchmark")
     for rep in $(seq 1 "${REPS:-3}"); do
         for mode in no yes; do
             start --maxmemory 8gb --spill "$mode" --spill-watermark 0 --spill-whole-jobs "${WHOLE:-no}"
-            a=$("$BIN_DIR/disque-benchmark" -p "$port" -w addjob -s "$SIZE" -n "$JOBS" -c 20 -P 16 --csv)
+            a=$("${bench[@]}" -p "$port" -w addjob -s "$SIZE" -n "$JOBS" -c 20 -P 16 --csv)
             [[ $mode == yes ]] && settle
-            b=$("$BIN_DIR/disque-benchmark" -p "$port" -w cycle -s "$SIZE" -d 10 -c 20 -P 16 --csv)
+            threads >"$work/t0"
+            t0=$(date +%s.%N)
+            b=$("${bench[@]}" -p "$port" -w cycle -s "$SIZE" -d 10 -c 20 -P 16 --csv)
+            secs=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { print b - a }')
+            threads >"$work/t1"
             echo "rep=$rep spill=$mode addjob,$a"
             echo "rep=$rep spill=$mode cycle,$b spilled_left=$(field spill spilled_jobs) reads=$(field spill spill_disk_reads)"
+            echo "rep=$rep spill=$mode cycle_cost $(cycle_cost "$work/t0" "$work/t1" "$(echo "$b" | cut -d, -f11)" "$secs")"
             stop
         done
     done
