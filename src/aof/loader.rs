@@ -255,6 +255,7 @@ pub fn apply(
 #[allow(clippy::unwrap_used, clippy::expect_used)] // tests may panic
 mod tests {
     use super::*;
+    use crate::domain::job::JobId;
     use crate::engine::records::record_of;
     use crate::engine::AofRecord;
 
@@ -267,7 +268,7 @@ mod tests {
     fn job_blob(e: &Engine, n: u8, state: JobState, retry: u32, etime: u32) -> bytes::Bytes {
         let mut id = *b"D-ad249f8c-OF1sLDglZX7WluoLS7rcXAGl-003d";
         id[39] = b'0' + n;
-        let mut j = Engine::new_job(crate::domain::job::JobId(id));
+        let mut j = Engine::new_job(JobId(id));
         j.state = state;
         j.retry = retry;
         j.etime = etime;
@@ -320,16 +321,10 @@ mod tests {
     #[test]
     fn a_second_record_of_a_job_replayed_whole_to_disk_is_not_queued_again() {
         let blobs = plain_blobs(&engine());
-        let (mut e, opts) = replaying_whole();
+        let (mut e, opts) = replayed_whole(&blobs);
         // A rewrite may list a job twice (an ADDJOB's record made while it
         // ran, and the snapshot's); by the second, the first copy left RAM.
-        for _ in 0..2 {
-            for (_, b) in &blobs {
-                apply(&mut e, Record::LoadJob(b.clone()), opts, NOW).unwrap();
-            }
-            writes_land(&mut e);
-            assert!(e.cold_jobs() > 200, "{} jobs whole on disk", e.cold_jobs());
-        }
+        replay_again(&mut e, &blobs, opts);
         e.set_spill_replay(false);
         assert_eq!(e.queue_len(b"q"), 400);
     }
@@ -338,12 +333,7 @@ mod tests {
     fn a_later_record_with_a_priority_replaces_a_copy_replayed_whole() {
         let mut e0 = engine();
         let blobs = plain_blobs(&e0);
-        let (mut e, opts) = replaying_whole();
-        for (_, b) in &blobs {
-            apply(&mut e, Record::LoadJob(b.clone()), opts, NOW).unwrap();
-        }
-        writes_land(&mut e);
-        assert!(e.cold_jobs() > 200, "{} jobs whole on disk", e.cold_jobs());
+        let (mut e, opts) = replayed_whole(&blobs);
         // JOBPRIORITY during a rewrite logs each job again, with its level.
         let ext = crate::domain::job_ext::JobExt {
             priority: 9,
@@ -365,13 +355,13 @@ mod tests {
     }
 
     /// 400 plain queued jobs' storage records, IDs numbered from 0.
-    fn plain_blobs(e0: &Engine) -> Vec<(crate::domain::job::JobId, bytes::Bytes)> {
+    fn plain_blobs(e0: &Engine) -> Vec<(JobId, bytes::Bytes)> {
         let far = (NOW / 1000 + 3600) as u32;
         (0..400u32)
             .map(|n| {
                 let mut id = *b"D-ad249f8c-OF1sLDglZX7WluoLS7rcXAGl-003d";
                 id[28..34].copy_from_slice(format!("{n:06}").as_bytes());
-                let id = crate::domain::job::JobId(id);
+                let id = JobId(id);
                 let mut j = Engine::new_job(id);
                 j.state = JobState::Queued;
                 j.retry = 30;
@@ -387,8 +377,10 @@ mod tests {
             .collect()
     }
 
-    /// An engine replaying with whole jobs on disk from the first job on.
-    fn replaying_whole() -> (Engine, LoadOptions) {
+    /// An engine replaying with whole jobs on disk from the first job on,
+    /// once these records are applied and their writes have landed: most
+    /// of the jobs left RAM.
+    fn replayed_whole(blobs: &[(JobId, bytes::Bytes)]) -> (Engine, LoadOptions) {
         let mut e = engine();
         e.set_spill(true, 0, 0);
         e.set_spill_whole_jobs(true);
@@ -397,18 +389,22 @@ mod tests {
             truncated_ok: false,
             enqueue: true,
         };
+        replay_again(&mut e, blobs, opts);
         (e, opts)
+    }
+
+    fn replay_again(e: &mut Engine, blobs: &[(JobId, bytes::Bytes)], opts: LoadOptions) {
+        for (_, b) in blobs {
+            apply(e, Record::LoadJob(b.clone()), opts, NOW).unwrap();
+        }
+        writes_land(e);
+        assert!(e.cold_jobs() > 200, "{} jobs whole on disk", e.cold_jobs());
     }
 
     #[test]
     fn a_deljob_record_deletes_a_job_replayed_whole_to_disk() {
         let blobs = plain_blobs(&engine());
-        let (mut e, opts) = replaying_whole();
-        for (_, b) in &blobs {
-            apply(&mut e, Record::LoadJob(b.clone()), opts, NOW).unwrap();
-        }
-        writes_land(&mut e);
-        assert!(e.cold_jobs() > 200, "{} jobs whole on disk", e.cold_jobs());
+        let (mut e, opts) = replayed_whole(&blobs);
         // Acknowledged after their ADDJOB, before the next rewrite: the
         // file holds each job's LOADJOB, then its DELJOB.
         for (id, _) in &blobs {
