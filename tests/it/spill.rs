@@ -550,15 +550,21 @@ const WHOLE: &[&str] = &[
     "yes",
 ];
 
+/// A node spilling whole jobs, with the AOF on and the controlled-restart
+/// recipe set (queued jobs come back queued).
+fn whole_with_aof() -> Server {
+    let mut args = WHOLE.to_vec();
+    args.extend(["--appendonly", "yes", "--aof-enqueue-jobs-once", "yes"]);
+    Server::start(ServerOpts::with_args(&args))
+}
+
 /// Whole jobs on disk with the AOF on: kill -9 brings every job back
 /// from the ADDJOBs' records, and an AOF rewrite writes the jobs on disk
 /// into the new file from the segments (a rewrite that left them out
 /// would lose them at the next restart).
 #[test]
 fn whole_jobs_on_disk_survive_kill9_and_aof_rewrites() {
-    let mut args = WHOLE.to_vec();
-    args.extend(["--appendonly", "yes", "--aof-enqueue-jobs-once", "yes"]);
-    let mut s = Server::start(ServerOpts::with_args(&args));
+    let mut s = whole_with_aof();
     let mut c = s.client();
     let n = 1000;
     let ids = fill(&mut c, "q", n);
@@ -661,9 +667,7 @@ fn an_aof_replay_with_whole_jobs_spills_as_it_goes() {
 /// them: an acknowledged job never comes back.
 #[test]
 fn acknowledged_jobs_stay_gone_after_a_replay_with_whole_jobs() {
-    let mut args = WHOLE.to_vec();
-    args.extend(["--appendonly", "yes", "--aof-enqueue-jobs-once", "yes"]);
-    let mut s = Server::start(ServerOpts::with_args(&args));
+    let mut s = whole_with_aof();
     let mut c = s.client();
     let n = 4000;
     let ids = fill(&mut c, "q", n);
