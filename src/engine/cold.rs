@@ -222,19 +222,26 @@ pub struct ColdTier {
     pub(crate) expired_total: u64,
 }
 
-/// Per cold slot, while an AOF replay runs: 16 bytes a job.
+/// While an AOF replay runs: what it knows of each cold slot it made,
+/// indexed by slot.
 #[derive(Default)]
 struct Replay {
-    /// `JobStore::id_check` of the slot's job (`replayed_cold`).
-    checks: Vec<u32>,
+    slots: Vec<Replayed>,
+}
+
+/// One replayed cold slot: 16 bytes, freed when the replay ends.
+#[derive(Clone, Copy, Default)]
+struct Replayed {
+    /// `JobStore::id_check` of the slot's job (`replayed_slot`).
+    check: u32,
     /// The slot's queue: a later record naming the job (its DELJOB) must
     /// take it out of its queue's count, and a slot does not say.
-    queues: Vec<u32>,
-    /// The slot's job's creation time: a replay meets a queue's jobs out
-    /// of order (a rewrite lists the job table in slot order), and with
-    /// these a job joins the run whose span it falls in, in its place
+    queue: u32,
+    /// The job's creation time: a replay meets a queue's jobs out of
+    /// order (a rewrite lists the job table in slot order), and with it a
+    /// job joins the run whose span it falls in, in its place
     /// (`ColdTier::insert`), instead of staying in RAM.
-    ctimes: Vec<u64>,
+    ctime: u64,
 }
 
 impl ColdTier {
@@ -242,19 +249,15 @@ impl ColdTier {
         self.replay = on.then(Replay::default);
     }
 
-    fn note_replayed(&mut self, slot: u32, check: u32, ctime: u64, qh: u32) {
+    fn note_replayed(&mut self, slot: u32, note: Replayed) {
         let Some(r) = &mut self.replay else {
             return;
         };
         let i = slot as usize;
-        if r.checks.len() <= i {
-            r.checks.resize(i + 1, 0);
-            r.queues.resize(i + 1, 0);
-            r.ctimes.resize(i + 1, 0);
+        if r.slots.len() <= i {
+            r.slots.resize(i + 1, Replayed::default());
         }
-        r.checks[i] = check;
-        r.queues[i] = qh;
-        r.ctimes[i] = ctime;
+        r.slots[i] = note;
     }
 
     /// During a replay: whether a job may go inside run `r` rather than
@@ -271,8 +274,8 @@ impl ColdTier {
         let Some(rp) = &self.replay else {
             return;
         };
-        let ctimes = &rp.ctimes;
-        let of = |s: u32| ctimes.get(s as usize).copied().unwrap_or(0);
+        let noted = &rp.slots;
+        let of = |s: u32| noted.get(s as usize).map_or(0, |n| n.ctime);
         let Some(cq) = self.queues.get_mut(&qh) else {
             return;
         };
@@ -506,8 +509,12 @@ impl Engine {
             return false;
         };
         if self.cold.replay.is_some() {
-            let check = super::store::JobStore::id_check(&id);
-            self.cold.note_replayed(slot, check, ctime, qh);
+            let note = Replayed {
+                check: super::store::JobStore::id_check(&id),
+                queue: qh,
+                ctime,
+            };
+            self.cold.note_replayed(slot, note);
         }
         let removed = self
             .queues
@@ -1014,20 +1021,21 @@ impl Engine {
         self.replayed_slot(id).is_some()
     }
 
-    /// The cold slot of a job this replay sent to disk whole.
-    fn replayed_slot(&self, id: &JobId) -> Option<u32> {
-        let checks = self
+    /// The cold slot of a job this replay sent to disk whole, and its
+    /// queue.
+    fn replayed_slot(&self, id: &JobId) -> Option<(u32, u32)> {
+        let noted = self
             .cold
             .replay
             .as_ref()
             .filter(|_| self.cold.live > 0)
-            .map(|r| &r.checks)?;
+            .map(|r| &r.slots)?;
         let check = super::store::JobStore::id_check(id);
-        self.store
-            .cold_find(id, |e| {
-                e & COLD_TAG != 0 && checks.get((e & !COLD_TAG) as usize) == Some(&check)
-            })
-            .map(|e| e & !COLD_TAG)
+        let note = |e: u32| noted.get((e & !COLD_TAG) as usize);
+        let e = self.store.cold_find(id, |e| {
+            e & COLD_TAG != 0 && note(e).is_some_and(|n| n.check == check)
+        })?;
+        Some((e & !COLD_TAG, note(e)?.queue))
     }
 
     /// During a replay: forget the copy on disk of a job this replay sent
@@ -1036,15 +1044,7 @@ impl Engine {
     /// acknowledged after its ADDJOB and before the next rewrite has both
     /// records in the file, and must not come back. True if one was there.
     pub fn drop_replayed_cold(&mut self, id: &JobId) -> bool {
-        let Some(slot) = self.replayed_slot(id) else {
-            return false;
-        };
-        let qh = self
-            .cold
-            .replay
-            .as_ref()
-            .and_then(|r| r.queues.get(slot as usize).copied());
-        let Some(qh) = qh else {
+        let Some((slot, qh)) = self.replayed_slot(id) else {
             return false;
         };
         self.cold_drop(slot, qh);
