@@ -199,10 +199,10 @@ impl Engine {
                 continue;
             };
             loop {
-                // Waiters stay blocked while the head's body is on disk;
-                // its page-in marks the queue ready again.
-                // Over its QLIMIT: `limits_poll` marks it ready again.
-                if !self.spill_head_ready(qh) || !self.limit_allows(&name, now) {
+                // Waiters stay blocked while the head (or an older job of
+                // the queue) is on disk; its read marks the queue ready
+                // again. Over its QLIMIT: `limits_poll` marks it ready again.
+                if !self.head_ready(qh) || !self.limit_allows(&name, now) {
                     break;
                 }
                 let Some(q) = self.queues.get_mut(qh) else {

@@ -849,11 +849,7 @@ impl Engine {
 
     /// Pop the oldest job of a queue for delivery.
     pub fn pop(&mut self, qh: u32, now: u64) -> Option<JobHandle> {
-        // A job whose body is on disk waits for its page-in.
-        if !self.spill_head_ready(qh) {
-            return None;
-        }
-        if self.queues.get(qh).is_some_and(|q| q.cold > 0) && !self.cold_head_ready(qh) {
+        if !self.head_ready(qh) {
             return None;
         }
         let q = self.queues.get_mut(qh)?;
@@ -870,6 +866,15 @@ impl Engine {
         }
         self.spill_after_pop(qh);
         Some(h)
+    }
+
+    /// Whether queue `qh`'s head may be popped now. A head whose body is
+    /// on disk waits for its page-in; a resident head newer than jobs of
+    /// its queue still on disk waits for them (both reads are asked for
+    /// here).
+    pub(crate) fn head_ready(&mut self, qh: u32) -> bool {
+        self.spill_head_ready(qh)
+            && (self.queues.get(qh).is_none_or(|q| q.cold == 0) || self.cold_head_ready(qh))
     }
 
     /// Drop a job from the table and every side map (no other effect).

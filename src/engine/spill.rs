@@ -1590,6 +1590,43 @@ mod tests {
     }
 
     #[test]
+    fn a_blocked_consumer_is_not_woken_empty_by_a_job_newer_than_those_on_disk() {
+        let mut e = whole();
+        let mut disk = Disk::default();
+        let ids: Vec<JobId> = (0..1000)
+            .map(|i| add(&mut e, b"q", format!("body-{i}"), 1000))
+            .collect();
+        disk.run(&mut e, 1000);
+        assert!(e.cold_jobs() > 0);
+        // The resident head is taken; the next jobs' reads are not back.
+        while let GetJobOutcome::Jobs(_) = e.getjob(1, nohang(b"q", 1000), 1001) {}
+        e.remove_waiter(1);
+        let forever = GetJobRequest {
+            nohang: false,
+            ..nohang(b"q", 1)
+        };
+        assert!(matches!(e.getjob(5, forever, 1001), GetJobOutcome::Blocked));
+        // A new job is resident but newer than those on disk: it marks
+        // the queue ready, yet the older jobs must go first.
+        add(&mut e, b"q", "newest".into(), 1002);
+        let wakes = e.take_wakes();
+        assert!(
+            wakes.is_empty(),
+            "woken before the older jobs are back: {wakes:?}"
+        );
+        disk.run(&mut e, 1003);
+        e.serve_ready(1003);
+        let wakes = e.take_wakes();
+        let [(5, Wake::Jobs(jobs))] = &wakes[..] else {
+            panic!("{wakes:?}");
+        };
+        assert!(
+            ids[..HEAD_WINDOW + 1].contains(&jobs[0].id),
+            "an older job first"
+        );
+    }
+
+    #[test]
     fn jobs_queued_while_writes_are_at_their_cap_still_leave_whole() {
         let mut e = whole();
         // Writes in flight capped at maxmemory / 16 = 4 KiB: a few records.
