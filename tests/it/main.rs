@@ -40,5 +40,6 @@ mod resp3;
 mod scan;
 mod schedules;
 mod spill;
+mod spill_model;
 mod tls;
 mod tls_cluster;
