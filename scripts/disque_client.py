@@ -38,6 +38,9 @@ class Client:
                 raise
         self.sock.settimeout(timeout)
         self.buf = b""
+        # Read position in buf: replies are parsed in place, so a large
+        # pipelined reply costs linear time, not a copy per line.
+        self.pos = 0
 
     def close(self):
         try:
@@ -49,21 +52,28 @@ class Client:
         self.sock.settimeout(timeout)
 
     def _fill(self):
-        chunk = self.sock.recv(65536)
+        if self.pos:
+            self.buf = self.buf[self.pos:]
+            self.pos = 0
+        chunk = self.sock.recv(1 << 20)
         if not chunk:
             raise ConnectionError("closed")
         self.buf += chunk
 
     def _line(self):
-        while b"\r\n" not in self.buf:
+        while True:
+            i = self.buf.find(b"\r\n", self.pos)
+            if i >= 0:
+                line = self.buf[self.pos:i]
+                self.pos = i + 2
+                return line
             self._fill()
-        line, self.buf = self.buf.split(b"\r\n", 1)
-        return line
 
     def _exact(self, n):
-        while len(self.buf) < n + 2:
+        while len(self.buf) - self.pos < n + 2:
             self._fill()
-        data, self.buf = self.buf[:n], self.buf[n + 2:]
+        data = self.buf[self.pos:self.pos + n]
+        self.pos += n + 2
         return data
 
     def _reply(self):

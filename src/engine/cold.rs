@@ -606,11 +606,11 @@ impl Engine {
     }
 
     /// Read the front of the queue's runs back while fewer than
-    /// `PREFETCH_WINDOWS` head windows are resident or on their way
+    /// `prefetch_jobs` are resident or on their way
     /// (`force`: whatever is resident, the head must wait for them).
     pub(crate) fn cold_prefetch(&mut self, qh: u32, force: bool) {
         let resident = self.queues.get(qh).map_or(0, |q| q.resident());
-        let want = self.spill.head * super::spill::PREFETCH_WINDOWS;
+        let want = self.prefetch_jobs();
         let Some(cq) = self.cold.queues.get_mut(&qh) else {
             return;
         };

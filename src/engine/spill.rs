@@ -46,6 +46,18 @@ pub const HEAD_WINDOW: usize = 128;
 /// How far ahead of consumers page-ins go, in head windows.
 pub(crate) const PREFETCH_WINDOWS: usize = 4;
 
+/// Bytes of records one queue's read-ahead may bring back: maxmemory /
+/// `PREFETCH_SHARE`, within these bounds (the upper one also without a
+/// maxmemory). 1 KB jobs read their 4 windows ahead under any maxmemory
+/// of 32 MB or more; 60 KB jobs read 17 ahead under 64 MB, not 512
+/// (30 MB a queue: a drain of three took a 64 MB node to 100 MB).
+const PREFETCH_SHARE: u64 = 64;
+const PREFETCH_BYTES_MIN: u64 = 1 << 20;
+const PREFETCH_BYTES_MAX: u64 = 64 << 20;
+
+/// Jobs a read-ahead brings back at least, whatever their size.
+const PREFETCH_MIN_JOBS: usize = 4;
+
 /// Default segment size.
 pub const SEGMENT_BYTES: u32 = 64 << 20;
 
@@ -269,6 +281,9 @@ pub struct SpillState {
     enabled: bool,
     /// Jobs at the front of each queue that stay in RAM.
     pub(crate) head: usize,
+    /// A running mean of the records' length (a read-ahead's size in
+    /// jobs follows it).
+    mean_record: u64,
     /// Bytes of segment files allowed; 0 = no limit.
     max_disk: u64,
     /// Percent of maxmemory where spilling starts.
@@ -322,6 +337,7 @@ impl Default for SpillState {
         SpillState {
             enabled: false,
             head: HEAD_WINDOW,
+            mean_record: 0,
             max_disk: 0,
             watermark: 60,
             seg_size: SEGMENT_BYTES,
@@ -361,6 +377,10 @@ impl SpillState {
     /// segment (a new one when it would not fit).
     fn allocate(&mut self, len: u32) -> Loc {
         let rec = RECORD_HEADER + u64::from(len);
+        self.mean_record = match self.mean_record {
+            0 => rec,
+            m => m - m / 64 + rec / 64,
+        };
         if self.cur_off > 0 && u64::from(self.cur_off) + rec > u64::from(self.seg_size) {
             self.cur += 1;
             self.cur_off = 0;
@@ -608,6 +628,13 @@ impl Engine {
         // backfill takes this queue's new jobs too, in order.
         let ordered = self.cold_on() && !self.spill.replay;
         if ordered && self.spill.gap.contains_key(&qh) {
+            // Once memory asks for it, the backfill runs now, not at the
+            // next 100 ms cron: a producer of 16 KB bodies filled the
+            // rest of a 64 MB maxmemory in 55 ms, and its ADDJOBs were
+            // refused while the disk sat idle.
+            if self.spill.due.is_none() && self.spill_wanted() {
+                self.spill.due = Some(0);
+            }
             return;
         }
         if !(self.spill_wanted() && self.spill_job(h)) && ordered {
@@ -739,7 +766,7 @@ impl Engine {
     }
 
     /// Request page-ins for the on-disk jobs among the first
-    /// `PREFETCH_WINDOWS` head windows of the queue: reads run ahead of
+    /// `prefetch_jobs` of the queue: reads run ahead of
     /// consumers by several windows, so a page-in's round trip through
     /// the spill thread is hidden while the resident ones are served.
     fn spill_prefetch_scan(&mut self, qh: u32) {
@@ -751,8 +778,9 @@ impl Engine {
         let Some(q) = self.queues.get(qh) else {
             return;
         };
+        let ahead = self.prefetch_jobs();
         let s = &mut self.spill;
-        for h in q.handles().take(s.head * PREFETCH_WINDOWS) {
+        for h in q.handles().take(ahead) {
             let Some(slot) = s.slots.get(h) else {
                 continue;
             };
@@ -1115,10 +1143,24 @@ impl Engine {
     /// job (1.17M reads for 0.96M jobs consumed in the job cycle).
     fn spill_keep(&self, qh: u32) -> usize {
         if self.spill.pops.contains_key(&qh) {
-            self.spill.head * PREFETCH_WINDOWS
+            self.prefetch_jobs().max(self.spill.head)
         } else {
             self.spill.head
         }
+    }
+
+    /// Jobs a queue's read-ahead keeps resident or on their way:
+    /// `PREFETCH_WINDOWS` head windows, fewer when records are large.
+    pub(crate) fn prefetch_jobs(&self) -> usize {
+        let full = self.spill.head * PREFETCH_WINDOWS;
+        let budget = match self.memory.maxmemory {
+            0 => PREFETCH_BYTES_MAX,
+            m => (m / PREFETCH_SHARE).clamp(PREFETCH_BYTES_MIN, PREFETCH_BYTES_MAX),
+        };
+        let jobs = budget / self.spill.mean_record.max(1);
+        usize::try_from(jobs)
+            .unwrap_or(usize::MAX)
+            .clamp(PREFETCH_MIN_JOBS.min(full), full)
     }
 
     /// When the engine wants a tick for spill work left by the last cron
@@ -1624,6 +1666,65 @@ mod tests {
             ids[..HEAD_WINDOW + 1].contains(&jobs[0].id),
             "an older job first"
         );
+    }
+
+    #[test]
+    fn a_read_ahead_of_large_jobs_is_bounded_in_bytes() {
+        let mut e = whole();
+        e.set_memory_limit(64 << 20, crate::engine::memory::Policy::Acks);
+        let mut disk = Disk::default();
+        let big = "x".repeat(60 << 10);
+        for i in 0..400 {
+            add(&mut e, b"q", format!("{i:04}{big}"), 1000);
+        }
+        // Writes in flight are capped (4 MB): the backfill does the rest.
+        let mut now = 1000;
+        while e.cold_jobs() < 400 - HEAD_WINDOW as u64 && now < 2000 {
+            disk.run(&mut e, now);
+            now += 100;
+            e.tick(now);
+        }
+        assert_eq!(e.cold_jobs(), 400 - HEAD_WINDOW as u64);
+        // Taking the resident head starts the read-ahead.
+        let n = HEAD_WINDOW as u64;
+        let got = e.getjob(1, nohang(b"q", n), now);
+        assert!(matches!(got, GetJobOutcome::Jobs(j) if j.len() == HEAD_WINDOW));
+        let reads = e
+            .take_spill_ops()
+            .iter()
+            .filter(|op| matches!(op, SpillOp::ReadCold { .. }))
+            .count();
+        // 1 MB (64 MB / 64) of 60 KB records: 17 jobs, not all 272.
+        assert!((4..=17).contains(&reads), "{reads} reads ahead");
+    }
+
+    #[test]
+    fn a_queue_left_to_the_backfill_spills_as_soon_as_memory_asks() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        static USED: AtomicUsize = AtomicUsize::new(0);
+        let mut e = whole();
+        e.set_spill(true, 0, 60);
+        e.set_memory_limit(1 << 20, crate::engine::memory::Policy::Acks);
+        e.set_memory_counter(|| USED.load(Ordering::Relaxed));
+        // Under the watermark the tail stays in RAM: the queue waits for
+        // the backfill from then on.
+        for i in 0..300 {
+            add(&mut e, b"q", format!("b{i}"), 1000);
+        }
+        assert!(e.take_spill_ops().is_empty());
+        assert_eq!(e.spill_due(), None);
+        // Past it, the next job asks for the backfill at once, not at the
+        // next 100 ms cron.
+        USED.store(900 << 10, Ordering::Relaxed);
+        add(&mut e, b"q", "b300".into(), 1001);
+        assert!(e.spill_due().is_some_and(|t| t <= 1001));
+        e.tick(1001);
+        let writes = e
+            .take_spill_ops()
+            .iter()
+            .filter(|op| matches!(op, SpillOp::Write { .. }))
+            .count();
+        assert_eq!(writes, 301 - HEAD_WINDOW);
     }
 
     #[test]

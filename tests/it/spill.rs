@@ -890,3 +890,65 @@ fn the_dashboard_shows_and_deletes_whole_jobs_on_disk() {
     assert!(c.cmd(&["SHOW", &ids[n - 6]]).is_nil());
     assert_eq!(c.cmd(&["QLEN", "q"]).int(), (n - 1) as i64);
 }
+
+/// Jobs of 60 KB on a 64 MB node: none refused while the disk has room,
+/// whole or bodies only, and draining three queues keeps memory near
+/// maxmemory (a read-ahead of 512 such jobs a queue took it to 100 MB).
+#[test]
+fn large_bodies_are_neither_refused_nor_read_back_past_maxmemory() {
+    for whole in ["yes", "no"] {
+        let s = Server::start(ServerOpts::with_args(&[
+            "--spill",
+            "yes",
+            "--spill-whole-jobs",
+            whole,
+            "--maxmemory",
+            "64mb",
+        ]));
+        let mut c = s.client();
+        let queues = ["big0", "big1", "big2"];
+        let body = |q: usize, i: usize| format!("{q}-{i:05}-{}", "z".repeat(60 << 10));
+        let per = 500;
+        for i in 0..per {
+            for (q, name) in queues.iter().enumerate() {
+                c.send(&["ADDJOB", name, &body(q, i), "0"]);
+            }
+            for _ in queues {
+                let r = c.read_reply();
+                assert!(
+                    r.as_text().is_some_and(|t| t.starts_with("D-")),
+                    "whole {whole}: job {i}: {r:?}"
+                );
+            }
+            // As fast as the disk goes, not faster: memory passes the
+            // watermark while the disk has nothing to do.
+            if i % 10 == 0 {
+                assert!(wait_until(WAIT, POLL, || info(
+                    &mut c,
+                    "spill_pending_writes"
+                ) == 0));
+            }
+        }
+        assert!(info(&mut c, "spilled_jobs") > 0);
+        let mut next = [0usize; 3];
+        while next.iter().sum::<usize>() < per * queues.len() {
+            let r = c.cmd(&[
+                "GETJOB", "NOHANG", "COUNT", "20", "FROM", "big0", "big1", "big2",
+            ]);
+            if r.is_nil() {
+                continue;
+            }
+            let mut ack = vec!["ACKJOB".to_string()];
+            for j in r.array() {
+                let f = j.array();
+                let q = queues.iter().position(|n| *n == f[0].text()).unwrap_or(0);
+                assert_eq!(f[2].text(), body(q, next[q]), "whole {whole}: out of order");
+                next[q] += 1;
+                ack.push(f[1].text());
+            }
+            c.cmd(&ack);
+        }
+        let peak = c.info_int("used_memory_peak");
+        assert!(peak < 64 << 20, "whole {whole}: used_memory_peak {peak}");
+    }
+}
