@@ -3,7 +3,7 @@
 
 Starts SERVER (default target/release/disque-server) with `spill yes`,
 `spill-whole-jobs WHOLE` and `maxmemory MAXMEM` on a free port, fills
-QUEUES queues with bodies of SIZE bytes until about 20 x 3 MB of each is
+QUEUES queues with bodies of SIZE bytes until PER_QUEUE_MB of each is
 queued (one ADDJOB per queue per round trip, as fast as the node answers),
 then drains them with GETJOB NOHANG COUNT 20 over every queue and ACKJOB.
 
@@ -13,7 +13,7 @@ and the drain's time. The spill tier should refuse nothing while the disk
 has room and keep memory under maxmemory.
 
 usage: scripts/spill_bigbodies.py SIZE [SIZE ...]
-environment: SERVER, WHOLE [yes], MAXMEM [64mb], QUEUES [3]
+environment: SERVER, WHOLE [yes], MAXMEM [64mb], QUEUES [3], PER_QUEUE_MB [60]
 Standard library and scripts/disque_client.py; every socket operation has
 a timeout.
 """
@@ -34,6 +34,7 @@ SERVER = os.environ.get(
 WHOLE = os.environ.get("WHOLE", "yes")
 MAXMEM = os.environ.get("MAXMEM", "64mb")
 QUEUES = int(os.environ.get("QUEUES", "3"))
+PER_QUEUE = int(os.environ.get("PER_QUEUE_MB", "60")) << 20
 
 
 def free_port():
@@ -71,7 +72,7 @@ def run(size):
                 time.sleep(0.05)
         names = ["bigq%d" % q for q in range(QUEUES)]
         body = "x" * size
-        rounds = 60_000_000 // size
+        rounds = PER_QUEUE // size
         refused = 0
         fill_peak = 0
         for i in range(rounds):

@@ -58,6 +58,20 @@ const PREFETCH_BYTES_MAX: u64 = 64 << 20;
 /// Jobs a read-ahead brings back at least, whatever their size.
 const PREFETCH_MIN_JOBS: usize = 4;
 
+/// The head windows of all queues together hold at most maxmemory /
+/// `HEAD_SHARE` of jobs: a queue's window is `HEAD_WINDOW` jobs, fewer
+/// when jobs are large or queues many (50 queues of 16 KB jobs kept
+/// 100 MB of heads in RAM, and a 64 MB node refused 70 % of their
+/// ADDJOBs with the disk idle).
+const HEAD_SHARE: u64 = 4;
+
+/// Jobs a head window keeps at least, whatever their size.
+const HEAD_MIN_JOBS: usize = 8;
+
+/// RAM a queued job takes besides its body (record, indexes), for the
+/// running mean size the windows follow.
+const JOB_OVERHEAD: u64 = 160;
+
 /// Default segment size.
 pub const SEGMENT_BYTES: u32 = 64 << 20;
 
@@ -279,11 +293,12 @@ pub struct SpillStats {
 /// The spill state the engine keeps (empty and inert unless enabled).
 pub struct SpillState {
     enabled: bool,
-    /// Jobs at the front of each queue that stay in RAM.
+    /// Jobs at the front of each queue that stay in RAM, at most
+    /// (`Engine::spill_head` sizes the window).
     pub(crate) head: usize,
-    /// A running mean of the records' length (a read-ahead's size in
-    /// jobs follows it).
-    mean_record: u64,
+    /// A running mean of the size of the jobs queued (body and
+    /// overhead): the head windows and read-aheads follow it.
+    mean_job: u64,
     /// Bytes of segment files allowed; 0 = no limit.
     max_disk: u64,
     /// Percent of maxmemory where spilling starts.
@@ -337,7 +352,7 @@ impl Default for SpillState {
         SpillState {
             enabled: false,
             head: HEAD_WINDOW,
-            mean_record: 0,
+            mean_job: 0,
             max_disk: 0,
             watermark: 60,
             seg_size: SEGMENT_BYTES,
@@ -377,10 +392,6 @@ impl SpillState {
     /// segment (a new one when it would not fit).
     fn allocate(&mut self, len: u32) -> Loc {
         let rec = RECORD_HEADER + u64::from(len);
-        self.mean_record = match self.mean_record {
-            0 => rec,
-            m => m - m / 64 + rec / 64,
-        };
         if self.cur_off > 0 && u64::from(self.cur_off) + rec > u64::from(self.seg_size) {
             self.cur += 1;
             self.cur_off = 0;
@@ -613,10 +624,17 @@ impl Engine {
         if !self.spill.enabled {
             return;
         }
-        let long = self
-            .queues
-            .get(qh)
-            .is_some_and(|q| q.len() > self.spill.head);
+        let size = self
+            .store
+            .get(h)
+            .map_or(0, |j| j.body.as_ref().map_or(0, |b| b.len() as u64));
+        let job = size + JOB_OVERHEAD;
+        self.spill.mean_job = match self.spill.mean_job {
+            0 => job,
+            m => m - m / 64 + job / 64,
+        };
+        let head = self.spill_head();
+        let long = self.queues.get(qh).is_some_and(|q| q.len() > head);
         if !long {
             return;
         }
@@ -727,9 +745,10 @@ impl Engine {
         if self.spill.slots.is_empty() {
             return;
         }
+        let head = self.spill_head();
         let n = self.spill.pops.entry(qh).or_insert(0);
         *n += 1;
-        if *n as usize >= self.spill.head / 4 {
+        if *n as usize >= head / 4 {
             *n = 0;
             self.spill_prefetch_scan(qh);
         }
@@ -1143,24 +1162,39 @@ impl Engine {
     /// job (1.17M reads for 0.96M jobs consumed in the job cycle).
     fn spill_keep(&self, qh: u32) -> usize {
         if self.spill.pops.contains_key(&qh) {
-            self.prefetch_jobs().max(self.spill.head)
+            self.prefetch_jobs().max(self.spill_head())
         } else {
-            self.spill.head
+            self.spill_head()
         }
     }
 
     /// Jobs a queue's read-ahead keeps resident or on their way:
     /// `PREFETCH_WINDOWS` head windows, fewer when records are large.
     pub(crate) fn prefetch_jobs(&self) -> usize {
-        let full = self.spill.head * PREFETCH_WINDOWS;
+        let full = self.spill_head() * PREFETCH_WINDOWS;
         let budget = match self.memory.maxmemory {
             0 => PREFETCH_BYTES_MAX,
             m => (m / PREFETCH_SHARE).clamp(PREFETCH_BYTES_MIN, PREFETCH_BYTES_MAX),
         };
-        let jobs = budget / self.spill.mean_record.max(1);
+        let jobs = budget / self.spill.mean_job.max(1);
         usize::try_from(jobs)
             .unwrap_or(usize::MAX)
             .clamp(PREFETCH_MIN_JOBS.min(full), full)
+    }
+
+    /// Jobs at the front of each queue that stay in RAM: `HEAD_WINDOW`,
+    /// fewer when the queues' windows together would pass maxmemory /
+    /// `HEAD_SHARE` at the mean job size.
+    pub(crate) fn spill_head(&self) -> usize {
+        let max = self.spill.head;
+        let (m, mean) = (self.memory.maxmemory, self.spill.mean_job);
+        if m == 0 || mean == 0 {
+            return max;
+        }
+        let per_queue = m / HEAD_SHARE / self.queues.len().max(1) as u64;
+        usize::try_from(per_queue / mean)
+            .unwrap_or(usize::MAX)
+            .clamp(HEAD_MIN_JOBS.min(max), max)
     }
 
     /// When the engine wants a tick for spill work left by the last cron
@@ -1699,6 +1733,27 @@ mod tests {
     }
 
     #[test]
+    fn head_windows_shrink_with_large_jobs_and_many_queues() {
+        let mut e = engine();
+        e.set_memory_limit(64 << 20, crate::engine::memory::Policy::Acks);
+        add(&mut e, b"q0", "x".repeat(1024), 1000);
+        assert_eq!(
+            e.spill_head(),
+            HEAD_WINDOW,
+            "1 KB jobs keep the full window"
+        );
+        for q in 0..40 {
+            let name: &'static [u8] = Box::leak(format!("q{q}").into_bytes().into_boxed_slice());
+            for _ in 0..200 {
+                add(&mut e, name, "x".repeat(16 << 10), 1000);
+            }
+        }
+        // A quarter of 64 MB over 40 queues of ~16.5 KB jobs.
+        assert_eq!(e.spill_head(), 25);
+        assert!(e.prefetch_jobs() <= 4 * 25);
+    }
+
+    #[test]
     fn a_queue_left_to_the_backfill_spills_as_soon_as_memory_asks() {
         use std::sync::atomic::{AtomicUsize, Ordering};
         static USED: AtomicUsize = AtomicUsize::new(0);
@@ -1750,8 +1805,10 @@ mod tests {
         }
         let st = e.spill_stats();
         // Every job past the head window left whole: none kept its record
-        // in RAM with only its body on disk.
-        assert_eq!(st.whole_jobs, 2000 - HEAD_WINDOW as u64, "{st:?}");
+        // in RAM with only its body on disk. (Under so small a maxmemory
+        // the window is 45 jobs, not `HEAD_WINDOW`.)
+        assert_eq!(e.spill_head(), 45);
+        assert_eq!(st.whole_jobs, 2000 - 45, "{st:?}");
         assert_eq!(st.jobs, st.whole_jobs, "{st:?}");
         let got = drain(&mut e, &mut disk, b"q", 1400);
         assert_eq!(got.iter().map(|g| g.0).collect::<Vec<_>>(), ids);

@@ -897,58 +897,72 @@ fn the_dashboard_shows_and_deletes_whole_jobs_on_disk() {
 #[test]
 fn large_bodies_are_neither_refused_nor_read_back_past_maxmemory() {
     for whole in ["yes", "no"] {
-        let s = Server::start(ServerOpts::with_args(&[
-            "--spill",
-            "yes",
-            "--spill-whole-jobs",
-            whole,
-            "--maxmemory",
-            "64mb",
-        ]));
-        let mut c = s.client();
-        let queues = ["big0", "big1", "big2"];
-        let body = |q: usize, i: usize| format!("{q}-{i:05}-{}", "z".repeat(60 << 10));
-        let per = 500;
-        for i in 0..per {
-            for (q, name) in queues.iter().enumerate() {
-                c.send(&["ADDJOB", name, &body(q, i), "0"]);
-            }
-            for _ in queues {
-                let r = c.read_reply();
-                assert!(
-                    r.as_text().is_some_and(|t| t.starts_with("D-")),
-                    "whole {whole}: job {i}: {r:?}"
-                );
-            }
-            // As fast as the disk goes, not faster: memory passes the
-            // watermark while the disk has nothing to do.
-            if i % 10 == 0 {
-                assert!(wait_until(WAIT, POLL, || info(
-                    &mut c,
-                    "spill_pending_writes"
-                ) == 0));
-            }
-        }
-        assert!(info(&mut c, "spilled_jobs") > 0);
-        let mut next = [0usize; 3];
-        while next.iter().sum::<usize>() < per * queues.len() {
-            let r = c.cmd(&[
-                "GETJOB", "NOHANG", "COUNT", "20", "FROM", "big0", "big1", "big2",
-            ]);
-            if r.is_nil() {
-                continue;
-            }
-            let mut ack = vec!["ACKJOB".to_string()];
-            for j in r.array() {
-                let f = j.array();
-                let q = queues.iter().position(|n| *n == f[0].text()).unwrap_or(0);
-                assert_eq!(f[2].text(), body(q, next[q]), "whole {whole}: out of order");
-                next[q] += 1;
-                ack.push(f[1].text());
-            }
-            c.cmd(&ack);
-        }
-        let peak = c.info_int("used_memory_peak");
-        assert!(peak < 64 << 20, "whole {whole}: used_memory_peak {peak}");
+        fill_and_drain_under_64mb(whole, 3, 60 << 10, 500);
     }
+}
+
+/// 40 queues of 16 KB jobs on a 64 MB node: their head windows of 128
+/// jobs alone would be 80 MB, so the windows shrink instead of the node
+/// refusing jobs.
+#[test]
+fn many_queues_of_large_bodies_shrink_their_head_windows() {
+    fill_and_drain_under_64mb("yes", 40, 16 << 10, 160);
+}
+
+/// `queues` queues filled round-robin with `per` jobs of `size`-byte
+/// bodies each, at the disk's pace, then drained over all of them in
+/// order: no -OOM, every body back, used_memory_peak under maxmemory.
+fn fill_and_drain_under_64mb(whole: &str, queues: usize, size: usize, per: usize) {
+    let s = Server::start(ServerOpts::with_args(&[
+        "--spill",
+        "yes",
+        "--spill-whole-jobs",
+        whole,
+        "--maxmemory",
+        "64mb",
+    ]));
+    let mut c = s.client();
+    let names: Vec<String> = (0..queues).map(|q| format!("big{q}")).collect();
+    let body = |q: usize, i: usize| format!("{q}-{i:05}-{}", "z".repeat(size));
+    for i in 0..per {
+        for (q, name) in names.iter().enumerate() {
+            c.send(&["ADDJOB", name, &body(q, i), "0"]);
+        }
+        for _ in &names {
+            let r = c.read_reply();
+            assert!(
+                r.as_text().is_some_and(|t| t.starts_with("D-")),
+                "whole {whole}: job {i}: {r:?}"
+            );
+        }
+        // As fast as the disk goes, not faster: memory passes the
+        // watermark while the disk has nothing to do.
+        if i % (30 / queues).max(1) == 0 {
+            assert!(wait_until(WAIT, POLL, || info(
+                &mut c,
+                "spill_pending_writes"
+            ) == 0));
+        }
+    }
+    assert!(info(&mut c, "spilled_jobs") > 0);
+    let mut next = vec![0usize; queues];
+    let mut getjob = vec!["GETJOB", "NOHANG", "COUNT", "20", "FROM"];
+    getjob.extend(names.iter().map(String::as_str));
+    while next.iter().sum::<usize>() < per * queues {
+        let r = c.cmd(&getjob);
+        if r.is_nil() {
+            continue;
+        }
+        let mut ack = vec!["ACKJOB".to_string()];
+        for j in r.array() {
+            let f = j.array();
+            let q = names.iter().position(|n| *n == f[0].text()).unwrap_or(0);
+            assert_eq!(f[2].text(), body(q, next[q]), "whole {whole}: out of order");
+            next[q] += 1;
+            ack.push(f[1].text());
+        }
+        c.cmd(&ack);
+    }
+    let peak = c.info_int("used_memory_peak");
+    assert!(peak < 64 << 20, "whole {whole}: used_memory_peak {peak}");
 }
