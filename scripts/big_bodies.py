@@ -14,7 +14,8 @@ load phases to the idle ones.
 
 usage: scripts/big_bodies.py [SIZE ...]   (default: 1048576 16777216)
 environment: SERVER, ROUNDS [3], SECS [5]
-Standard library only; every socket operation has a timeout.
+Standard library and scripts/disque_client.py; every socket operation has a
+timeout.
 """
 
 import os
@@ -24,6 +25,9 @@ import sys
 import tempfile
 import threading
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from disque_client import free_port  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SERVER = os.environ.get(
@@ -87,25 +91,6 @@ class Client:
             parts += [b"$%d\r\n" % len(a), a, b"\r\n"]
         self.sock.sendall(b"".join(parts))
         return self._reply()
-
-
-def free_port():
-    # Client port P and bus port P+10000 must both be free.
-    while True:
-        s = socket.socket()
-        s.bind(("127.0.0.1", 0))
-        p = s.getsockname()[1]
-        s.close()
-        if p + 10000 > 65535:
-            continue
-        b = socket.socket()
-        try:
-            b.bind(("127.0.0.1", p + 10000))
-            return p
-        except OSError:
-            continue
-        finally:
-            b.close()
 
 
 def rss_mb(pid):

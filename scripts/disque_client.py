@@ -1,9 +1,11 @@
 """RESP client and delivery ledger shared by the fault scenarios.
 
-Used by scripts/docker_test.py (the compose cluster) and scripts/chaos.py
-(the network-namespace cluster). Standard library only.
+Used by scripts/docker_test.py (the compose cluster), scripts/chaos.py
+(the network-namespace cluster) and the load scripts that start their own
+nodes. Standard library only.
 
 * `Client`: a minimal RESP2 client; every socket operation has a timeout.
+* `free_port`: a loopback client port whose bus port (+10000) is free too.
 * `Ledger`: every ID an ADDJOB returned and every delivery a consumer saw,
   with timestamps, so a run can say which jobs were lost and which were
   delivered more than once, and when.
@@ -12,6 +14,23 @@ Used by scripts/docker_test.py (the compose cluster) and scripts/chaos.py
 import socket
 import threading
 import time
+
+
+def free_port():
+    """A loopback client port whose bus port (+10000) is free too."""
+    for _ in range(200):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            p = s.getsockname()[1]
+        if p + 10000 > 65535:
+            continue
+        try:
+            with socket.socket() as s:
+                s.bind(("127.0.0.1", p + 10000))
+            return p
+        except OSError:
+            continue
+    raise OSError("no free client and bus port pair")
 
 
 class RespError(Exception):

@@ -19,7 +19,6 @@ a timeout.
 """
 
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -27,7 +26,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from disque_client import Client, RespError  # noqa: E402
+from disque_client import Client, RespError, free_port  # noqa: E402
 
 SERVER = os.environ.get(
     "SERVER", os.path.join(HERE, "..", "target", "release", "disque-server"))
@@ -35,16 +34,6 @@ WHOLE = os.environ.get("WHOLE", "yes")
 MAXMEM = os.environ.get("MAXMEM", "64mb")
 QUEUES = int(os.environ.get("QUEUES", "3"))
 PER_QUEUE = int(os.environ.get("PER_QUEUE_MB", "60")) << 20
-
-
-def free_port():
-    while True:
-        s = socket.socket()
-        s.bind(("127.0.0.1", 0))
-        p = s.getsockname()[1]
-        s.close()
-        if p < 55000:  # the bus port is the client port + 10000
-            return p
 
 
 def used(c):

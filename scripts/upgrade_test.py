@@ -30,13 +30,12 @@ import argparse
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
 
-from disque_client import Client, RespError
+from disque_client import Client, RespError, free_port
 
 AOF_VERSION_RECORD = b"*2\r\n$10\r\nAOFVERSION\r\n$"
 WAIT = 60.0
@@ -62,23 +61,6 @@ def wait_for(what, cond, deadline=WAIT, every=0.1):
             return
         time.sleep(every)
     raise Failed("timed out after %.0fs waiting for %s" % (deadline, what))
-
-
-def free_port():
-    """A client port whose bus port (+10000) is free too."""
-    for _ in range(200):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            p = s.getsockname()[1]
-        if p + 10000 > 65535:
-            continue
-        try:
-            with socket.socket() as s:
-                s.bind(("127.0.0.1", p + 10000))
-            return p
-        except OSError:
-            continue
-    raise RuntimeError("no free port pair")
 
 
 class Node:
