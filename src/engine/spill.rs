@@ -650,7 +650,10 @@ impl Engine {
             // next 100 ms cron: a producer of 16 KB bodies filled the
             // rest of a 64 MB maxmemory in 55 ms, and its ADDJOBs were
             // refused while the disk sat idle.
-            if self.spill.due.is_none() && self.spill_wanted() {
+            // (Not with the disk budget spent: the backfill could do
+            // nothing, and each ADDJOB would ask for a tick.)
+            if self.spill.due.is_none() && !self.spill.stats.disk_budget_full && self.spill_wanted()
+            {
                 self.spill.due = Some(0);
             }
             return;
