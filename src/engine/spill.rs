@@ -48,9 +48,10 @@ pub(crate) const PREFETCH_WINDOWS: usize = 4;
 
 /// Bytes of records one queue's read-ahead may bring back: maxmemory /
 /// `PREFETCH_SHARE`, within these bounds (the upper one also without a
-/// maxmemory). 1 KB jobs read their 4 windows ahead under any maxmemory
-/// of 32 MB or more; 60 KB jobs read 17 ahead under 64 MB, not 512
-/// (30 MB a queue: a drain of three took a 64 MB node to 100 MB).
+/// maxmemory), in jobs of the mean job size. 1 KB jobs read their 4
+/// windows ahead under any maxmemory; 60 KB jobs read 17 ahead under
+/// 64 MB, not 512 (30 MB a queue: a drain of three took a 64 MB node to
+/// 100 MB).
 const PREFETCH_SHARE: u64 = 64;
 const PREFETCH_BYTES_MIN: u64 = 1 << 20;
 const PREFETCH_BYTES_MAX: u64 = 64 << 20;
