@@ -948,7 +948,12 @@ fn fill_and_drain_under_64mb(whole: &str, queues: usize, size: usize, per: usize
     let mut next = vec![0usize; queues];
     let mut getjob = vec!["GETJOB", "NOHANG", "COUNT", "20", "FROM"];
     getjob.extend(names.iter().map(String::as_str));
+    let deadline = std::time::Instant::now() + WAIT * 3;
     while next.iter().sum::<usize>() < per * queues {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "whole {whole}: {next:?} delivered of {per} a queue"
+        );
         let r = c.cmd(&getjob);
         if r.is_nil() {
             continue;
