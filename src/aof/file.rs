@@ -29,7 +29,7 @@ pub(super) fn record_len(r: &AofRecord) -> usize {
 /// latency metric.
 pub(super) fn timed_sync(file: &File) -> std::io::Result<()> {
     let started = Instant::now();
-    let r = super::faults::sync_data(file);
+    let r = crate::os::faults::sync_data(file);
     crate::observe::metrics::shell()
         .fsync
         .observe(started.elapsed().as_micros() as u64);
@@ -295,7 +295,7 @@ impl FileState {
             return;
         };
         if !self.buf.is_empty() {
-            super::faults::before_write();
+            crate::os::faults::before_write();
         }
         let mut done = 0;
         let mut err = None;

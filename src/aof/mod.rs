@@ -15,11 +15,9 @@
 //!   appended (`auto-aof-rewrite-min-reclaim`).
 //! - `loader`: replaying a file into the engine at startup / DEBUG LOADAOF.
 //! - `check`: `disque-server --check-aof FILE [--fix]`.
-//! - `faults`: injected fsync errors and slow writes (`DEBUG DISK-FAULT`).
 
 pub mod check;
 mod error;
-pub mod faults;
 mod file;
 pub mod loader;
 mod progress;

@@ -129,7 +129,7 @@ impl Rewrite {
         self.since_fsync += bytes.len() as u64;
         if self.incremental_fsync && self.since_fsync >= INCREMENTAL_FSYNC_BYTES {
             self.since_fsync = 0;
-            if let Err(e) = super::faults::sync_data(tmp) {
+            if let Err(e) = crate::os::faults::sync_data(tmp) {
                 self.error = Some(AofError::write(&self.tmp_path, e));
             }
         }
@@ -155,7 +155,7 @@ impl Rewrite {
             return Err(AofError::NoTempFile);
         };
         let tmp_path = &self.tmp_path;
-        super::faults::sync_all(&tmp).map_err(|e| AofError::fsync(tmp_path, e))?;
+        crate::os::faults::sync_all(&tmp).map_err(|e| AofError::fsync(tmp_path, e))?;
         let size = tmp
             .metadata()
             .map_err(|e| AofError::write(tmp_path, e))?

@@ -230,7 +230,9 @@ impl Core {
                 return;
             }
             let records_next = matches!(q.msgs.front(), Some(Msg::Records { .. }));
-            if !records_next || self.always.load(Ordering::Relaxed) || super::faults::slow_writes()
+            if !records_next
+                || self.always.load(Ordering::Relaxed)
+                || crate::os::faults::slow_writes()
             {
                 return self.want_thread(q);
             }

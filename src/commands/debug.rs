@@ -47,7 +47,7 @@ pub fn debug(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
     }
     if sub.is("disk-fault") && (n == 1 || n == 2) {
         // Test and drill hook (docs/PERSISTENCE.md, "Disk faults").
-        use crate::aof::faults::{self, Fault};
+        use crate::os::faults::{self, Fault};
         let f = a.word();
         let fault = match a.is_done() {
             true if f.is("none") => Fault::None,

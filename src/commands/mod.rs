@@ -479,8 +479,23 @@ pub fn dispatch(node: &mut Node, client: &mut ClientState, args: &[Bytes], now: 
     if node.engine.maxmemory() != 0 {
         let ok = node.engine.free_memory_if_needed(now);
         if !ok && spec.flags & F_DENYOOM != 0 {
+            // A spilling node whose writes are behind its producers makes
+            // them wait for the disk rather than refuse them, for a while.
+            // The wait is the client's, not each command's: once it ran
+            // out, the rest of a pipeline is refused at once until memory
+            // comes down, instead of waiting again command by command.
+            if node.engine.spill_relieves() {
+                let since = *client.oom_wait_since.get_or_insert(now);
+                let until = since + crate::node::spill::MEMORY_WAIT_MS;
+                if now < until {
+                    return Outcome::PageIn(crate::node::spill::wait_memory(node, until));
+                }
+            }
             node.command_stats.oom_refused += 1;
             return err(WireError::Oom);
+        }
+        if ok {
+            client.oom_wait_since = None;
         }
     }
     if spec.flags & F_WRITE != 0 || spec.name == "ping" {

@@ -343,6 +343,9 @@ pub struct SpillState {
     ops: Vec<SpillOp>,
     /// Slots whose body is not in RAM (not `Pending`).
     cold: u64,
+    /// Write completions applied (`spill_written` calls): producers
+    /// waiting for memory run again at each (`spill_writes_landed`).
+    landed: u64,
     /// Bytes of all segments (the sum of their `bytes`).
     disk_total: u64,
     stats: SpillStats,
@@ -378,6 +381,7 @@ impl Default for SpillState {
             relog: Map::default(),
             ops: Vec::new(),
             cold: 0,
+            landed: 0,
             disk_total: 0,
             stats: SpillStats::default(),
         }
@@ -508,6 +512,22 @@ impl Engine {
     pub(crate) fn spill_absorbs(&self) -> bool {
         let s = &self.spill;
         s.enabled && s.fault.is_none() && !s.stats.disk_budget_full
+    }
+
+    /// Memory past the refusal level will come down without anyone
+    /// acknowledging a job: the tier takes bodies and has writes in flight
+    /// or backfill work waiting. A deny-oom command may then wait for the
+    /// writes to land (`commands::dispatch`) instead of failing with -OOM
+    /// while the disk has room.
+    pub fn spill_relieves(&self) -> bool {
+        let s = &self.spill;
+        self.spill_absorbs() && (s.pending_bytes > 0 || s.due.is_some() || !s.gap.is_empty())
+    }
+
+    /// How many write completions the engine has applied: a change means
+    /// memory may have come down.
+    pub fn spill_writes_landed(&self) -> u64 {
+        self.spill.landed
     }
 
     /// Bytes of writes in flight allowed: `MAX_PENDING_BYTES`, or less
@@ -862,6 +882,7 @@ impl Engine {
     }
 
     fn spill_written(&mut self, seg: u32, end: u32) {
+        self.spill.landed += 1;
         while let Some(&(h, id, loc, kind)) = self.spill.pending.front() {
             if loc.seg > seg || (loc.seg == seg && loc.off >= end) {
                 break;

@@ -40,6 +40,9 @@ pub struct ClientState {
     /// (`Outcome::PageIn`): QPEEK shows what is resident now rather than
     /// fault again, since a job read back may be spilled anew meanwhile.
     pub paged_in: bool,
+    /// When (ms) the command being run again started waiting for the
+    /// spill tier to bring memory down (`node::spill::wait_memory`).
+    pub oom_wait_since: Option<u64>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -307,7 +310,7 @@ impl Node {
         // AOF first: a record is queued for the disk before any bus
         // message of the same call can leave.
         persistence::dispatch(self, std::mem::take(&mut effects.aof), now);
-        spill::dispatch(self);
+        spill::dispatch(self, now);
         if let Some(tx) = &self.effect_sink {
             tx(effects);
         }

@@ -21,11 +21,25 @@ pub struct SpillTier {
     /// Commands waiting for whole jobs on disk to come back, by ticket
     /// (`Engine::cold_fault`): each runs again when its ticket is done.
     pub cold_waits: HashMap<u64, oneshot::Sender<()>>,
+    /// Deny-oom commands waiting for spill writes to bring memory under
+    /// the refusal level (`wait_memory`), with when (ms) their wait ends;
+    /// each runs again at the next write completion or at that time.
+    pub memory_waits: Vec<(u64, oneshot::Sender<()>)>,
+    /// `Engine::spill_writes_landed` when the waiters were last woken.
+    landed_seen: u64,
+    /// Commands that waited for memory instead of failing with -OOM.
+    pub memory_waited: u64,
 }
+
+/// How long a deny-oom command waits, in all, for the spill tier to
+/// bring memory under the refusal level before it fails with -OOM: writes
+/// land in milliseconds, so a wait this long means the disk cannot keep
+/// up with what must stay in RAM, and the producer is told so.
+pub const MEMORY_WAIT_MS: u64 = 1000;
 
 /// Hand the ops the engine decided on to the spill thread, and wake the
 /// commands whose jobs are back.
-pub fn dispatch(node: &mut Node) {
+pub fn dispatch(node: &mut Node, now: u64) {
     if let Some(io) = &node.spill.io {
         let ops = node.engine.take_spill_ops();
         io.submit(ops);
@@ -35,6 +49,39 @@ pub fn dispatch(node: &mut Node) {
             let _ = tx.send(());
         }
     }
+    if !node.spill.memory_waits.is_empty() {
+        wake_memory_waits(node, now);
+    }
+}
+
+/// Run the commands waiting for memory again once a write has landed,
+/// at once when the tier can no longer relieve memory (a fault, the disk
+/// budget), and each at the end of its wait, when it fails with -OOM.
+fn wake_memory_waits(node: &mut Node, now: u64) {
+    let landed = node.engine.spill_writes_landed();
+    let waits = &mut node.spill.memory_waits;
+    if landed != node.spill.landed_seen || !node.engine.spill_relieves() {
+        node.spill.landed_seen = landed;
+        for (_, tx) in waits.drain(..) {
+            let _ = tx.send(());
+        }
+        return;
+    }
+    if waits.iter().any(|(until, _)| *until <= now) {
+        for (_, tx) in waits.extract_if(.., |(until, _)| *until <= now) {
+            let _ = tx.send(());
+        }
+    }
+}
+
+/// Park a deny-oom command until the next spill write lands, or until
+/// `until` (ms) at the latest.
+pub fn wait_memory(node: &mut Node, until: u64) -> oneshot::Receiver<()> {
+    let (tx, rx) = oneshot::channel();
+    node.spill.landed_seen = node.engine.spill_writes_landed();
+    node.spill.memory_waits.push((until, tx));
+    node.spill.memory_waited += 1;
+    rx
 }
 
 /// Park a command until the whole jobs it names are back in RAM.
@@ -65,7 +112,7 @@ pub fn info(node: &Node, out: &mut String) {
     let last_error = io
         .and_then(|s| s.last_error.lock().ok().and_then(|g| g.clone()))
         .unwrap_or_default();
-    let fields: [(&str, String); 21] = [
+    let fields: [(&str, String); 22] = [
         ("spill_enabled", u8::from(node.config.spill).to_string()),
         ("spill_status", status.replace(['\r', '\n'], " ")),
         (
@@ -84,6 +131,7 @@ pub fn info(node: &Node, out: &mut String) {
             node.engine.cold_bytes().to_string(),
         ),
         ("spill_pending_writes", st.pending.to_string()),
+        ("spill_memory_waits", node.spill.memory_waited.to_string()),
         ("spill_disk_bytes", st.disk_bytes.to_string()),
         ("spill_live_bytes", st.live_bytes.to_string()),
         ("spill_segments", st.segments.to_string()),

@@ -1,7 +1,8 @@
 //! What the process asks of the operating system: the container memory
-//! limit (`cgroup`), the counting allocator (`allocator`) and OS queries
-//! (`sys`).
+//! limit (`cgroup`), the counting allocator (`allocator`), OS queries
+//! (`sys`) and the disk faults tests inject (`faults`, `DEBUG DISK-FAULT`).
 
 pub mod allocator;
 pub mod cgroup;
+pub mod faults;
 pub mod sys;

@@ -86,6 +86,7 @@ pub async fn handle<S: ClientStream>(shared: Arc<Shared>, mut stream: S, addr: S
         last_cmd: "NULL",
         acl: Default::default(),
         paged_in: false,
+        oom_wait_since: None,
     };
     // Every log line about this client carries its id and address.
     let span = tracing::info_span!("client", id, peer = %client.addr);

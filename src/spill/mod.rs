@@ -195,6 +195,7 @@ impl Files<'_> {
     }
 
     fn write(&mut self, seg: u32, off: u32, buf: &[u8]) -> Result<(), SegmentError> {
+        crate::os::faults::before_write();
         let f = self.get(seg, true)?;
         f.write_all_at(buf, u64::from(off))
             .map_err(|source| SegmentError::Write {

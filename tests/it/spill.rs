@@ -971,3 +971,92 @@ fn fill_and_drain_under_64mb(whole: &str, queues: usize, size: usize, per: usize
     let peak = c.info_int("used_memory_peak");
     assert!(peak < 64 << 20, "whole {whole}: used_memory_peak {peak}");
 }
+
+/// Add `n` jobs of about 1 KiB to `q`, 200 pipelined at a time; the
+/// replies that are not job IDs (errors), with the job's number.
+fn add_pipelined_refusals(c: &mut Client, q: &str, n: usize) -> Vec<(usize, String)> {
+    let body = |i: usize| format!("{i:06}-{}", "w".repeat(1010));
+    let mut refused = Vec::new();
+    for start in (0..n).step_by(200) {
+        let end = (start + 200).min(n);
+        for i in start..end {
+            c.send(&["ADDJOB", q, &body(i), "0"]);
+        }
+        for i in start..end {
+            let r = c.read_reply();
+            if !r.as_text().is_some_and(|t| t.starts_with("D-")) {
+                refused.push((i, format!("{r:?}")));
+            }
+        }
+    }
+    refused
+}
+
+/// A producer faster than a slow disk (each spill write delayed 50 ms)
+/// waits for the writes to land instead of failing with -OOM at 95 % of
+/// maxmemory; a disk slower than the wait's bound (3 s a write) still
+/// gets the producer its -OOM after about a second, never a hang, and
+/// nothing accepted is lost.
+#[test]
+fn producers_wait_for_a_slow_disk_instead_of_failing() {
+    let s = Server::start(ServerOpts::with_args(&[
+        "--spill",
+        "yes",
+        "--maxmemory",
+        "32mb",
+    ]));
+    let mut c = s.client();
+    disk_fault(&mut c, &["slow-writes", "50"]);
+    // 40 MB of bodies, more than the node holds in RAM.
+    let n = 40_000;
+    let refused = add_pipelined_refusals(&mut c, "q", n);
+    assert!(
+        refused.is_empty(),
+        "refused: {:?}",
+        &refused[..3.min(refused.len())]
+    );
+    assert!(
+        info(&mut c, "spill_memory_waits") > 0,
+        "the producer never had to wait"
+    );
+    assert_eq!(c.info_int("refused_oom"), 0);
+    assert_eq!(c.cmd(&["QLEN", "q"]).int(), n as i64);
+
+    // Writes of 3 s: a wait of 1 s ends first, with -OOM.
+    disk_fault(&mut c, &["slow-writes", "3000"]);
+    let mut accepted = n;
+    let started = std::time::Instant::now();
+    let mut waited = None;
+    while waited.is_none() {
+        assert!(
+            started.elapsed() < WAIT * 3,
+            "no -OOM with a disk this slow"
+        );
+        let sent = std::time::Instant::now();
+        let r = c.cmd(&["ADDJOB", "q", &"v".repeat(1024), "0"]);
+        if r.is_error() {
+            assert!(format!("{r:?}").contains("OOM"), "{r:?}");
+            waited = Some(sent.elapsed());
+        } else {
+            accepted += 1;
+        }
+    }
+    let waited = waited.unwrap_or_default();
+    assert!(
+        waited >= std::time::Duration::from_millis(900) && waited < WAIT,
+        "-OOM after {waited:?}"
+    );
+    assert!(c.info_int("refused_oom") >= 1);
+    disk_fault(&mut c, &["none"]);
+    assert_eq!(c.cmd(&["QLEN", "q"]).int(), accepted as i64);
+    // Once the disk catches up, producers are served again.
+    assert!(wait_until(WAIT, POLL, || !c
+        .cmd(&["ADDJOB", "q", "after", "0"])
+        .is_error()));
+}
+
+fn disk_fault(c: &mut Client, args: &[&str]) {
+    let mut cmd = vec!["DEBUG", "DISK-FAULT"];
+    cmd.extend_from_slice(args);
+    assert_eq!(c.cmd(&cmd), Reply::Status("OK".into()));
+}

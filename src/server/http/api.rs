@@ -77,19 +77,29 @@ fn http_user() -> Option<String> {
 /// Run one command as the dashboard client, with the permissions of the
 /// request's user (`http_user`).
 fn run(node: &mut Node, args: Vec<Bytes>, user: Option<String>, now: u64) -> Reply {
-    attempt(node, args, user, false, now)
-        .unwrap_or_else(|_| Reply::Error("ERR the job is on disk, try again".into()))
+    attempt(node, args, user, false, None, now).unwrap_or_else(|again| match again.oom_wait_since {
+        Some(_) => crate::errors::WireError::Oom.reply(),
+        None => Reply::Error("ERR the job is on disk, try again".into()),
+    })
 }
 
-/// One run of a command; Err when it waits for whole jobs on disk to
-/// come back (`Outcome::PageIn`) and must run again once they are.
+/// A command that must run again: it waits for whole jobs on disk to come
+/// back, or for the spill tier to bring memory down (`Outcome::PageIn`).
+struct Again {
+    rx: oneshot::Receiver<()>,
+    /// `ClientState::oom_wait_since` as the run left it.
+    oom_wait_since: Option<u64>,
+}
+
+/// One run of a command; Err when it must run again once `rx` fires.
 fn attempt(
     node: &mut Node,
     args: Vec<Bytes>,
     user: Option<String>,
     paged_in: bool,
+    oom_wait_since: Option<u64>,
     now: u64,
-) -> Result<Reply, oneshot::Receiver<()>> {
+) -> Result<Reply, Again> {
     let mut client = ClientState {
         id: HTTP_CLIENT_ID,
         addr: "http:0".to_string(),
@@ -99,13 +109,17 @@ fn attempt(
         last_cmd: "NULL",
         acl: Default::default(),
         paged_in,
+        oom_wait_since,
     };
     if let Some(user) = user {
         client.acl.login(&user);
     }
     match commands::dispatch(node, &mut client, &args, now) {
         Outcome::Reply(r) | Outcome::Close(Some(r)) => Ok(r),
-        Outcome::PageIn(rx) => Err(rx),
+        Outcome::PageIn(rx) => Err(Again {
+            rx,
+            oom_wait_since: client.oom_wait_since,
+        }),
         _ => Ok(Reply::Error(
             "ERR this command is not available over HTTP".into(),
         )),
@@ -113,20 +127,27 @@ fn attempt(
 }
 
 /// Run one command for a request the way a connection does: while it
-/// waits for jobs on disk, wait for them (bounded) and run it again.
+/// waits for jobs on disk, wait for them (bounded) and run it again; a
+/// wait for memory is bounded by the dispatcher itself.
 async fn command(st: &AppState, args: Vec<Bytes>, user: Option<String>) -> Reply {
     let mut paged_in = false;
-    for _ in 0..PAGE_IN_TRIES {
+    let mut oom_wait_since = None;
+    let mut tries = 0;
+    while tries < PAGE_IN_TRIES {
         let (a, u) = (args.clone(), user.clone());
         let ran = st
             .shared
-            .call(move |node, now| attempt(node, a, u, paged_in, now))
+            .call(move |node, now| attempt(node, a, u, paged_in, oom_wait_since, now))
             .await;
         match ran {
             Ok(r) => return r,
-            Err(rx) => {
-                let _ = tokio::time::timeout(PAGE_IN_WAIT, rx).await;
-                paged_in = true;
+            Err(again) => {
+                let _ = tokio::time::timeout(PAGE_IN_WAIT, again.rx).await;
+                oom_wait_since = again.oom_wait_since;
+                if oom_wait_since.is_none() {
+                    paged_in = true;
+                    tries += 1;
+                }
             }
         }
     }

@@ -47,8 +47,9 @@ pub struct Snapshot {
     pub connected_clients: u64,
     pub uptime_s: u64,
     /// The spill tier's figures, when `spill yes`: engine stats, then
-    /// (corrupt records, I/O errors) seen by the spill thread.
-    pub spill: Option<(crate::engine::spill::SpillStats, u64, u64)>,
+    /// (corrupt records, I/O errors) seen by the spill thread, and the
+    /// commands that waited for its writes instead of -OOM.
+    pub spill: Option<(crate::engine::spill::SpillStats, u64, u64, u64)>,
     /// Live schedules, and their tick counters on this node (deleted
     /// schedules' included).
     pub schedules: u64,
@@ -116,6 +117,7 @@ impl Snapshot {
                     node.engine.spill_stats(),
                     load(|s| &s.corrupt),
                     load(|s| &s.io_errors),
+                    node.spill.memory_waited,
                 )
             }),
             schedules: node.engine.schedule_count() as u64,
@@ -404,7 +406,7 @@ impl Collector for NodeCollector {
             1e6,
         )?;
 
-        if let Some((st, corrupt, io_errors)) = &s.spill {
+        if let Some((st, corrupt, io_errors, memory_waits)) = &s.spill {
             for (name, help, v) in [
                 (
                     "disque_spill_jobs",
@@ -484,6 +486,11 @@ impl Collector for NodeCollector {
                     "disque_spill_io_errors",
                     "Spill segment reads and writes that failed.",
                     st.write_errors + io_errors,
+                ),
+                (
+                    "disque_spill_memory_waits",
+                    "Deny-oom commands that waited for spill writes to land instead of failing with -OOM.",
+                    *memory_waits,
                 ),
             ] {
                 counter(e, name, help, v)?;

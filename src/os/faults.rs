@@ -1,11 +1,11 @@
 //! Injected disk faults for tests and drills (`DEBUG DISK-FAULT`): make the
-//! AOF writer's fsyncs fail with EIO, or delay each of its writes. A full
-//! disk needs no hook (tests run the server under a file-size limit,
-//! `RLIMIT_FSIZE` with SIGXFSZ ignored, so writes past it fail as on a full
-//! disk); a failing fsync and a
-//! slow device cannot be produced honestly without root-only device-mapper
-//! tricks, so the writer asks this module before touching the device.
-//! Process-wide and off by default; every check is one relaxed load.
+//! AOF writer's fsyncs fail with EIO, or delay each of its writes and the
+//! spill thread's. A full disk needs no hook (tests run the server under a
+//! file-size limit, `RLIMIT_FSIZE` with SIGXFSZ ignored, so writes past it
+//! fail as on a full disk); a failing fsync and a slow device cannot be
+//! produced honestly without root-only device-mapper tricks, so the writers
+//! ask this module before touching the device. Process-wide and off by
+//! default; every check is one relaxed load.
 
 use std::fs::File;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
@@ -20,7 +20,7 @@ pub enum Fault {
     None,
     /// Every fsync of an AOF file (live or rewrite temp) fails with EIO.
     FsyncError,
-    /// Every write to an AOF file first sleeps this long.
+    /// Every write to an AOF file or a spill segment first sleeps this long.
     SlowWrites(Duration),
 }
 
