@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use crate::cluster::cluster;
 use crate::harness::{wait_until, Client, Reply, ReplyExt, Server};
+use crate::util::env_u64;
 
 const WAIT: Duration = Duration::from_secs(20);
 const POLL: Duration = Duration::from_millis(50);
@@ -178,10 +179,7 @@ fn batch_on_three_nodes_calls_back_once() {
         );
     }
     // DISQUE_IT_BATCH_MEMBERS makes it a load run (docs/RELIABILITY.md).
-    let members: usize = std::env::var("DISQUE_IT_BATCH_MEMBERS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(300);
+    let members = env_u64("DISQUE_IT_BATCH_MEMBERS", 300) as usize;
     let mut clients: Vec<Client> = nodes.iter().map(Server::client).collect();
     // Pipelined in chunks, spread over the nodes.
     let chunk = 200;

@@ -11,6 +11,7 @@ use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
 use crate::harness::{encode_cmd, wait_until, Client, Reply, ReplyExt, Server, ServerOpts};
+use crate::util::env_u64;
 
 const WAIT: Duration = Duration::from_secs(20);
 const POLL: Duration = Duration::from_millis(20);
@@ -245,11 +246,8 @@ fn proto_max_bulk_len_refuses_a_huge_bulk_at_its_header() {
 #[test]
 fn thousands_of_idle_connections_and_maxclients() {
     let limit = raise_nofile();
-    let n: usize = std::env::var("DISQUE_IDLE_CLIENTS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(10_000)
-        .min(limit.saturating_sub(200) as usize);
+    let n =
+        (env_u64("DISQUE_IDLE_CLIENTS", 10_000) as usize).min(limit.saturating_sub(200) as usize);
     let s = Server::start(ServerOpts::with_args(&[
         "--maxclients",
         &(n + 1).to_string(),

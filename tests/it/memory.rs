@@ -4,22 +4,10 @@
 
 use std::time::Duration;
 
-use crate::harness::{encode_cmd, wait_until, Client, ReplyExt, Server};
+use crate::harness::{wait_until, ReplyExt, Server};
 use crate::util::{addjob, assert_bytes, POLL};
 
 const OOM: &[u8] = b"-OOM command not allowed when used memory > 'maxmemory'.\r\n";
-
-fn pipeline(c: &mut Client, cmds: &[Vec<String>]) {
-    let mut req = Vec::new();
-    for cmd in cmds {
-        req.extend_from_slice(&encode_cmd(cmd));
-    }
-    c.send_raw(&req);
-    for _ in cmds {
-        let r = c.read_reply();
-        assert!(!r.is_error(), "{r:?}");
-    }
-}
 
 #[test]
 fn deny_oom_commands_fail_and_nothing_is_lost() {
@@ -88,7 +76,9 @@ fn eviction_removes_only_delivered_at_most_once_jobs() {
                 .collect()
         })
         .collect();
-    pipeline(&mut c, &cmds);
+    for r in c.pipeline(&cmds) {
+        assert!(!r.is_error(), "{r:?}");
+    }
     assert_eq!(
         c.cmd(&["GETJOB", "COUNT", "50", "FROM", "amo"])
             .array()
@@ -128,13 +118,8 @@ fn empty_queues_are_evicted_when_oom() {
                 .collect()
         })
         .collect();
-    let mut req = Vec::new();
-    for cmd in &cmds {
-        req.extend_from_slice(&encode_cmd(cmd));
-    }
-    c.send_raw(&req);
-    for _ in 0..1000 {
-        assert!(c.read_reply().is_nil());
+    for r in c.pipeline(&cmds) {
+        assert!(r.is_nil());
     }
     assert_eq!(c.info_int("registered_queues"), 1000);
     c.cmd(&["PAUSE", "paused", "in"]);

@@ -15,7 +15,8 @@
 use std::time::{Duration, Instant};
 
 use crate::cluster::cluster;
-use crate::harness::{encode_cmd, wait_until, Client, Reply, Server};
+use crate::harness::{wait_until, Client, Reply, Server};
+use crate::util::env_u64;
 
 const MAXMEMORY: u64 = 3 * 1024 * 1024;
 /// Request bytes pipelined per round trip (replies are all checked):
@@ -24,22 +25,6 @@ const MAXMEMORY: u64 = 3 * 1024 * 1024;
 const BATCH_BYTES: usize = 64 * 1024;
 /// More jobs than can fit in 3 MB: the loop must have ended by then.
 const MAX_JOBS: usize = 40_000;
-
-fn runs() -> usize {
-    std::env::var("DISQUE_MEMORY_RUNS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(3)
-}
-
-fn pipeline(c: &mut Client, cmds: &[Vec<String>]) -> Vec<Reply> {
-    let mut req = Vec::new();
-    for cmd in cmds {
-        req.extend_from_slice(&encode_cmd(cmd));
-    }
-    c.send_raw(&req);
-    cmds.iter().map(|_| c.read_reply()).collect()
-}
 
 fn flush_all(nodes: &[Server]) {
     for s in nodes {
@@ -62,7 +47,8 @@ fn until_external(c: &mut Client, repl: &str, body: &str) -> (usize, String) {
                     .to_vec()
             })
             .collect();
-        let ids: Vec<String> = pipeline(c, &adds)
+        let ids: Vec<String> = c
+            .pipeline(&adds)
             .into_iter()
             .map(|r| match r {
                 Reply::Status(id) => id,
@@ -73,7 +59,7 @@ fn until_external(c: &mut Client, repl: &str, body: &str) -> (usize, String) {
             .iter()
             .map(|id| vec!["SHOW".to_string(), id.clone()])
             .collect();
-        for (id, r) in ids.iter().zip(pipeline(c, &shows)) {
+        for (id, r) in ids.iter().zip(c.pipeline(&shows)) {
             added += 1;
             if r == Reply::NilBulk {
                 return (added, id.clone());
@@ -85,7 +71,7 @@ fn until_external(c: &mut Client, repl: &str, body: &str) -> (usize, String) {
 
 fn check_loop(nodes: &[Server], repl: usize, body: &str) {
     let mut c = nodes[0].client();
-    for run in 0..runs() {
+    for run in 0..env_u64("DISQUE_MEMORY_RUNS", 3) {
         flush_all(nodes);
         // The previous run's memory is back under the 75% level.
         assert!(wait_until(

@@ -1060,3 +1060,80 @@ fn disk_fault(c: &mut Client, args: &[&str]) {
     cmd.extend_from_slice(args);
     assert_eq!(c.cmd(&cmd), Reply::Status("OK".into()));
 }
+
+/// kill -9 of a node (no AOF) whose queue tail is on its disk: the other
+/// two nodes hold copies (REPLICATE 3), queue them once it is marked
+/// failing and their retry has passed, spill their own tails, and deliver
+/// every job with its body.
+#[test]
+fn jobs_on_the_disk_of_a_killed_node_come_back_from_their_replicas() {
+    for spill in [SPILL_ALWAYS, WHOLE] {
+        // The copies are queued once the killed node is marked failing.
+        let args = [spill, &["--cluster-node-timeout", "1000"]].concat();
+        let mut nodes: Vec<Server> = (0..3)
+            .map(|_| Server::start(ServerOpts::with_args(&args)))
+            .collect();
+        let mut a = nodes[0].client();
+        for s in &nodes[1..] {
+            let r = a.cmd(&["CLUSTER", "MEET", "127.0.0.1", &s.port().to_string()]);
+            assert_eq!(r, Reply::Status("OK".into()));
+        }
+        crate::cluster::wait_full_mesh(&nodes);
+        let n = 600;
+        let ids: Vec<String> = (0..n)
+            .map(|i| addjob(&mut a, "q", &body(i), &["REPLICATE", "3", "RETRY", "1"]))
+            .collect();
+        let want = (n - HEAD) as i64;
+        assert!(
+            wait_until(WAIT, POLL, || info(&mut a, "spilled_jobs") == want),
+            "{args:?}: spilled_jobs {} != {want}",
+            info(&mut a, "spilled_jobs")
+        );
+        drop(a);
+        nodes[0].kill9();
+        let mut consumers: Vec<Client> = nodes[1..].iter().map(Server::client).collect();
+        // The copies are queued again after their retry, and spill there.
+        let queued = |cs: &mut Vec<Client>| -> i64 {
+            cs.iter_mut().map(|c| c.cmd(&["QLEN", "q"]).int()).sum()
+        };
+        assert!(
+            wait_until(WAIT, POLL, || queued(&mut consumers) >= n as i64),
+            "{args:?}: {} of {n} jobs queued again",
+            queued(&mut consumers)
+        );
+        let mut got: HashMap<String, String> = HashMap::new();
+        let deadline = std::time::Instant::now() + WAIT * 3;
+        while got.len() < n {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{args:?}: {} of {n} jobs back",
+                got.len()
+            );
+            for c in &mut consumers {
+                let r = c.cmd(&["GETJOB", "TIMEOUT", "500", "COUNT", "100", "FROM", "q"]);
+                if r.is_nil() {
+                    continue;
+                }
+                let mut ack = vec!["ACKJOB".to_string()];
+                for j in r.array() {
+                    let f = j.array();
+                    got.insert(f[1].text(), f[2].text());
+                    ack.push(f[1].text());
+                }
+                c.cmd(&ack);
+            }
+        }
+        for (i, id) in ids.iter().enumerate() {
+            assert_eq!(
+                got.get(id).map(String::as_str),
+                Some(body(i).as_str()),
+                "{args:?}: job {i}"
+            );
+        }
+        let spilled: i64 = consumers
+            .iter_mut()
+            .map(|c| info(c, "spill_jobs_written"))
+            .sum();
+        assert!(spilled > 0, "{args:?}: the replicas never spilled");
+    }
+}

@@ -18,17 +18,10 @@ use rand::rngs::SmallRng;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 
-use crate::harness::{encode_cmd, wait_until, Client, Reply, ReplyExt, Server, ServerOpts};
-use crate::util::{POLL, WAIT};
+use crate::harness::{wait_until, Client, Reply, ReplyExt, Server, ServerOpts};
+use crate::util::{env_u64, POLL, WAIT};
 
 const QUEUES: [&str; 3] = ["mq0", "mq1", "mq2"];
-
-fn env_u64(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum State {
@@ -82,15 +75,6 @@ impl Run {
             .collect()
     }
 
-    fn pipeline(&mut self, cmds: &[Vec<String>]) -> Vec<Reply> {
-        let mut out = Vec::new();
-        for c in cmds {
-            out.extend(encode_cmd(c));
-        }
-        self.c.send_raw(&out);
-        cmds.iter().map(|_| self.c.read_reply()).collect()
-    }
-
     fn new_body(&mut self) -> String {
         self.seq += 1;
         let len = *[10, 300, 1500, 3000].choose(&mut self.rng).unwrap_or(&10);
@@ -112,12 +96,11 @@ impl Run {
     }
 
     fn addjob_cmd(q: usize, body: &str) -> Vec<String> {
-        [QUEUES[q], body, "0", "RETRY", "3600", "TTL", "86400"]
-            .iter()
-            .fold(vec!["ADDJOB".to_string()], |mut v, a| {
-                v.push(a.to_string());
-                v
-            })
+        [
+            "ADDJOB", QUEUES[q], body, "0", "RETRY", "3600", "TTL", "86400",
+        ]
+        .map(String::from)
+        .to_vec()
     }
 
     /// Jobs a GETJOB delivered: each must be queued in the model, in that
@@ -167,7 +150,7 @@ impl Run {
                 .iter()
                 .map(|id| vec!["SHOW".to_string(), id.clone()])
                 .collect();
-            for (id, r) in chunk.iter().zip(self.pipeline(&cmds)) {
+            for (id, r) in chunk.iter().zip(self.c.pipeline(&cmds)) {
                 let Some(j) = self.jobs.get(id) else {
                     if !r.is_nil() {
                         self.fail(format!("{when}: {id} came back after it was gone"));
@@ -224,7 +207,7 @@ impl Run {
                     .collect();
                 let cmds: Vec<Vec<String>> =
                     batch.iter().map(|(q, b)| Self::addjob_cmd(*q, b)).collect();
-                let replies = self.pipeline(&cmds);
+                let replies = self.c.pipeline(&cmds);
                 for ((q, body), r) in batch.into_iter().zip(replies) {
                     self.add(q, body, &r);
                 }

@@ -9,6 +9,20 @@ pub const WAIT: Duration = Duration::from_secs(10);
 /// Default polling period.
 pub const POLL: Duration = Duration::from_millis(20);
 
+/// A numeric knob from the environment (e.g. `DISQUE_MEMORY_RUNS`):
+/// `default` when unset or empty; a value that is not an unsigned integer
+/// fails the test, naming the variable, rather than being ignored.
+pub fn env_u64(name: &str, default: u64) -> u64 {
+    match std::env::var(name) {
+        Err(std::env::VarError::NotPresent) => default,
+        Err(e) => panic!("{name}: {e}"),
+        Ok(v) if v.is_empty() => default,
+        Ok(v) => v
+            .parse()
+            .unwrap_or_else(|e| panic!("{name}={v:?} is not an unsigned integer: {e}")),
+    }
+}
+
 /// `ADDJOB q body 0 <extra...>`, asserting success; returns the job ID.
 pub fn addjob(c: &mut Client, queue: &str, body: &str, extra: &[&str]) -> String {
     let mut args = vec!["ADDJOB", queue, body, "0"];

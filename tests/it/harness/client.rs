@@ -68,6 +68,16 @@ impl Client {
         self.read_reply_raw()
     }
 
+    /// Send `cmds` in one write, then read one reply per command, in order.
+    pub fn pipeline<A: AsRef<[u8]>>(&mut self, cmds: &[Vec<A>]) -> Vec<Reply> {
+        let mut req = Vec::new();
+        for cmd in cmds {
+            req.extend_from_slice(&encode_cmd(cmd));
+        }
+        self.send_raw(&req);
+        cmds.iter().map(|_| self.read_reply()).collect()
+    }
+
     /// Send one command without reading the reply.
     pub fn send<A: AsRef<[u8]>>(&mut self, args: &[A]) {
         self.send_raw(&encode_cmd(args));
