@@ -216,5 +216,5 @@ fn check_ext(req: &AddJobRequest<&[u8]>) -> Result<(), WireError> {
 }
 
 fn ext_fields<B>(req: &mut AddJobRequest<B>) -> &mut JobExt {
-    req.ext.get_or_insert_with(JobExt::default)
+    req.ext.get_or_insert_with(Box::default)
 }

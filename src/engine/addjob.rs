@@ -25,8 +25,10 @@ pub struct AddJobRequest<B = Bytes> {
     /// WAIT (our extension): ms to wait for room when the queue is at
     /// MAXLEN, 0 = forever; None = fail at once (Disque).
     pub wait: Option<u64>,
-    /// Our extension options (BACKOFF, MAXDELIVERIES, DEADLETTER, DEDUP).
-    pub ext: Option<crate::domain::job_ext::JobExt>,
+    /// Our extension options (BACKOFF, MAXDELIVERIES, DEADLETTER, DEDUP),
+    /// boxed: inline they made every request ~250 bytes larger, copied at
+    /// each move of a plain ADDJOB (3 % of its CPU pipelined).
+    pub ext: Option<Box<crate::domain::job_ext::JobExt>>,
 }
 
 impl<B: AsRef<[u8]>> AddJobRequest<B> {
@@ -190,7 +192,7 @@ impl Engine {
             } else {
                 now.saturating_add(req.timeout)
             };
-            let Some(h) = self.register_with(job, req.ext.clone()) else {
+            let Some(h) = self.register_with(job, req.ext.as_deref().cloned()) else {
                 return err(WireError::InternalCreate);
             };
             self.confirmed.insert(h, confirmed);
@@ -211,7 +213,7 @@ impl Engine {
 
         // Immediate path.
         let delay = job.delay;
-        let Some(h) = self.register_with(job, req.ext.clone()) else {
+        let Some(h) = self.register_with(job, req.ext.as_deref().cloned()) else {
             return err(WireError::InternalCreate);
         };
         if discard {

@@ -607,7 +607,7 @@ mod tests {
         let req = AddJobRequest {
             replicate: Some(1),
             retry: Some(5),
-            ext,
+            ext: ext.map(Box::new),
             ..AddJobRequest::new(Bytes::from_static(q), Bytes::from_static(b"x"))
         };
         match e.addjob(1, req, now) {

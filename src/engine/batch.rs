@@ -723,7 +723,7 @@ impl Engine {
             let req = AddJobRequest {
                 timeout: FIRE_TIMEOUT_MS,
                 replicate: Some(repl),
-                ext: Some(ext),
+                ext: Some(Box::new(ext)),
                 ..AddJobRequest::new(cb.queue.clone(), cb.body.clone())
             };
             // An error leaves the callback due: tried again later.
@@ -818,11 +818,11 @@ mod tests {
         let req = AddJobRequest {
             replicate: Some(1),
             retry: Some(1),
-            ext: Some(crate::domain::job_ext::JobExt {
+            ext: Some(Box::new(crate::domain::job_ext::JobExt {
                 batch: Some(Bytes::from_static(b"b1")),
                 max_deliveries,
                 ..Default::default()
-            }),
+            })),
             ..AddJobRequest::new(Bytes::from_static(b"work"), Bytes::from(body.to_string()))
         };
         match e.addjob(1, req, now) {

@@ -114,10 +114,10 @@ mod tests {
     fn add(e: &mut Engine, body: &str, prio: Option<u8>, now: u64) -> JobId {
         let mut req = AddJobRequest::new(Bytes::from_static(b"q"), Bytes::from(body.to_owned()));
         if let Some(p) = prio {
-            req.ext = Some(JobExt {
+            req.ext = Some(Box::new(JobExt {
                 priority: p,
                 ..JobExt::default()
-            });
+            }));
         }
         match e.addjob(1, req, now) {
             AddJobOutcome::Added(id) => id,

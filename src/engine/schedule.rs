@@ -755,7 +755,7 @@ impl Engine {
             replicate: Some(repl),
             retry: def.retry,
             ttl: def.ttl,
-            ext: Some(ext),
+            ext: Some(Box::new(ext)),
             ..AddJobRequest::new(def.queue.clone(), def.body.clone())
         };
         // An error (NOREPL: the cluster changed since the check) leaves

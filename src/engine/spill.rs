@@ -2507,10 +2507,10 @@ mod tests {
                 Bytes::from_static(b"q"),
                 Bytes::from(format!("body-{i:04}")),
             );
-            req.ext = Some(crate::domain::job_ext::JobExt {
+            req.ext = Some(Box::new(crate::domain::job_ext::JobExt {
                 max_deliveries: 1,
                 ..Default::default()
-            });
+            }));
             let AddJobOutcome::Added(id) = e.addjob(99, req, 1000) else {
                 panic!("ADDJOB did not add");
             };

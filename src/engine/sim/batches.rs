@@ -92,10 +92,10 @@ fn run(seed: u64, faults: Faults, crash: bool) -> (usize, usize, usize) {
             replicate: Some(2),
             retry: Some(2),
             ttl: Some(3600),
-            ext: Some(JobExt {
+            ext: Some(Box::new(JobExt {
                 batch: Some(Bytes::from_static(BATCH)),
                 ..JobExt::default()
-            }),
+            })),
             ..AddJobRequest::new(Bytes::from_static(WORK), Bytes::from(format!("m{i}")))
         };
         match e.addjob(client, req, now) {
@@ -239,10 +239,10 @@ fn sim_batch_committed_at_once_waits_for_its_members() {
         for i in 0..4 {
             let req = AddJobRequest {
                 replicate: Some(1),
-                ext: Some(JobExt {
+                ext: Some(Box::new(JobExt {
                     batch: Some(Bytes::from_static(BATCH)),
                     ..JobExt::default()
-                }),
+                })),
                 ..AddJobRequest::new(Bytes::from_static(WORK), Bytes::from(format!("m{i}")))
             };
             assert!(

@@ -41,7 +41,7 @@ pub(super) fn add(
         replicate: Some(replicate),
         retry: Some(1),
         ttl: Some(3600),
-        ext: req_ext,
+        ext: req_ext.map(Box::new),
         ..AddJobRequest::new(Bytes::from_static(queue), Bytes::from_static(b"body"))
     };
     let out = e.addjob(client, req, now);

@@ -47,7 +47,7 @@ fn add_sync(
         replicate: Some(3),
         retry: Some(1),
         ttl: Some(ttl),
-        ext,
+        ext: ext.map(Box::new),
         ..AddJobRequest::new(Bytes::from_static(queue), Bytes::from_static(b"body"))
     };
     let out = e.addjob(client, req, now);
