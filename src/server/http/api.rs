@@ -87,6 +87,9 @@ fn run(node: &mut Node, args: Vec<Bytes>, user: Option<String>, now: u64) -> Rep
 /// back, or for the spill tier to bring memory down (`Outcome::PageIn`).
 struct Again {
     rx: oneshot::Receiver<()>,
+    /// It waits for memory (bounded in time by the dispatcher), not for
+    /// jobs on disk.
+    memory: bool,
     /// `ClientState::oom_wait_since` as the run left it.
     oom_wait_since: Option<u64>,
 }
@@ -114,10 +117,12 @@ fn attempt(
     if let Some(user) = user {
         client.acl.login(&user);
     }
+    let memory_waits = node.spill.memory_waited;
     match commands::dispatch(node, &mut client, &args, now) {
         Outcome::Reply(r) | Outcome::Close(Some(r)) => Ok(r),
         Outcome::PageIn(rx) => Err(Again {
             rx,
+            memory: node.spill.memory_waited != memory_waits,
             oom_wait_since: client.oom_wait_since,
         }),
         _ => Ok(Reply::Error(
@@ -144,7 +149,7 @@ async fn command(st: &AppState, args: Vec<Bytes>, user: Option<String>) -> Reply
             Err(again) => {
                 let _ = tokio::time::timeout(PAGE_IN_WAIT, again.rx).await;
                 oom_wait_since = again.oom_wait_since;
-                if oom_wait_since.is_none() {
+                if !again.memory {
                     paged_in = true;
                     tries += 1;
                 }
