@@ -120,13 +120,13 @@ fn main() {
     all.extend(repl.clone());
     let mut req = AddJobRequest::new(Bytes::from_static(b"q1"), Bytes::from_static(b"with ext"));
     req.replicate = Some(2);
-    req.ext = Some(JobExt {
+    req.ext = Some(Box::new(JobExt {
         backoff_max: 60,
         max_deliveries: 3,
         dead_queue: Some(Bytes::from_static(b"q1-dead")),
         dedup_key: Some(Bytes::from_static(b"order-42")),
         ..JobExt::default()
-    });
+    }));
     let _ = p.addjob(2, req, now);
     let repl_ext = frames_to_us(&mut p, now);
     write(&bus, "repljob-ext", PLAIN, &repl_ext);
