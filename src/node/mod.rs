@@ -40,8 +40,10 @@ pub struct ClientState {
     /// (`Outcome::PageIn`): QPEEK shows what is resident now rather than
     /// fault again, since a job read back may be spilled anew meanwhile.
     pub paged_in: bool,
-    /// When (ms) the command being run again started waiting for the
-    /// spill tier to bring memory down (`node::spill::wait_memory`).
+    /// When (ms) this client started waiting for the spill tier to bring
+    /// memory down (`node::spill::wait_memory`); cleared by the first
+    /// command that finds memory under the refusal level, so once the wait
+    /// ran out the rest of a pipeline is refused without waiting again.
     pub oom_wait_since: Option<u64>,
 }
 

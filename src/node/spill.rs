@@ -27,7 +27,8 @@ pub struct SpillTier {
     pub memory_waits: Vec<(u64, oneshot::Sender<()>)>,
     /// `Engine::spill_writes_landed` when the waiters were last woken.
     landed_seen: u64,
-    /// Commands that waited for memory instead of failing with -OOM.
+    /// Waits for memory (`wait_memory`) instead of failing with -OOM; a
+    /// command woken while memory is still high waits again, counted again.
     pub memory_waited: u64,
 }
 

@@ -440,7 +440,8 @@ fn after_a_crash_jobs_loaded_active_spill_until_their_retry() {
     drain_in_order(&mut c, "q", &ids);
 }
 
-/// Pipelined ADDJOBs: `n` jobs of about 1 KiB; their IDs in order.
+/// Pipelined ADDJOBs: `n` jobs of about 1 KiB; their replies in order
+/// (job IDs, or the text of an error).
 fn fill_pipelined(c: &mut Client, q: &str, n: usize) -> Vec<String> {
     let big = |i: usize| format!("{i:06}-{}", "y".repeat(1010));
     let mut ids = Vec::with_capacity(n);
@@ -972,26 +973,6 @@ fn fill_and_drain_under_64mb(whole: &str, queues: usize, size: usize, per: usize
     assert!(peak < 64 << 20, "whole {whole}: used_memory_peak {peak}");
 }
 
-/// Add `n` jobs of about 1 KiB to `q`, 200 pipelined at a time; the
-/// replies that are not job IDs (errors), with the job's number.
-fn add_pipelined_refusals(c: &mut Client, q: &str, n: usize) -> Vec<(usize, String)> {
-    let body = |i: usize| format!("{i:06}-{}", "w".repeat(1010));
-    let mut refused = Vec::new();
-    for start in (0..n).step_by(200) {
-        let end = (start + 200).min(n);
-        for i in start..end {
-            c.send(&["ADDJOB", q, &body(i), "0"]);
-        }
-        for i in start..end {
-            let r = c.read_reply();
-            if !r.as_text().is_some_and(|t| t.starts_with("D-")) {
-                refused.push((i, format!("{r:?}")));
-            }
-        }
-    }
-    refused
-}
-
 /// A producer faster than a slow disk (each spill write delayed 50 ms)
 /// waits for the writes to land instead of failing with -OOM at 95 % of
 /// maxmemory; a disk slower than the wait's bound (3 s a write) still
@@ -1009,12 +990,14 @@ fn producers_wait_for_a_slow_disk_instead_of_failing() {
     disk_fault(&mut c, &["slow-writes", "50"]);
     // 40 MB of bodies, more than the node holds in RAM.
     let n = 40_000;
-    let refused = add_pipelined_refusals(&mut c, "q", n);
-    assert!(
-        refused.is_empty(),
-        "refused: {:?}",
-        &refused[..3.min(refused.len())]
-    );
+    let replies = fill_pipelined(&mut c, "q", n);
+    let refused: Vec<(usize, &String)> = replies
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| !r.starts_with("D-"))
+        .take(3)
+        .collect();
+    assert!(refused.is_empty(), "refused: {refused:?}");
     assert!(
         info(&mut c, "spill_memory_waits") > 0,
         "the producer never had to wait"

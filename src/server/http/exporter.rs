@@ -48,7 +48,7 @@ pub struct Snapshot {
     pub uptime_s: u64,
     /// The spill tier's figures, when `spill yes`: engine stats, then
     /// (corrupt records, I/O errors) seen by the spill thread, and the
-    /// commands that waited for its writes instead of -OOM.
+    /// waits for its writes instead of -OOM.
     pub spill: Option<(crate::engine::spill::SpillStats, u64, u64, u64)>,
     /// Live schedules, and their tick counters on this node (deleted
     /// schedules' included).
@@ -489,7 +489,7 @@ impl Collector for NodeCollector {
                 ),
                 (
                     "disque_spill_memory_waits",
-                    "Deny-oom commands that waited for spill writes to land instead of failing with -OOM.",
+                    "Waits of deny-oom commands for a spill write to land instead of failing with -OOM.",
                     *memory_waits,
                 ),
             ] {
