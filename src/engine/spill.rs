@@ -684,12 +684,14 @@ impl Engine {
         }
     }
 
-    /// A job the AOF loader registered active, waiting for its retry to
-    /// queue it again (a restart after a crash): nothing reads its body
-    /// until then, so it spills like a queue tail once memory is past the
-    /// watermark. Without this a restart would need RAM for the whole
-    /// backlog until every retry fired.
-    pub fn spill_loaded(&mut self, h: JobHandle) {
+    /// A job registered active, waiting for its retry to queue it: one the
+    /// AOF loader brought back after a crash, or a replica's copy
+    /// (REPLJOB). Nothing reads its body until then, so it spills like a
+    /// queue tail once memory is past the watermark. Without this a
+    /// restart would need RAM for the whole backlog until every retry
+    /// fired, and every node but a job's origin would hold its body in RAM
+    /// (REPLICATE 3 on three nodes: two thirds of each node's jobs).
+    pub fn spill_parked(&mut self, h: JobHandle) {
         if !self.spill.enabled
             || self
                 .store

@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# A backlog larger than RAM on a 3-node cluster: how many ADDJOBs the
+# cluster refuses, and how many jobs each node spilled, for several server
+# builds side by side.
+#
+# usage: scripts/spill_cluster.sh [LABEL=PATH/TO/disque-server ...]
+#        (default: now=$CARGO_TARGET_DIR/release/disque-server, built here)
+#
+# Every round starts three fresh nodes of each listed build (`--spill yes
+# --maxmemory $MAXMEM`, no AOF), joins them (CLUSTER MEET, waits until each
+# reaches the other two), runs `disque-benchmark -w addjob -s 1024 -c 12
+# -P 8 -n $N` with the clients spread over the three nodes (REPLICATE is
+# Disque's default: 3 on three nodes), then reads per node used_memory,
+# spilled_jobs, refused_oom and registered_jobs. The builds alternate
+# within a round. One line per node and run.
+#
+# environment: N [60000], MAXMEM [32mb], REPS [2], SKIP_BUILD=1,
+#              CARGO_TARGET_DIR [target]
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")/.." && pwd)
+cd "$here"
+N=${N:-60000}
+MAXMEM=${MAXMEM:-32mb}
+REPS=${REPS:-2}
+tdir=${CARGO_TARGET_DIR:-$here/target}
+work=$(mktemp -d /tmp/disque-spillcluster.XXXXXX)
+
+pids=()
+stop_nodes() {
+    local p
+    for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done
+    for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+    pids=()
+}
+cleanup() {
+    stop_nodes
+    rm -rf "$work"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+command -v redis-cli >/dev/null || {
+    echo "redis-cli is needed (apt-get install redis-tools)" >&2
+    exit 1
+}
+if [ -z "${SKIP_BUILD:-}" ]; then
+    cargo build --release -q -p disque-rs -p disque-benchmark
+fi
+bench=$tdir/release/disque-benchmark
+builds=("$@")
+[ ${#builds[@]} -eq 0 ] && builds=("now=$tdir/release/disque-server")
+
+# Three free client ports whose bus ports (+10000) are valid too.
+free_ports() {
+    python3 -c 'import socket
+ports, held = [], []
+while len(ports) < 3:
+    s = socket.socket(); s.bind(("127.0.0.1", 0)); p = s.getsockname()[1]
+    held.append(s)
+    if p < 55000:
+        ports.append(p)
+print(" ".join(map(str, ports)))'
+}
+
+field() { redis-cli -p "$1" info everything | tr -d '\r' | sed -n "s/^$2:\(.*\)/\1/p"; }
+
+echo "label,round,node,ops_per_s,client_errors,used_memory,spilled_jobs,refused_oom,registered_jobs"
+for r in $(seq "$REPS"); do
+    for b in "${builds[@]}"; do
+        label=${b%%=*} bin=${b#*=}
+        read -r -a ports <<<"$(free_ports)"
+        for p in "${ports[@]}"; do
+            mkdir -p "$work/$label-$r-$p"
+            "$bin" --port "$p" --maxmemory "$MAXMEM" --spill yes --dir "$work/$label-$r-$p" \
+                >"$work/$label-$r-$p/log" 2>&1 &
+            pids+=($!)
+        done
+        for p in "${ports[@]}"; do
+            for _ in $(seq 100); do
+                redis-cli -p "$p" ping >/dev/null 2>&1 && break
+                sleep 0.1
+            done
+        done
+        for p in "${ports[@]:1}"; do
+            redis-cli -p "${ports[0]}" cluster meet 127.0.0.1 "$p" >/dev/null
+        done
+        for p in "${ports[@]}"; do
+            for _ in $(seq 100); do
+                [ "$(redis-cli -p "$p" cluster info | tr -d '\r' | sed -n 's/^cluster_reachable_nodes://p')" = 2 ] && break
+                sleep 0.1
+            done
+        done
+        hosts=$(printf '127.0.0.1:%s,' "${ports[@]}")
+        out=$("$bench" -h "${hosts%,}" -w addjob -s 1024 -c 12 -P 8 -n "$N" --timeout-ms 20000 --json)
+        read -r ops errors < <(echo "$out" | python3 -c '
+import json, sys
+r = json.load(sys.stdin)["results"]
+print(round(r["ops_per_sec"]), r["errors"])')
+        for p in "${ports[@]}"; do
+            echo "$label,$r,$p,$ops,$errors,$(field "$p" used_memory),$(field "$p" spilled_jobs),$(field "$p" refused_oom),$(field "$p" registered_jobs)"
+        done
+        stop_nodes
+    done
+done
