@@ -34,7 +34,7 @@ use bytes::Bytes;
 
 use super::spill_slots::{Slot, SlotState, SlotTable, MAX_LEN};
 use super::{Engine, JobHandle, Map};
-use crate::domain::job::{JobId, JobState};
+use crate::domain::job::{JobId, JobState, F_DELIVERED};
 
 /// Bytes in front of each body in a segment record: body length (u32),
 /// CRC32 of ID and body (u32), the 40-byte job ID.
@@ -91,6 +91,20 @@ const CRON_BUDGET: usize = 2048;
 /// the backfill, an hour of churn held disk bytes at 1.63x live bytes on
 /// average instead of 1.46x (docs/PERFORMANCE.md, run AM).
 const COMPACT_BUDGET: usize = 16_384;
+
+/// Why the parked backfill stopped with work left.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Left {
+    None,
+    /// Its write budget: go on a millisecond later.
+    Budget,
+    /// The writes in flight at their cap: go on once some land.
+    Capped,
+}
+
+/// Job-table slots the parked backfill looks at per run
+/// (`spill_parked_backfill`): a few tens of microseconds.
+const PARKED_SCAN: usize = 8_192;
 
 /// Location-table handles a compaction run walks looking for the
 /// records of the segment it empties.
@@ -343,6 +357,11 @@ pub struct SpillState {
     ops: Vec<SpillOp>,
     /// Slots whose body is not in RAM (not `Pending`).
     cold: u64,
+    /// Where the parked backfill goes on in the job table, and whether its
+    /// last run stopped with work left (it then runs again at once rather
+    /// than with the next 100 ms cron).
+    parked_cursor: u32,
+    parked_more: bool,
     /// Write completions applied (`spill_written` calls): producers
     /// waiting for memory run again at each (`spill_writes_landed`).
     landed: u64,
@@ -381,6 +400,8 @@ impl Default for SpillState {
             relog: Map::default(),
             ops: Vec::new(),
             cold: 0,
+            parked_cursor: 0,
+            parked_more: false,
             landed: 0,
             disk_total: 0,
             stats: SpillStats::default(),
@@ -521,7 +542,8 @@ impl Engine {
     /// while the disk has room.
     pub fn spill_relieves(&self) -> bool {
         let s = &self.spill;
-        self.spill_absorbs() && (s.pending_bytes > 0 || s.due.is_some() || !s.gap.is_empty())
+        self.spill_absorbs()
+            && (s.pending_bytes > 0 || s.due.is_some() || !s.gap.is_empty() || s.parked_more)
     }
 
     /// How many write completions the engine has applied: a change means
@@ -871,9 +893,10 @@ impl Engine {
                 SpillDone::Spent { bodies, lists } => drop((bodies, lists)),
             }
         }
-        // Writes completed: a queue whose new jobs wait for the backfill
-        // gets it within a millisecond, not at the next 100 ms cron.
-        if !self.spill.gap.is_empty() && self.spill.due.is_none() {
+        // Writes completed: a queue whose new jobs wait for the backfill,
+        // or parked jobs left at the cap, get it within a millisecond, not
+        // at the next 100 ms cron.
+        if (!self.spill.gap.is_empty() || self.spill.parked_more) && self.spill.due.is_none() {
             self.spill.due = Some(now + 1);
         }
         // Bus messages that waited for their jobs to come back.
@@ -1141,6 +1164,14 @@ impl Engine {
         // A 100 ms cron run, not an early run the backfill asked for.
         let period = now.saturating_sub(self.spill.period_start) >= 100;
         let more = self.spill.enabled && self.spill_wanted() && self.spill_backfill();
+        let parked = self.spill.enabled && (period || self.spill.parked_more);
+        let left = if parked && self.spill_wanted() {
+            self.spill_parked_backfill()
+        } else {
+            Left::None
+        };
+        self.spill.parked_more = left != Left::None;
+        let more = more || left == Left::Budget;
         // A page-in that failed is asked again for queues with waiters.
         if !self.spill.slots.is_empty() {
             let waited: Vec<u32> = self
@@ -1296,6 +1327,61 @@ impl Engine {
         }
         self.spill.backfill.retain(|_, c| c.pos != 0);
         budget == 0
+    }
+
+    /// Spill the bodies of parked jobs that stayed in RAM (`spill_parked`
+    /// skips those that arrive below the watermark or while the writes in
+    /// flight are at their cap), walking the job table from where the last
+    /// run stopped: at most `PARKED_SCAN` slots and `CRON_BUDGET` writes a
+    /// run. Parked: active and never delivered here (a replica's copy, a
+    /// job an AOF replay brought back), so nothing reads its body until
+    /// its retry queues it.
+    fn spill_parked_backfill(&mut self) -> Left {
+        let slots = self.store.slots();
+        if slots == 0 {
+            return Left::None;
+        }
+        let mut at = (self.spill.parked_cursor as usize).min(slots);
+        let mut written = 0;
+        let mut left = Left::None;
+        for _ in 0..PARKED_SCAN.min(slots) {
+            if at >= slots {
+                at = 0;
+            }
+            let Ok(h) = JobHandle::try_from(at) else {
+                break;
+            };
+            at += 1;
+            let qtime = match self.store.get(h) {
+                Some(j)
+                    if j.state == JobState::Active
+                        && !j.has(F_DELIVERED)
+                        && j.body.is_some()
+                        && !self.spill.slots.contains(h) =>
+                {
+                    j.qtime
+                }
+                _ => continue,
+            };
+            if !self.spill_wanted() {
+                if self.spill.pending_bytes >= self.max_pending() {
+                    left = Left::Capped;
+                }
+                at -= 1;
+                break;
+            }
+            if self.spill_write(h, Kind::Parked { qtime }) {
+                written += 1;
+                if written >= CRON_BUDGET {
+                    left = Left::Budget;
+                    break;
+                }
+            } else if self.spill.stats.disk_budget_full {
+                break;
+            }
+        }
+        self.spill.parked_cursor = u32::try_from(at).unwrap_or(0);
+        left
     }
 
     /// Copy the live records of the emptiest sealed segment under half
@@ -1624,6 +1710,16 @@ mod tests {
                 }
             }
             disk.run(e, now);
+            // A NOHANG whose head was on disk waited for it: its jobs
+            // come as a wake once the read lands.
+            for (c, w) in e.take_wakes() {
+                if let (1, Wake::Jobs(jobs)) = (c, w) {
+                    for j in jobs {
+                        let body = j.body.expect("a delivered job has its body");
+                        got.push((j.id, body));
+                    }
+                }
+            }
         }
         got
     }
@@ -1805,6 +1901,48 @@ mod tests {
             .filter(|op| matches!(op, SpillOp::Write { .. }))
             .count();
         assert_eq!(writes, 301 - HEAD_WINDOW);
+    }
+
+    /// Parked jobs (active, never delivered here, as a replica's copies
+    /// are) that came while memory was under the watermark stay in RAM
+    /// until it passes it; the next 100 ms cron writes their bodies out,
+    /// and they come back with them once queued again.
+    #[test]
+    fn parked_jobs_left_in_ram_spill_once_memory_passes_the_watermark() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        static USED: AtomicUsize = AtomicUsize::new(0);
+        let mut e = engine();
+        e.set_spill(true, 0, 60);
+        e.set_memory_limit(1 << 20, crate::engine::memory::Policy::Acks);
+        e.set_memory_counter(|| USED.load(Ordering::Relaxed));
+        let mut disk = Disk::default();
+        let ids: Vec<JobId> = (0..300)
+            .map(|i| add(&mut e, b"q", format!("b{i}"), 1000))
+            .collect();
+        let handles: Vec<JobHandle> = ids.iter().filter_map(|id| e.lookup(id)).collect();
+        for &h in &handles {
+            assert!(e.dequeue(h));
+        }
+        e.tick(1100);
+        assert!(e.take_spill_ops().is_empty(), "under the watermark");
+        USED.store(900 << 10, Ordering::Relaxed);
+        e.tick(1200);
+        disk.run(&mut e, 1200);
+        assert_eq!(e.spill_stats().jobs, 300);
+        assert!(handles
+            .iter()
+            .all(|&h| e.store.get(h).is_some_and(|j| j.body.is_none())));
+        for &h in &handles {
+            assert!(e.enqueue(h, false, 1300));
+        }
+        let got = drain(&mut e, &mut disk, b"q", 1300);
+        let want: Vec<(JobId, Bytes)> = ids
+            .iter()
+            .enumerate()
+            .map(|(i, id)| (*id, Bytes::from(format!("b{i}"))))
+            .collect();
+        assert_eq!(got.len(), want.len(), "first: {:?}", got.first());
+        assert!(got == want, "out of order or wrong bodies");
     }
 
     #[test]
