@@ -18,50 +18,12 @@
 #              CARGO_TARGET_DIR [target]
 set -euo pipefail
 
-here=$(cd "$(dirname "$0")/.." && pwd)
-cd "$here"
+source "$(dirname "$0")/lib/bench-common.sh"
 N=${N:-60000}
 MAXMEM=${MAXMEM:-32mb}
 REPS=${REPS:-2}
-tdir=${CARGO_TARGET_DIR:-$here/target}
 work=$(mktemp -d /tmp/disque-spillcluster.XXXXXX)
-
-pids=()
-stop_nodes() {
-    local p
-    for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done
-    for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
-    pids=()
-}
-cleanup() {
-    stop_nodes
-    rm -rf "$work"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-command -v redis-cli >/dev/null || {
-    echo "redis-cli is needed (apt-get install redis-tools)" >&2
-    exit 1
-}
-if [ -z "${SKIP_BUILD:-}" ]; then
-    cargo build --release -q -p disque-rs -p disque-benchmark
-fi
-bench=$tdir/release/disque-benchmark
-builds=("$@")
-[ ${#builds[@]} -eq 0 ] && builds=("now=$tdir/release/disque-server")
-
-# Three free client ports whose bus ports (+10000) are valid too.
-free_ports() {
-    python3 -c 'import socket
-ports, held = [], []
-while len(ports) < 3:
-    s = socket.socket(); s.bind(("127.0.0.1", 0)); p = s.getsockname()[1]
-    held.append(s)
-    if p < 55000:
-        ports.append(p)
-print(" ".join(map(str, ports)))'
-}
+bench_init "$@"
 
 field() { redis-cli -p "$1" info everything | tr -d '\r' | sed -n "s/^$2:\(.*\)/\1/p"; }
 
@@ -69,19 +31,14 @@ echo "label,round,node,ops_per_s,client_errors,used_memory,spilled_jobs,refused_
 for r in $(seq "$REPS"); do
     for b in "${builds[@]}"; do
         label=${b%%=*} bin=${b#*=}
-        read -r -a ports <<<"$(free_ports)"
+        read -r -a ports <<<"$(free_ports 3)"
         for p in "${ports[@]}"; do
             mkdir -p "$work/$label-$r-$p"
             "$bin" --port "$p" --maxmemory "$MAXMEM" --spill yes --dir "$work/$label-$r-$p" \
                 >"$work/$label-$r-$p/log" 2>&1 &
             pids+=($!)
         done
-        for p in "${ports[@]}"; do
-            for _ in $(seq 100); do
-                redis-cli -p "$p" ping >/dev/null 2>&1 && break
-                sleep 0.1
-            done
-        done
+        for p in "${ports[@]}"; do wait_ping "$p"; done
         for p in "${ports[@]:1}"; do
             redis-cli -p "${ports[0]}" cluster meet 127.0.0.1 "$p" >/dev/null
         done
@@ -100,6 +57,6 @@ print(round(r["ops_per_sec"]), r["errors"])')
         for p in "${ports[@]}"; do
             echo "$label,$r,$p,$ops,$errors,$(field "$p" used_memory),$(field "$p" spilled_jobs),$(field "$p" refused_oom),$(field "$p" registered_jobs)"
         done
-        stop_nodes
+        stop_servers
     done
 done

@@ -1874,14 +1874,28 @@ mod tests {
         assert!(e.prefetch_jobs() <= 4 * 25);
     }
 
-    #[test]
-    fn a_queue_left_to_the_backfill_spills_as_soon_as_memory_asks() {
-        use std::sync::atomic::{AtomicUsize, Ordering};
-        static USED: AtomicUsize = AtomicUsize::new(0);
-        let mut e = whole();
+    thread_local! {
+        static USED: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+    }
+
+    /// Sets the memory reading of engines made by `watermark_at_60_percent`
+    /// on this test's thread.
+    fn set_used(bytes: usize) {
+        USED.with(|u| u.set(bytes));
+    }
+
+    /// `e` under a 1 MiB maxmemory with its spill watermark at 60 %,
+    /// reading its memory from `set_used` (0 until a test sets it).
+    fn watermark_at_60_percent(mut e: Engine) -> Engine {
         e.set_spill(true, 0, 60);
         e.set_memory_limit(1 << 20, crate::engine::memory::Policy::Acks);
-        e.set_memory_counter(|| USED.load(Ordering::Relaxed));
+        e.set_memory_counter(|| USED.with(|u| u.get()));
+        e
+    }
+
+    #[test]
+    fn a_queue_left_to_the_backfill_spills_as_soon_as_memory_asks() {
+        let mut e = watermark_at_60_percent(whole());
         // Under the watermark the tail stays in RAM: the queue waits for
         // the backfill from then on.
         for i in 0..300 {
@@ -1891,7 +1905,7 @@ mod tests {
         assert_eq!(e.spill_due(), None);
         // Past it, the next job asks for the backfill at once, not at the
         // next 100 ms cron.
-        USED.store(900 << 10, Ordering::Relaxed);
+        set_used(900 << 10);
         add(&mut e, b"q", "b300".into(), 1001);
         assert!(e.spill_due().is_some_and(|t| t <= 1001));
         e.tick(1001);
@@ -1909,12 +1923,7 @@ mod tests {
     /// and they come back with them once queued again.
     #[test]
     fn parked_jobs_left_in_ram_spill_once_memory_passes_the_watermark() {
-        use std::sync::atomic::{AtomicUsize, Ordering};
-        static USED: AtomicUsize = AtomicUsize::new(0);
-        let mut e = engine();
-        e.set_spill(true, 0, 60);
-        e.set_memory_limit(1 << 20, crate::engine::memory::Policy::Acks);
-        e.set_memory_counter(|| USED.load(Ordering::Relaxed));
+        let mut e = watermark_at_60_percent(engine());
         let mut disk = Disk::default();
         let ids: Vec<JobId> = (0..300)
             .map(|i| add(&mut e, b"q", format!("b{i}"), 1000))
@@ -1925,7 +1934,7 @@ mod tests {
         }
         e.tick(1100);
         assert!(e.take_spill_ops().is_empty(), "under the watermark");
-        USED.store(900 << 10, Ordering::Relaxed);
+        set_used(900 << 10);
         e.tick(1200);
         disk.run(&mut e, 1200);
         assert_eq!(e.spill_stats().jobs, 300);
