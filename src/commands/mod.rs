@@ -37,7 +37,6 @@ pub mod wake;
 
 pub use wake::deliver_wakes;
 
-use std::time::Instant;
 
 use bytes::Bytes;
 use tokio::sync::oneshot;
@@ -507,7 +506,10 @@ pub fn dispatch(node: &mut Node, client: &mut ClientState, args: &[Bytes], now: 
     if node.monitors_active() {
         node.feed_monitors(client, args, now);
     }
-    let start = Instant::now();
+    // quanta reads the TSC directly: 9 ns against 22 for the vDSO's
+    // clock_gettime here, and two reads per command were 5.5 % of a
+    // pipelined ADDJOB's CPU (docs/PERFORMANCE.md, run BA).
+    let start = quanta::Instant::now();
     let mut ctx = Ctx { node, client, now };
     let out = (spec.handler)(&mut ctx, args);
     let node = ctx.node;
