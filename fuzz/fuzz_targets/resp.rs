@@ -23,7 +23,7 @@ fn run(chunks: &[&[u8]]) -> (Vec<Vec<Bytes>>, bool) {
             match p.parse(&mut buf) {
                 Ok(Some(cmd)) => {
                     assert!(!cmd.is_empty(), "a command always has a name");
-                    out.push(cmd);
+                    out.push(cmd.to_vec());
                 }
                 Ok(None) => break,
                 Err(_) => return (out, true),

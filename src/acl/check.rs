@@ -8,8 +8,6 @@
 //! Otherwise the user is looked up, and a restricted user's command and
 //! the queues it names are matched against the rules.
 
-use bytes::Bytes;
-
 use super::names::COMMANDS;
 use super::DEFAULT_USER;
 use crate::domain::job::JobId;
@@ -83,7 +81,7 @@ pub fn judge(
     user: &super::User,
     engine: &crate::engine::Engine,
     idx: usize,
-    args: &[Bytes],
+    args: &[&[u8]],
 ) -> Result<(), Denied> {
     let Some(&(name, _)) = COMMANDS.get(idx) else {
         return Ok(());
@@ -132,12 +130,12 @@ fn has_subcommands(name: &str) -> bool {
 /// an unknown ID is not a permission error).
 pub fn for_each_queue(
     name: &str,
-    args: &[Bytes],
+    args: &[&[u8]],
     engine: &crate::engine::Engine,
     mut f: impl FnMut(&[u8]),
 ) {
     let rest = args.get(1..).unwrap_or(&[]);
-    let mut job = |a: &Bytes| {
+    let mut job = |a: &&[u8]| {
         if let Some(j) = JobId::parse(a)
             .and_then(|id| engine.lookup(&id))
             .and_then(|h| engine.job(h))
@@ -161,11 +159,11 @@ pub fn for_each_queue(
             // a second queue.
             let mut i = 4;
             while i < args.len() {
-                if eq_ic(&args[i], "async") {
+                if eq_ic(args[i], "async") {
                     i += 1;
                     continue;
                 }
-                if eq_ic(&args[i], "deadletter") {
+                if eq_ic(args[i], "deadletter") {
                     if let Some(q) = args.get(i + 1) {
                         f(q);
                     }
@@ -197,8 +195,8 @@ pub fn for_each_queue(
         "jscan" => {
             let mut named = false;
             for w in args.windows(2) {
-                if eq_ic(&w[0], "queue") {
-                    f(&w[1]);
+                if eq_ic(w[0], "queue") {
+                    f(w[1]);
                     named = true;
                 }
             }
@@ -262,10 +260,8 @@ mod tests {
     use crate::acl::user::command_index;
     use crate::acl::User;
 
-    fn args(s: &str) -> Vec<Bytes> {
-        s.split_whitespace()
-            .map(|w| Bytes::copy_from_slice(w.as_bytes()))
-            .collect()
+    fn args(s: &str) -> Vec<&[u8]> {
+        s.split_whitespace().map(|w| w.as_bytes()).collect()
     }
 
     fn queues(cmd: &str) -> Vec<String> {
@@ -312,7 +308,7 @@ mod tests {
         .unwrap();
         let j = |cmd: &str| {
             let a = args(cmd);
-            let name = String::from_utf8_lossy(&a[0]).to_lowercase();
+            let name = String::from_utf8_lossy(a[0]).to_lowercase();
             judge(&u, &engine, command_index(&name).unwrap(), &a)
         };
         assert_eq!(j("GETJOB FROM emails:a"), Ok(()));

@@ -1,12 +1,10 @@
 //! ACKJOB and FASTACK (docs/COMMANDS.md#ackjob).
 
-use bytes::Bytes;
-
 use super::args::Args;
 use super::{parse_ids, Ctx, Outcome};
 use crate::protocol::resp::Reply;
 
-pub fn ackjob(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
+pub fn ackjob(ctx: &mut Ctx, args: &[&[u8]]) -> Outcome {
     let ids = match parse_ids(&mut Args::new(args)) {
         Ok(ids) => ids,
         Err(e) => return e,
@@ -14,7 +12,7 @@ pub fn ackjob(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
     Reply::Integer(ctx.node.engine.ackjob(&ids, ctx.now)).into()
 }
 
-pub fn fastack(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
+pub fn fastack(ctx: &mut Ctx, args: &[&[u8]]) -> Outcome {
     let ids = match parse_ids(&mut Args::new(args)) {
         Ok(ids) => ids,
         Err(e) => return e,

@@ -3,8 +3,6 @@
 //! a user (AUTH, HELLO AUTH, HTTP basic auth), and the gates of DEBUG and
 //! of protected CONFIG SET parameters.
 
-use bytes::Bytes;
-
 use super::args::Args;
 use super::{err, Ctx, Outcome};
 use crate::acl::check::{self, Denied};
@@ -22,7 +20,7 @@ pub fn check(
     node: &mut Node,
     client: &mut ClientState,
     idx: usize,
-    args: &[Bytes],
+    args: &[&[u8]],
     now: u64,
 ) -> Option<Outcome> {
     if client.acl.unrestricted_at(node.acl.epoch()) {
@@ -36,7 +34,7 @@ fn check_slow(
     node: &mut Node,
     client: &mut ClientState,
     idx: usize,
-    args: &[Bytes],
+    args: &[&[u8]],
     now: u64,
 ) -> Option<Outcome> {
     let verdict = match node.acl.get(&client.acl.user) {
@@ -174,7 +172,7 @@ const HELP: &[&str] = &[
     "    Print this help.",
 ];
 
-pub fn acl(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
+pub fn acl(ctx: &mut Ctx, args: &[&[u8]]) -> Outcome {
     let mut a = Args::new(args);
     let sub = a.word();
     let n = a.remaining();

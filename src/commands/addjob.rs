@@ -11,7 +11,7 @@ use crate::engine::after::{classify, Dep};
 use crate::errors::WireError;
 use crate::protocol::resp::Reply;
 
-pub fn addjob(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
+pub fn addjob(ctx: &mut Ctx, args: &[&[u8]]) -> Outcome {
     // Checked first: a body over the limit is refused whatever else is
     // wrong with the request.
     let max_body = ctx.node.config.job_max_body_size;
@@ -49,10 +49,10 @@ pub fn addjob(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
 /// `ADDJOB <queue> <body> <timeout> [options]`, checked in Disque's order:
 /// each option as it comes, then the timeout, then the checks across
 /// options.
-fn parse(args: &[Bytes]) -> Result<AddJobRequest<&[u8]>, WireError> {
+fn parse<'a>(args: &'a [&'a [u8]]) -> Result<AddJobRequest<&'a [u8]>, WireError> {
     let mut a = Args::new(args);
-    let queue = &a.arg()[..];
-    let mut req = AddJobRequest::new(queue, &a.arg()[..]);
+    let queue = a.arg();
+    let mut req = AddJobRequest::new(queue, a.arg());
     // Disque checks the timeout after the options.
     let mut timeout = a;
     a.next();
@@ -144,7 +144,7 @@ fn ext_option(
         a.int_in(0..=i64::MAX, WireError::WaitRange)
             .map(|n| req.wait = Some(n as u64))
     } else if opt.is("priority") {
-        let n = a.next().and_then(|v| super::string2ll(v));
+        let n = a.next().and_then(super::string2ll);
         super::priority::parse_level(n).map(|level| ext_fields(req).priority = level)
     } else if opt.is("batch") {
         let value = a.arg();

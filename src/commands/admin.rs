@@ -8,16 +8,16 @@ use super::{err, syntax_error, Ctx, Outcome, COMMANDS, FLAG_NAMES};
 use crate::errors::WireError;
 use crate::protocol::resp::Reply;
 
-pub fn ping(_ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
+pub fn ping(_ctx: &mut Ctx, args: &[&[u8]]) -> Outcome {
     let mut a = Args::new(args);
     match (a.next(), a.is_done()) {
         (None, _) => Reply::Status("PONG".into()).into(),
-        (Some(message), true) => Reply::Bulk(message.clone()).into(),
+        (Some(message), true) => Reply::Bulk(Bytes::copy_from_slice(message)).into(),
         _ => err(WireError::WrongArity("ping")),
     }
 }
 
-pub fn time(_ctx: &mut Ctx, _args: &[Bytes]) -> Outcome {
+pub fn time(_ctx: &mut Ctx, _args: &[&[u8]]) -> Outcome {
     let us = crate::support::clock::unix_us();
     Reply::Array(vec![
         Reply::bulk_str(&(us / 1_000_000).to_string()),
@@ -26,7 +26,7 @@ pub fn time(_ctx: &mut Ctx, _args: &[Bytes]) -> Outcome {
     .into()
 }
 
-pub fn shutdown(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
+pub fn shutdown(ctx: &mut Ctx, args: &[&[u8]]) -> Outcome {
     let mut a = Args::new(args);
     let rewrite = a.eat("rewrite-aof");
     if !a.is_done() {
@@ -43,11 +43,11 @@ pub fn shutdown(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
     }
 }
 
-pub fn monitor(_ctx: &mut Ctx, _args: &[Bytes]) -> Outcome {
+pub fn monitor(_ctx: &mut Ctx, _args: &[&[u8]]) -> Outcome {
     Outcome::Monitor
 }
 
-pub fn slowlog(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
+pub fn slowlog(ctx: &mut Ctx, args: &[&[u8]]) -> Outcome {
     let mut a = Args::new(args);
     let sub = a.word();
     if sub.is("reset") && a.is_done() {
@@ -103,7 +103,7 @@ fn command_info(i: usize) -> Reply {
     ])
 }
 
-pub fn command(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
+pub fn command(ctx: &mut Ctx, args: &[&[u8]]) -> Outcome {
     let mut a = Args::new(args);
     if a.is_done() {
         return Reply::Array((0..COMMANDS.len()).map(command_info).collect()).into();
@@ -126,7 +126,7 @@ pub fn command(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
     err(WireError::CommandUsage)
 }
 
-pub fn latency(_ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
+pub fn latency(_ctx: &mut Ctx, args: &[&[u8]]) -> Outcome {
     // Latency monitoring is off (latency-monitor-threshold 0): nothing sampled.
     let mut a = Args::new(args);
     let sub = a.word();
@@ -148,11 +148,11 @@ pub fn latency(_ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
     syntax_error()
 }
 
-pub fn loadjob(_ctx: &mut Ctx, _args: &[Bytes]) -> Outcome {
+pub fn loadjob(_ctx: &mut Ctx, _args: &[&[u8]]) -> Outcome {
     err(WireError::LoadJobFromClient)
 }
 
-pub fn bgrewriteaof(ctx: &mut Ctx, _args: &[Bytes]) -> Outcome {
+pub fn bgrewriteaof(ctx: &mut Ctx, _args: &[&[u8]]) -> Outcome {
     if ctx.node.aof.rewrite_in_progress {
         return err(WireError::RewriteInProgress);
     }

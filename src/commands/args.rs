@@ -6,20 +6,18 @@
 
 use std::ops::RangeInclusive;
 
-use bytes::Bytes;
-
 use super::eq_ic;
 use crate::domain::job::JobId;
 use crate::errors::WireError;
 use crate::support::strings::string2ll;
 
 /// What a missing argument reads as where arity checks guarantee one.
-static EMPTY: Bytes = Bytes::new();
+static EMPTY: &[u8] = &[];
 
 /// A keyword argument (a subcommand, or an option's word value), compared
 /// ignoring case.
 #[derive(Clone, Copy)]
-pub struct Word<'a>(&'a Bytes);
+pub struct Word<'a>(&'a [u8]);
 
 impl<'a> Word<'a> {
     /// True when this is `word` (any case).
@@ -28,7 +26,7 @@ impl<'a> Word<'a> {
     }
 
     /// The argument as sent.
-    pub fn bytes(self) -> &'a Bytes {
+    pub fn bytes(self) -> &'a [u8] {
         self.0
     }
 
@@ -41,13 +39,13 @@ impl<'a> Word<'a> {
 /// A request's arguments after the command name.
 #[derive(Clone, Copy)]
 pub struct Args<'a> {
-    argv: &'a [Bytes],
+    argv: &'a [&'a [u8]],
     pos: usize,
 }
 
 impl<'a> Args<'a> {
     /// The arguments of `argv`, whose first element is the command name.
-    pub fn new(argv: &'a [Bytes]) -> Self {
+    pub fn new(argv: &'a [&'a [u8]]) -> Self {
         Args {
             argv,
             pos: 1.min(argv.len()),
@@ -56,19 +54,19 @@ impl<'a> Args<'a> {
 
     /// The next argument, consumed.
     #[allow(clippy::should_implement_trait)] // borrowed items; no collect() wanted
-    pub fn next(&mut self) -> Option<&'a Bytes> {
+    pub fn next(&mut self) -> Option<&'a [u8]> {
         let a = self.argv.get(self.pos)?;
         self.pos += 1;
-        Some(a)
+        Some(*a)
     }
 
     /// The next argument, left in place.
-    pub fn peek(&self) -> Option<&'a Bytes> {
-        self.argv.get(self.pos)
+    pub fn peek(&self) -> Option<&'a [u8]> {
+        self.argv.get(self.pos).copied()
     }
 
     /// Every argument not consumed yet, consumed.
-    pub fn rest(&mut self) -> &'a [Bytes] {
+    pub fn rest(&mut self) -> &'a [&'a [u8]] {
         let r = &self.argv[self.pos..];
         self.pos = self.argv.len();
         r
@@ -97,8 +95,8 @@ impl<'a> Args<'a> {
 
     /// The next argument where the command's arity guarantees one,
     /// consumed; a missing one reads as empty (which no check accepts).
-    pub fn arg(&mut self) -> &'a Bytes {
-        self.next().unwrap_or(&EMPTY)
+    pub fn arg(&mut self) -> &'a [u8] {
+        self.next().unwrap_or(EMPTY)
     }
 
     /// The next argument as a keyword (a subcommand name, say), consumed;
@@ -109,14 +107,14 @@ impl<'a> Args<'a> {
 
     /// The value of an option that takes one: a syntax error when the
     /// option was the last argument.
-    pub fn value(&mut self) -> Result<&'a Bytes, WireError> {
+    pub fn value(&mut self) -> Result<&'a [u8], WireError> {
         self.next().ok_or(WireError::Syntax)
     }
 
     /// The next argument as an integer: `bad` when it is not one (or when
     /// it is missing, which arity checks make the caller's concern).
     pub fn int(&mut self, bad: WireError) -> Result<i64, WireError> {
-        self.next().and_then(|v| string2ll(v)).ok_or(bad)
+        self.next().and_then(string2ll).ok_or(bad)
     }
 
     /// The value of an option as an integer in `range`: a syntax error when
@@ -141,9 +139,7 @@ impl<'a> Args<'a> {
 
     /// The next argument as a job ID: Disque's bad-ID error otherwise.
     pub fn id(&mut self) -> Result<JobId, WireError> {
-        self.next()
-            .and_then(|a| JobId::parse(a))
-            .ok_or(WireError::BadId)
+        self.next().and_then(JobId::parse).ok_or(WireError::BadId)
     }
 
     /// An option given as the last two arguments (`<word> <value>`, as
@@ -151,7 +147,7 @@ impl<'a> Args<'a> {
     /// plain list, and returned as a cursor at its value.
     pub fn cut_last(&mut self, word: &str) -> Option<Args<'a>> {
         let at = self.argv.len().checked_sub(2)?;
-        if at < self.pos || !eq_ic(&self.argv[at], word) {
+        if at < self.pos || !eq_ic(self.argv[at], word) {
             return None;
         }
         let value = Args {
@@ -167,8 +163,8 @@ impl<'a> Args<'a> {
 mod tests {
     use super::*;
 
-    fn argv(words: &[&str]) -> Vec<Bytes> {
-        words.iter().map(|w| Bytes::from(w.to_string())).collect()
+    fn argv<'a>(words: &[&'a str]) -> Vec<&'a [u8]> {
+        words.iter().map(|w| w.as_bytes()).collect()
     }
 
     #[test]
@@ -179,7 +175,7 @@ mod tests {
         assert!(!a.eat("nohang"));
         assert!(a.eat("count"));
         assert_eq!(a.int(WireError::NotInteger), Ok(5));
-        assert_eq!(a.peek().map(|b| &b[..]), Some(&b"x"[..]));
+        assert_eq!(a.peek(), Some(&b"x"[..]));
         assert_eq!(a.rest().len(), 1);
         assert!(a.is_done());
         assert_eq!(a.value(), Err(WireError::Syntax));
@@ -203,7 +199,7 @@ mod tests {
         let sub = a.word();
         assert!(sub.is("flushall") && !sub.is("flush"));
         assert_eq!(sub.text(), "FlushAll");
-        assert_eq!(&a.arg()[..], b"x");
+        assert_eq!(a.arg(), b"x");
         // Past the end: empty, matching no keyword.
         assert!(a.arg().is_empty());
         assert!(!a.word().is("x"));

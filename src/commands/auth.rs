@@ -5,8 +5,6 @@
 //! address and in ACL LOG; nothing sleeps, so a client guessing passwords
 //! slows nobody else down.
 
-use bytes::Bytes;
-
 use super::args::Args;
 use super::{err, syntax_error, Ctx, Outcome};
 use crate::acl::DEFAULT_USER;
@@ -29,7 +27,7 @@ pub fn login(ctx: &mut Ctx, user: &[u8], pass: &[u8]) -> bool {
 }
 
 /// `AUTH <password>` (Disque 1.0) or `AUTH <user> <password>` (Redis 6).
-pub fn auth(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
+pub fn auth(ctx: &mut Ctx, args: &[&[u8]]) -> Outcome {
     let mut a = Args::new(args);
     match a.remaining() {
         1 => {

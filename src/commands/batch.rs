@@ -27,15 +27,15 @@ enum Request<'a> {
         on_complete: Option<Callback>,
     },
     List,
-    Status(&'a Bytes),
+    Status(&'a [u8]),
     /// COMMIT, or CANCEL when `cancel`.
     Close {
-        id: &'a Bytes,
+        id: &'a [u8],
         cancel: bool,
     },
 }
 
-fn parse(args: &[Bytes]) -> Result<Request<'_>, WireError> {
+fn parse<'a>(args: &'a [&'a [u8]]) -> Result<Request<'a>, WireError> {
     let mut a = Args::new(args);
     let sub = a.word();
     if sub.is("create") {
@@ -50,7 +50,7 @@ fn parse(args: &[Bytes]) -> Result<Request<'_>, WireError> {
     if !["commit", "cancel", "status"].iter().any(|s| sub.is(s)) {
         return Err(WireError::BatchUsage);
     }
-    let [id] = a.rest() else {
+    let &[id] = a.rest() else {
         return Err(WireError::WrongArity("batch"));
     };
     Ok(if sub.is("status") {
@@ -73,7 +73,7 @@ fn create(mut a: Args<'_>) -> Result<Request<'static>, WireError> {
         if o.is_empty() || o.len() > MAX_ID_LEN {
             return Err(WireError::BatchId);
         }
-        id = Some(o.clone());
+        id = Some(Bytes::copy_from_slice(o));
         a.next();
     }
     let mut on_success = None;
@@ -93,8 +93,8 @@ fn create(mut a: Args<'_>) -> Result<Request<'static>, WireError> {
             return Err(WireError::BatchQueueEmpty);
         }
         let c = Some(Callback {
-            queue: queue.clone(),
-            body: body.clone(),
+            queue: Bytes::copy_from_slice(queue),
+            body: Bytes::copy_from_slice(body),
         });
         if success {
             on_success = c;
@@ -109,7 +109,7 @@ fn create(mut a: Args<'_>) -> Result<Request<'static>, WireError> {
     })
 }
 
-pub fn batch(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
+pub fn batch(ctx: &mut Ctx, args: &[&[u8]]) -> Outcome {
     let engine = &mut ctx.node.engine;
     let (id, cancel) = match parse(args) {
         Err(e) => return err(e),
@@ -137,7 +137,7 @@ pub fn batch(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
 }
 
 /// The BATCH STATUS map, or a null bulk.
-fn status(ctx: &mut Ctx, id: &Bytes) -> Outcome {
+fn status(ctx: &mut Ctx, id: &[u8]) -> Outcome {
     let Some(s) = ctx.node.engine.batch_get(id) else {
         return Reply::NullBulk.into();
     };
@@ -146,7 +146,7 @@ fn status(ctx: &mut Ctx, id: &Bytes) -> Outcome {
     let flag = |b: bool| Reply::Integer(i64::from(b));
     let state = v.phase().name();
     let fields: Vec<(&str, Reply)> = vec![
-        ("id", Reply::Bulk(id.clone())),
+        ("id", Reply::Bulk(Bytes::copy_from_slice(id))),
         ("state", Reply::Bulk(Bytes::from_static(state.as_bytes()))),
         ("total", int(v.total)),
         ("pending", int(v.pending)),

@@ -2,14 +2,12 @@
 //! held here that no consumer has yet, optionally only those whose body
 //! matches a glob. The engine cancels (`engine::cancel`).
 
-use bytes::Bytes;
-
 use super::args::Args;
 use super::{parse_ids, syntax_error, Ctx, Outcome};
 use crate::config::glob::glob_match;
 use crate::protocol::resp::Reply;
 
-pub fn cancel(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
+pub fn cancel(ctx: &mut Ctx, args: &[&[u8]]) -> Outcome {
     let mut a = Args::new(args);
     if a.eat("queue") {
         return cancel_queue(ctx, a);

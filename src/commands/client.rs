@@ -23,7 +23,7 @@ pub fn set_name(ctx: &mut Ctx, name: Bytes) -> Result<(), Outcome> {
     Ok(())
 }
 
-pub fn client(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
+pub fn client(ctx: &mut Ctx, args: &[&[u8]]) -> Outcome {
     let mut a = Args::new(args);
     let sub = a.word();
     let now = ctx.now;
@@ -68,7 +68,7 @@ pub fn client(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
         };
     }
     if sub.is("setname") && a.remaining() == 1 {
-        return match set_name(ctx, a.arg().clone()) {
+        return match set_name(ctx, Bytes::copy_from_slice(a.arg())) {
             Ok(()) => Reply::ok().into(),
             Err(e) => e,
         };

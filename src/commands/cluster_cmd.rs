@@ -8,7 +8,7 @@ use super::{err, syntax_error, Ctx, Outcome};
 use crate::errors::WireError;
 use crate::protocol::resp::Reply;
 
-pub fn cluster(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
+pub fn cluster(ctx: &mut Ctx, args: &[&[u8]]) -> Outcome {
     let mut a = Args::new(args);
     let sub = a.word();
     let now = ctx.now;
@@ -54,7 +54,7 @@ pub fn cluster(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
             return err(WireError::InvalidNodeId);
         }
         let c = ctx.node.engine.cluster();
-        if id.as_ref() == c.my_id().as_slice() {
+        if id == c.my_id().as_slice() {
             return err(WireError::ForgetMyself);
         }
         let Some(idx) = c.find(id) else {

@@ -1,14 +1,12 @@
 //! CONFIG GET | SET | RESETSTAT | REWRITE (docs/COMMANDS.md#config). Parsing and
 //! formatting live in `crate::config`; this applies changes to the node.
 
-use bytes::Bytes;
-
 use super::args::Args;
 use super::{Ctx, Outcome};
 use crate::errors::WireError;
 use crate::protocol::resp::Reply;
 
-pub fn config(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
+pub fn config(ctx: &mut Ctx, args: &[&[u8]]) -> Outcome {
     let mut a = Args::new(args);
     let sub = a.word();
     let wrong = || super::err(WireError::ConfigArity(sub.text()));

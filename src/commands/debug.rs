@@ -7,7 +7,7 @@ use super::{Ctx, Outcome};
 use crate::errors::WireError;
 use crate::protocol::resp::Reply;
 
-pub fn debug(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
+pub fn debug(ctx: &mut Ctx, args: &[&[u8]]) -> Outcome {
     // enable-debug-command (default local), whatever the user's rights.
     if let Err(refused) = super::acl::debug_allowed(ctx) {
         return refused;

@@ -11,19 +11,24 @@ use crate::engine::DeliveredJob;
 use crate::errors::WireError;
 use crate::protocol::resp::Reply;
 
-pub fn getjob(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
-    let (mut req, pattern) = match parse(args) {
+pub fn getjob(ctx: &mut Ctx, args: &[&[u8]]) -> Outcome {
+    let (req, pattern) = match parse(args) {
         Ok(r) => r,
         Err(e) => return err(e),
     };
-    if let Some(p) = pattern {
+    let out = match pattern {
         // MATCH <glob> instead of FROM (our extension).
-        req.queues = ctx.node.queue_patterns.queues_for(&ctx.node.engine, p);
-        if req.queues.is_empty() {
-            return Outcome::Reply(Reply::NullArray);
+        Some(p) => {
+            let queues = ctx.node.queue_patterns.queues_for(&ctx.node.engine, p);
+            if queues.is_empty() {
+                return Outcome::Reply(Reply::NullArray);
+            }
+            let req = req.with_queues(queues);
+            ctx.node.engine.getjob(ctx.client.id, req, ctx.now)
         }
-    }
-    match ctx.node.engine.getjob(ctx.client.id, req, ctx.now) {
+        None => ctx.node.engine.getjob(ctx.client.id, req, ctx.now),
+    };
+    match out {
         GetJobOutcome::Jobs(jobs) => Outcome::Reply(encode_jobs(jobs)),
         GetJobOutcome::NoJobs => Outcome::Reply(Reply::NullArray),
         GetJobOutcome::Blocked => blocked(ctx),
@@ -34,7 +39,10 @@ pub fn getjob(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
 /// GETJOB's options, then `FROM` and the queues (at least one), or
 /// `MATCH <glob>` (our extension), returned apart: the caller resolves it
 /// against the node's queues.
-fn parse(args: &[Bytes]) -> Result<(GetJobRequest, Option<&Bytes>), WireError> {
+/// The request with its queues borrowed, and MATCH's pattern.
+type Parsed<'a> = (GetJobRequest<&'a [u8]>, Option<&'a [u8]>);
+
+fn parse<'a>(args: &'a [&'a [u8]]) -> Result<Parsed<'a>, WireError> {
     let mut req = GetJobRequest {
         nohang: false,
         timeout: 0,
@@ -44,7 +52,7 @@ fn parse(args: &[Bytes]) -> Result<(GetJobRequest, Option<&Bytes>), WireError> {
     };
     let mut a = Args::new(args);
     let mut from = false;
-    let mut pattern: Option<&Bytes> = None;
+    let mut pattern: Option<&[u8]> = None;
     while !a.is_done() {
         if a.eat("nohang") {
             req.nohang = true;

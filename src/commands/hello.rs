@@ -10,7 +10,7 @@ use crate::engine::cluster::{FLAG_FAIL, FLAG_LEAVING, FLAG_PFAIL};
 use crate::errors::WireError;
 use crate::protocol::resp::Reply;
 
-pub fn hello(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
+pub fn hello(ctx: &mut Ctx, args: &[&[u8]]) -> Outcome {
     let mut a = Args::new(args);
     if a.is_done() {
         if ctx.node.requires_auth() && !ctx.client.authenticated {
@@ -26,9 +26,12 @@ pub fn hello(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
     let mut setname: Option<Bytes> = None;
     while !a.is_done() {
         if a.remaining() >= 3 && a.eat("auth") {
-            auth = Some((a.arg().clone(), a.arg().clone()));
+            auth = Some((
+                Bytes::copy_from_slice(a.arg()),
+                Bytes::copy_from_slice(a.arg()),
+            ));
         } else if a.remaining() >= 2 && a.eat("setname") {
-            setname = Some(a.arg().clone());
+            setname = Some(Bytes::copy_from_slice(a.arg()));
         } else {
             return err(WireError::HelloOption(a.word().text()));
         }

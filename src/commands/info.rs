@@ -26,7 +26,7 @@ const SECTIONS: [&str; 12] = [
     "spill",
 ];
 
-pub fn info(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
+pub fn info(ctx: &mut Ctx, args: &[&[u8]]) -> Outcome {
     let mut a = Args::new(args);
     if a.remaining() > 1 {
         return syntax_error();

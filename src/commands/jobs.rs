@@ -1,8 +1,6 @@
 //! Per-job state commands: ENQUEUE, NACK, DEQUEUE, DELJOB (docs/COMMANDS.md)
 //! and WORKING (3.7).
 
-use bytes::Bytes;
-
 use super::args::Args;
 use super::{err, parse_ids, Ctx, Outcome};
 use crate::domain::job::JobState;
@@ -34,24 +32,24 @@ pub(super) fn count_known(
 }
 
 /// Only active jobs go through the enqueue procedure (docs/COMMANDS.md#enqueue).
-pub fn enqueue(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
+pub fn enqueue(ctx: &mut Ctx, args: &[&[u8]]) -> Outcome {
     count_known(ctx, Args::new(args), |e, h, now| {
         e.job(h).is_some_and(|j| j.state == JobState::Active) && e.enqueue(h, false, now)
     })
 }
 
-pub fn dequeue(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
+pub fn dequeue(ctx: &mut Ctx, args: &[&[u8]]) -> Outcome {
     count_known(ctx, Args::new(args), |e, h, _| e.dequeue(h))
 }
 
-pub fn deljob(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
+pub fn deljob(ctx: &mut Ctx, args: &[&[u8]]) -> Outcome {
     count_known(ctx, Args::new(args), |e, h, now| {
         e.delete_job(h, now);
         true
     })
 }
 
-pub fn working(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
+pub fn working(ctx: &mut Ctx, args: &[&[u8]]) -> Outcome {
     let mut a = Args::new(args);
     let id = match a.id() {
         Ok(id) => id,

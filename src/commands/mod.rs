@@ -37,8 +37,6 @@ pub mod wake;
 
 pub use wake::deliver_wakes;
 
-
-use bytes::Bytes;
 use tokio::sync::oneshot;
 
 use crate::domain::job::JobId;
@@ -46,7 +44,7 @@ use crate::errors::WireError;
 use crate::node::{ClientState, Node};
 use crate::protocol::resp::Reply;
 
-pub type Handler = fn(&mut Ctx, &[Bytes]) -> Outcome;
+pub type Handler = fn(&mut Ctx, &[&[u8]]) -> Outcome;
 
 pub const F_WRITE: u8 = 1;
 pub const F_READONLY: u8 = 2;
@@ -438,7 +436,7 @@ pub fn lookup(node: &Node, name: &[u8]) -> Option<usize> {
 }
 
 /// Run one command in Disque's dispatch order (docs/COMMANDS.md#dispatch-and-common-errors).
-pub fn dispatch(node: &mut Node, client: &mut ClientState, args: &[Bytes], now: u64) -> Outcome {
+pub fn dispatch(node: &mut Node, client: &mut ClientState, args: &[&[u8]], now: u64) -> Outcome {
     let Some(name) = args.first() else {
         return Outcome::Reply(Reply::NullBulk);
     };

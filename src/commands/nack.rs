@@ -3,8 +3,6 @@
 //! job waits its current back-off and a plain job is queued at once, as in
 //! Disque (docs/COMPATIBILITY.md).
 
-use bytes::Bytes;
-
 use super::args::Args;
 use super::jobs::count_known;
 use super::{err, Ctx, Outcome};
@@ -14,7 +12,7 @@ use crate::errors::WireError;
 /// Largest accepted DELAY: ten years, far beyond any TTL.
 const MAX_DELAY_S: i64 = 10 * 365 * 86400;
 
-pub fn nack(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
+pub fn nack(ctx: &mut Ctx, args: &[&[u8]]) -> Outcome {
     let mut ids = Args::new(args);
     let delay_ms = match ids.cut_last("delay") {
         None => None,

@@ -8,7 +8,7 @@ use crate::domain::queue::{Queue, PAUSE_IN, PAUSE_OUT};
 use crate::engine::BusOut;
 use crate::protocol::resp::Reply;
 
-pub fn pause(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
+pub fn pause(ctx: &mut Ctx, args: &[&[u8]]) -> Outcome {
     let mut a = Args::new(args);
     let Some(name) = a.next() else {
         return syntax_error();
@@ -43,7 +43,7 @@ pub fn pause(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
     let current = engine.queue(name).map_or(0, |q| q.paused);
     if bcast {
         engine.broadcast(BusOut::Pause {
-            queue: name.clone(),
+            queue: Bytes::copy_from_slice(name),
             flags: current,
         });
     }

@@ -2,8 +2,6 @@
 //! (docs/COMMANDS.md#jobpriority); the engine moves the jobs
 //! (`engine::priority`).
 
-use bytes::Bytes;
-
 use super::args::Args;
 use super::{err, parse_ids, string2ll, Ctx, Outcome};
 use crate::domain::job_ext::{PRIORITY_MAX, PRIORITY_MIN};
@@ -19,9 +17,9 @@ pub fn parse_level(n: Option<i64>) -> Result<u8, WireError> {
 
 /// `JOBPRIORITY <level> <job-id> ... `: the number of jobs known here
 /// whose level was set (acknowledged jobs are left alone).
-pub fn jobpriority(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
+pub fn jobpriority(ctx: &mut Ctx, args: &[&[u8]]) -> Outcome {
     let mut a = Args::new(args);
-    let level = match parse_level(a.next().and_then(|v| string2ll(v))) {
+    let level = match parse_level(a.next().and_then(string2ll)) {
         Ok(l) => l,
         Err(e) => return err(e),
     };

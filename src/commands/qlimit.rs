@@ -12,17 +12,17 @@ use crate::protocol::resp::Reply;
 /// A QLIMIT request.
 enum Request<'a> {
     /// `QLIMIT <queue>`: the current setting.
-    Show(&'a Bytes),
+    Show(&'a [u8]),
     /// Set (all zero for `NONE`, which clears).
     Set {
-        queue: &'a Bytes,
+        queue: &'a [u8],
         rate: u32,
         interval: u64,
         inflight: u32,
     },
 }
 
-fn parse(args: &[Bytes]) -> Result<Request<'_>, WireError> {
+fn parse<'a>(args: &'a [&'a [u8]]) -> Result<Request<'a>, WireError> {
     let mut a = Args::new(args);
     let queue = a.arg();
     if a.is_done() {
@@ -66,7 +66,7 @@ fn parse(args: &[Bytes]) -> Result<Request<'_>, WireError> {
 
 /// `QLIMIT <queue> [RATE <n> <ms>] [INFLIGHT <m>]`, `QLIMIT <queue> NONE`,
 /// or `QLIMIT <queue>` (the current setting, nil when none).
-pub fn qlimit(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
+pub fn qlimit(ctx: &mut Ctx, args: &[&[u8]]) -> Outcome {
     let (queue, rate, interval, inflight) = match parse(args) {
         Ok(Request::Set {
             queue,
@@ -77,13 +77,17 @@ pub fn qlimit(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
         Ok(Request::Show(queue)) => return show(ctx, queue),
         Err(e) => return err(e),
     };
-    ctx.node
-        .engine
-        .set_limit(queue.clone(), rate, interval, inflight, ctx.now);
+    ctx.node.engine.set_limit(
+        Bytes::copy_from_slice(queue),
+        rate,
+        interval,
+        inflight,
+        ctx.now,
+    );
     Reply::ok().into()
 }
 
-fn show(ctx: &mut Ctx, queue: &Bytes) -> Outcome {
+fn show(ctx: &mut Ctx, queue: &[u8]) -> Outcome {
     let Some(v) = ctx.node.engine.limit_of(queue) else {
         return Reply::NullBulk.into();
     };

@@ -13,7 +13,7 @@ use crate::protocol::resp::Reply;
 /// The queue, and whether our `CLUSTER` follows it: Disque's arity (2)
 /// otherwise, and any other shape gets Disque's wrong-arity error, byte
 /// for byte.
-fn cluster_form<'a>(args: &'a [Bytes], name: &'static str) -> Result<(&'a Bytes, bool), Outcome> {
+fn cluster_form<'a>(args: &'a [&'a [u8]], name: &'static str) -> Result<(&'a [u8], bool), Outcome> {
     let mut a = Args::new(args);
     let queue = a.arg();
     match a.remaining() {
@@ -24,12 +24,12 @@ fn cluster_form<'a>(args: &'a [Bytes], name: &'static str) -> Result<(&'a Bytes,
 }
 
 /// Start a CLUSTER count; `qstat` for QSTAT CLUSTER.
-fn count(ctx: &mut Ctx, queue: &Bytes, qstat: Option<QStat>) -> Outcome {
+fn count(ctx: &mut Ctx, queue: &[u8], qstat: Option<QStat>) -> Outcome {
     let client = ctx.client.id;
     match ctx
         .node
         .engine
-        .count_cluster(client, queue.clone(), qstat, ctx.now)
+        .count_cluster(client, Bytes::copy_from_slice(queue), qstat, ctx.now)
     {
         CountOutcome::Counted { total, qstat } => encode_count(total, qstat).into(),
         CountOutcome::Blocked => blocked(ctx),
@@ -101,7 +101,7 @@ fn encode_qstat(s: QStat, len_cluster: Option<i64>) -> Reply {
     Reply::map(pairs)
 }
 
-pub fn qlen(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
+pub fn qlen(ctx: &mut Ctx, args: &[&[u8]]) -> Outcome {
     match cluster_form(args, "qlen") {
         Err(e) => e,
         Ok((queue, false)) => Reply::Integer(ctx.node.engine.queue_len(queue) as i64).into(),
@@ -109,7 +109,7 @@ pub fn qlen(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
     }
 }
 
-pub fn qpeek(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
+pub fn qpeek(ctx: &mut Ctx, args: &[&[u8]]) -> Outcome {
     let mut a = Args::new(args);
     let queue = a.arg();
     let count = match a.int(WireError::NotInteger) {
@@ -161,7 +161,7 @@ pub fn qpeek(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
     super::spill::reply_with_bodies(ctx, reply, holes)
 }
 
-pub fn qstat(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
+pub fn qstat(ctx: &mut Ctx, args: &[&[u8]]) -> Outcome {
     let (queue, cluster) = match cluster_form(args, "qstat") {
         Ok(c) => c,
         Err(e) => return e,

@@ -8,15 +8,13 @@
 //!
 //! Replies the number of jobs moved.
 
-use bytes::Bytes;
-
 use super::args::Args;
 use super::jobs::count_known;
 use super::{err, syntax_error, Ctx, Outcome};
 use crate::errors::WireError;
 use crate::protocol::resp::Reply;
 
-pub fn redrive(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
+pub fn redrive(ctx: &mut Ctx, args: &[&[u8]]) -> Outcome {
     let mut a = Args::new(args);
     if !a.eat("from") {
         return count_known(ctx, a, |e, h, now| e.redrive(h, now));

@@ -25,7 +25,7 @@ struct ScanOpts {
 /// Parse the options shared by both scans; `extra` tries the specific
 /// ones and returns Ok(true) when it consumed one (and its value).
 fn parse_common<'a>(
-    args: &'a [Bytes],
+    args: &'a [&'a [u8]],
     mut extra: impl FnMut(&mut Args<'a>) -> Result<bool, WireError>,
 ) -> Result<ScanOpts, WireError> {
     let mut opts = ScanOpts {
@@ -96,7 +96,7 @@ fn scan_reply(cursor: usize, items: Vec<Reply>) -> Outcome {
     .into()
 }
 
-pub fn qscan(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
+pub fn qscan(ctx: &mut Ctx, args: &[&[u8]]) -> Outcome {
     let (mut minlen, mut maxlen, mut rate) = (None, None, None);
     let opts = match parse_common(args, |a| {
         let slot = if a.eat("minlen") {
@@ -130,7 +130,7 @@ pub fn qscan(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
     scan_reply(next, items)
 }
 
-pub fn jscan(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
+pub fn jscan(ctx: &mut Ctx, args: &[&[u8]]) -> Outcome {
     let mut queue: Option<Bytes> = None;
     let mut states: Vec<JobState> = Vec::new();
     let mut reply_all = false;
@@ -139,7 +139,7 @@ pub fn jscan(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
             return Ok(false);
         }
         if a.eat("queue") {
-            queue = Some(a.arg().clone());
+            queue = Some(Bytes::copy_from_slice(a.arg()));
         } else if a.eat("state") {
             match JobState::from_name(a.arg()) {
                 Some(s) => states.push(s),

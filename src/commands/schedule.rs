@@ -24,13 +24,13 @@ use crate::protocol::resp::Reply;
 enum Request<'a> {
     Add(Box<ScheduleDef>),
     List,
-    Show(&'a Bytes),
-    Del(&'a Bytes),
+    Show(&'a [u8]),
+    Del(&'a [u8]),
     /// PAUSE (`true`) or RESUME.
-    Pause(&'a Bytes, bool),
+    Pause(&'a [u8], bool),
 }
 
-fn parse(args: &[Bytes]) -> Result<Request<'_>, WireError> {
+fn parse<'a>(args: &'a [&'a [u8]]) -> Result<Request<'a>, WireError> {
     let mut a = Args::new(args);
     let sub = a.word();
     if sub.is("add") {
@@ -57,7 +57,7 @@ fn parse(args: &[Bytes]) -> Result<Request<'_>, WireError> {
     })
 }
 
-pub fn schedule(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
+pub fn schedule(ctx: &mut Ctx, args: &[&[u8]]) -> Outcome {
     let request = match parse(args) {
         Ok(r) => r,
         Err(e) => return err(e),
@@ -127,10 +127,10 @@ fn add(mut a: Args<'_>) -> Result<ScheduleDef, WireError> {
     let mut cron: Option<String> = None;
     let mut tz: Option<String> = None;
     let mut def = ScheduleDef {
-        name: name.clone(),
+        name: Bytes::copy_from_slice(name),
         spec: Spec::Every(1000),
-        queue: queue.clone(),
-        body: body.clone(),
+        queue: Bytes::copy_from_slice(queue),
+        body: Bytes::copy_from_slice(body),
         replicate: 0,
         retry: None,
         ttl: None,

@@ -1,7 +1,5 @@
 //! SHOW: the 30-element job description (docs/COMMANDS.md#show), shared with JSCAN REPLY ALL.
 
-use bytes::Bytes;
-
 use super::args::Args;
 use super::{Ctx, Outcome};
 use crate::domain::job::{Job, JobState, F_DELIVERED};
@@ -9,7 +7,7 @@ use crate::domain::job_ext::{JobExt, ON_FAIL_DEADLETTER, ON_FAIL_RUN};
 use crate::engine::{Engine, JobHandle};
 use crate::protocol::resp::Reply;
 
-pub fn show(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
+pub fn show(ctx: &mut Ctx, args: &[&[u8]]) -> Outcome {
     let id = match Args::new(args).id() {
         Ok(id) => id,
         Err(e) => return super::err(e),

@@ -2,15 +2,13 @@
 //! block until the job ends on this node. Replies `+acked`, `+expired`,
 //! `+deleted` or `+dead`, or a null bulk at the timeout (0 = none).
 
-use bytes::Bytes;
-
 use super::args::Args;
 use super::{blocked, err, syntax_error, Ctx, Outcome};
 use crate::engine::waitjob::WaitJobOutcome;
 use crate::engine::JobEnd;
 use crate::protocol::resp::Reply;
 
-pub fn waitjob(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
+pub fn waitjob(ctx: &mut Ctx, args: &[&[u8]]) -> Outcome {
     let mut a = Args::new(args);
     let id = match a.id() {
         Ok(id) => id,

@@ -451,7 +451,7 @@ impl Engine {
     }
 
     /// BATCH COMMIT / CANCEL.
-    pub fn batch_close(&mut self, id: &Bytes, cancel: bool) -> Result<(), BatchError> {
+    pub fn batch_close(&mut self, id: &[u8], cancel: bool) -> Result<(), BatchError> {
         let Some(e) = self.batches.entries.get(id) else {
             return Err(BatchError::NoBatch);
         };
@@ -463,7 +463,7 @@ impl Engine {
         // or a peer sees a committed batch with no member as finished and
         // adds its callbacks at once.
         let mut d = if cancel {
-            BatchState::delta(id)
+            BatchState::delta(&e.state.id)
         } else {
             self.batches.outbox.remove(id);
             e.state.clone()

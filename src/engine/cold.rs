@@ -824,7 +824,7 @@ impl Engine {
     /// Bring back the cold jobs among a command's arguments (any argument
     /// shaped like a job ID). Some(ticket) when reads went out: the
     /// command runs again once `take_cold_done` returns the ticket.
-    pub fn cold_fault(&mut self, args: &[Bytes]) -> Option<u64> {
+    pub fn cold_fault(&mut self, args: &[&[u8]]) -> Option<u64> {
         if self.cold.live == 0 {
             return None;
         }

@@ -19,13 +19,15 @@ pub struct GetWaiter {
     pub deadline: u64,
 }
 
-pub struct GetJobRequest {
+/// `Q` is how the queue names are held: borrowed from the request when a
+/// client sends one (copied only if it blocks), owned elsewhere.
+pub struct GetJobRequest<Q = Bytes> {
     pub nohang: bool,
     /// 0 = forever.
     pub timeout: u64,
     pub count: u64,
     pub withcounters: bool,
-    pub queues: Vec<Bytes>,
+    pub queues: Vec<Q>,
 }
 
 pub enum GetJobOutcome {
@@ -58,12 +60,31 @@ pub const NOHANG_DISK_WAIT_MS: u64 = 250;
 /// (`NeedReason::RunningLow`; the exact threshold is half the batch asked for).
 const PREFETCH_BELOW: usize = 50;
 
+impl<Q> GetJobRequest<Q> {
+    /// The same options over other queues.
+    pub fn with_queues<R>(self, queues: Vec<R>) -> GetJobRequest<R> {
+        GetJobRequest {
+            nohang: self.nohang,
+            timeout: self.timeout,
+            count: self.count,
+            withcounters: self.withcounters,
+            queues,
+        }
+    }
+}
+
 impl Engine {
-    pub fn getjob(&mut self, client: ClientId, req: GetJobRequest, now: u64) -> GetJobOutcome {
+    pub fn getjob<Q: AsRef<[u8]>>(
+        &mut self,
+        client: ClientId,
+        req: GetJobRequest<Q>,
+        now: u64,
+    ) -> GetJobOutcome {
         let mut jobs = Vec::new();
         loop {
             let mut taken = 0;
             for name in &req.queues {
+                let name = name.as_ref();
                 if jobs.len() as u64 >= req.count {
                     break;
                 }
@@ -124,9 +145,10 @@ impl Engine {
             now.saturating_add(req.timeout)
         };
         let mut queues: Vec<Bytes> = Vec::with_capacity(req.queues.len());
-        for q in req.queues {
-            if !queues.contains(&q) {
-                queues.push(q);
+        for q in &req.queues {
+            let q = q.as_ref();
+            if !queues.iter().any(|have| have == q) {
+                queues.push(Bytes::copy_from_slice(q));
             }
         }
         for q in &queues {
@@ -151,11 +173,12 @@ impl Engine {
     /// After a pop found nothing: whether one of `queues` has jobs it may
     /// hand out but its head is on disk, being read back (a queue that is
     /// empty, paused for consumers or over its QLIMIT has nothing coming).
-    fn heads_on_disk(&mut self, queues: &[Bytes], now: u64) -> bool {
+    fn heads_on_disk<Q: AsRef<[u8]>>(&mut self, queues: &[Q], now: u64) -> bool {
         if !self.spill_holds_jobs() {
             return false;
         }
         for name in queues {
+            let name = name.as_ref();
             let waiting = self
                 .queue_handle(name)
                 .and_then(|qh| self.queues.get(qh))

@@ -205,7 +205,7 @@ impl Node {
     }
 
     /// One MONITOR line per executed command: `+<sec>.<usec> [<addr>] "arg" ...`.
-    pub fn feed_monitors(&mut self, client: &crate::node::ClientState, args: &[Bytes], now: u64) {
+    pub fn feed_monitors(&mut self, client: &crate::node::ClientState, args: &[&[u8]], now: u64) {
         let mut line = format!(
             "+{}.{:06} [{}]",
             now / 1000,
@@ -222,7 +222,7 @@ impl Node {
     }
 
     /// Bookkeeping after a command: stats, commandstats and the slow log.
-    pub fn record_call(&mut self, idx: usize, usec: u64, args: &[Bytes], now: u64) {
+    pub fn record_call(&mut self, idx: usize, usec: u64, args: &[&[u8]], now: u64) {
         self.stats.total_commands += 1;
         if let Some(c) = self.stats.cmd.get_mut(idx) {
             c.0 += 1;
@@ -235,7 +235,7 @@ impl Node {
         }
     }
 
-    fn slowlog_push(&mut self, usec: u64, args: &[Bytes], now: u64) {
+    fn slowlog_push(&mut self, usec: u64, args: &[&[u8]], now: u64) {
         let max_len = self.config.slowlog_max_len as usize;
         let mut kept: Vec<Bytes> = Vec::new();
         let limit = args.len().min(32);

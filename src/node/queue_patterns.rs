@@ -32,19 +32,22 @@ pub struct PatternCache {
 impl PatternCache {
     /// The queues `pattern` matches, starting one further than the last
     /// call with the same pattern.
-    pub fn queues_for(&mut self, engine: &Engine, pattern: &Bytes) -> Vec<Bytes> {
+    pub fn queues_for(&mut self, engine: &Engine, pattern: &[u8]) -> Vec<Bytes> {
         let generation = engine.queue_generation();
-        if !self.entries.contains_key(pattern) && self.entries.len() >= MAX_PATTERNS {
-            self.entries.clear();
-        }
-        let e = self
-            .entries
-            .entry(pattern.clone())
-            .or_insert_with(|| Entry {
+        if !self.entries.contains_key(pattern) {
+            if self.entries.len() >= MAX_PATTERNS {
+                self.entries.clear();
+            }
+            let fresh = Entry {
                 generation: u64::MAX,
                 queues: Vec::new(),
                 next: 0,
-            });
+            };
+            self.entries.insert(Bytes::copy_from_slice(pattern), fresh);
+        }
+        let Some(e) = self.entries.get_mut(pattern) else {
+            return Vec::new();
+        };
         if e.generation != generation {
             e.queues = engine
                 .queues()

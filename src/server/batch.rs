@@ -8,7 +8,7 @@
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
 
-use bytes::{Bytes, BytesMut};
+use bytes::BytesMut;
 use tokio::sync::oneshot;
 
 use super::Shared;
@@ -16,7 +16,7 @@ use crate::commands::{self, Outcome};
 use crate::errors::WireError;
 use crate::node::{ClientState, Node, ReplyMode};
 use crate::protocol::resp::encode::encode;
-use crate::protocol::resp::parse::RequestParser;
+use crate::protocol::resp::parse::{Request, RequestParser};
 use crate::protocol::resp::Reply;
 
 /// At most this many requests per batch, so one pipelining client cannot
@@ -54,7 +54,7 @@ pub enum Step {
 /// owner encodes into it) and what the batch leaves to free.
 pub struct Batch {
     pub client: ClientState,
-    pub pending: VecDeque<Vec<Bytes>>,
+    pub pending: VecDeque<Request>,
     pub wbuf: BytesMut,
     pub spent: Spent,
     pub read_bytes: u64,
@@ -128,7 +128,7 @@ fn run_batch(node: &mut Node, now: u64, b: &mut Batch) -> (Step, Option<crate::a
             client.reply_mode = ReplyMode::On;
         }
         let records_before = node.engine.pending_aof_records();
-        let out = commands::dispatch(node, client, &args, now);
+        let out = commands::dispatch(node, client, &args.args(), now);
         client.paged_in = false;
         if let Outcome::PageIn(rx) = out {
             client.paged_in = true;
@@ -217,7 +217,7 @@ fn run_batch(node: &mut Node, now: u64, b: &mut Batch) -> (Step, Option<crate::a
 /// does not pay for deallocation.
 #[derive(Default)]
 pub struct Spent {
-    args: Vec<Vec<Bytes>>,
+    args: Vec<Request>,
     replies: Vec<Reply>,
     /// `wbuf` ranges of the replies of commands that produced AOF records.
     pub durable: Vec<(usize, usize)>,

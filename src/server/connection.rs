@@ -24,7 +24,7 @@ use crate::aof::writer::NotDurable;
 use crate::errors::WireError;
 use crate::node::{ClientInfo, ClientState, ReplyMode};
 use crate::protocol::resp::encode::encode;
-use crate::protocol::resp::parse::RequestParser;
+use crate::protocol::resp::parse::{Request, RequestParser};
 use crate::protocol::resp::Reply;
 
 /// Reserve at most this much ahead for a large incoming bulk argument.
@@ -128,7 +128,7 @@ struct Connection<'a, S> {
 impl<S: ClientStream> Connection<'_, S> {
     /// Parse the complete requests already buffered into `pending`, up to
     /// a batch. True when the batch is full (more may be buffered).
-    fn parse_into(&mut self, pending: &mut VecDeque<Vec<Bytes>>) -> bool {
+    fn parse_into(&mut self, pending: &mut VecDeque<Request>) -> bool {
         while self.protocol_error.is_none() {
             if pending.len() >= MAX_BATCH {
                 return true;

@@ -118,7 +118,8 @@ fn attempt(
         client.acl.login(&user);
     }
     let memory_waits = node.spill.memory_waited;
-    match commands::dispatch(node, &mut client, &args, now) {
+    let argv: Vec<&[u8]> = args.iter().map(|a| &a[..]).collect();
+    match commands::dispatch(node, &mut client, &argv, now) {
         Outcome::Reply(r) | Outcome::Close(Some(r)) => Ok(r),
         Outcome::PageIn(rx) => Err(Again {
             rx,

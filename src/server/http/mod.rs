@@ -308,8 +308,8 @@ async fn guard(
             None => crate::acl::DEFAULT_USER.to_string(),
         };
         if let (Some(cmd), Some(u)) = (route_cmd, node.acl.get(&user)) {
-            let args: Vec<bytes::Bytes> = cmd.into_iter().map(bytes::Bytes::from).collect();
-            let name = String::from_utf8_lossy(&args[0]).to_ascii_lowercase();
+            let args: Vec<&[u8]> = cmd.iter().map(|a| &a[..]).collect();
+            let name = String::from_utf8_lossy(args[0]).to_ascii_lowercase();
             if let Some(idx) = crate::acl::names::index(&name) {
                 use crate::acl::check::{judge, Denied};
                 let denied = match judge(u, &node.engine, idx, &args) {
