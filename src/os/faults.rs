@@ -56,11 +56,19 @@ pub fn sync_all(f: &File) -> std::io::Result<()> {
     f.sync_all()
 }
 
-/// Called before each write: the injected latency of a slow device.
+/// Called before each write: the injected latency of a slow device. A
+/// device that recovers (`slow-writes 0`, `none`) lets the writes already
+/// waiting go within 10 ms, so a test can hold writes and then release
+/// them.
 pub fn before_write() {
     let ms = WRITE_DELAY_MS.load(Relaxed);
-    if ms > 0 {
-        std::thread::sleep(Duration::from_millis(ms));
+    let until = std::time::Instant::now() + Duration::from_millis(ms);
+    while WRITE_DELAY_MS.load(Relaxed) > 0 {
+        let left = until.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            break;
+        }
+        std::thread::sleep(left.min(Duration::from_millis(10)));
     }
 }
 

@@ -346,10 +346,8 @@ async fn follow<S: ClientStream>(
         Step::Blocked(rx, suppress) => (rx, suppress),
         Step::PageIn(rx) => {
             conn.write_out(&mut batch.wbuf).await?;
-            // The spill thread answers every read; a gone thread (exit)
-            // drops the sender and the command runs again anyway.
-            let _ = tokio::time::timeout(Duration::from_secs(30), rx).await;
-            return Ok(Flow::Again);
+            let gone = wait_page_in(conn.stream, rx, &mut conn.rbuf, &mut conn.stop).await?;
+            return Ok(if gone { Flow::End } else { Flow::Again });
         }
         Step::Meet {
             host,
@@ -416,6 +414,47 @@ async fn flush<S: ClientStream>(stream: &mut S, wbuf: &mut BytesMut) -> std::io:
         }
     }
     Ok(())
+}
+
+/// Await the disk (or the memory) a command waits for before it runs
+/// again; true when the client went away meanwhile. The command has not
+/// run: like the rest of a closed client's requests, it never does (a
+/// producer that left cannot learn the ID of a job added for it, and would
+/// add it again).
+async fn wait_page_in<S: ClientStream>(
+    stream: &mut S,
+    rx: oneshot::Receiver<()>,
+    rbuf: &mut BytesMut,
+    stop: &mut oneshot::Receiver<()>,
+) -> std::io::Result<bool> {
+    // The spill thread answers every read; a gone thread (exit) drops the
+    // sender and the command runs again anyway.
+    let ready = tokio::time::timeout(Duration::from_secs(30), rx);
+    tokio::pin!(ready);
+    loop {
+        tokio::select! {
+            biased;
+            _ = &mut ready => {
+                // A close that arrived with the wake-up is seen first: one
+                // read that does not wait.
+                return match tokio::time::timeout(Duration::ZERO, stream.read_buf(rbuf)).await {
+                    Ok(Ok(0)) => Ok(true),
+                    Ok(Ok(_)) | Err(_) => Ok(false),
+                    Ok(Err(e)) => Err(e),
+                };
+            }
+            r = stream.read_buf(rbuf) => {
+                if r? == 0 {
+                    return Ok(true);
+                }
+                if rbuf.len() > crate::protocol::resp::parse::MAX_QUERY_BUF {
+                    tracing::warn!(bytes = rbuf.len(), "Closing client that reached max query buffer length.");
+                    return Ok(true);
+                }
+            }
+            _ = &mut *stop => return Ok(true),
+        }
+    }
 }
 
 /// Await a blocked command's reply; Ok(None) when the client went away.

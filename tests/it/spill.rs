@@ -1038,6 +1038,59 @@ fn producers_wait_for_a_slow_disk_instead_of_failing() {
         .is_error()));
 }
 
+/// A producer that disconnects while its pipeline waits for the disk: the
+/// waiting command and those behind it never run, even if the disk frees
+/// memory right after (the job of a producer that left would be added
+/// without anyone knowing its ID, and the producer would add it again).
+#[test]
+fn a_producer_that_leaves_while_waiting_for_the_disk_adds_nothing() {
+    use std::io::Write;
+    let s = Server::start(ServerOpts::with_args(&[
+        "--spill",
+        "yes",
+        "--maxmemory",
+        "32mb",
+    ]));
+    let mut c = s.client();
+    disk_fault(&mut c, &["slow-writes", "50"]);
+    fill_pipelined(&mut c, "q", 40_000);
+    assert!(info(&mut c, "spill_memory_waits") > 0);
+    // The disk stalls: once one ADDJOB has waited and been refused,
+    // memory is at the limit and stays there.
+    disk_fault(&mut c, &["slow-writes", "60000"]);
+    assert!(
+        wait_until(WAIT * 2, POLL, || c
+            .cmd(&["ADDJOB", "q", &"z".repeat(1024), "0"])
+            .is_error()),
+        "memory never reached the limit"
+    );
+    let waits = info(&mut c, "spill_memory_waits");
+    let mut wire = Vec::new();
+    for i in 0..40 {
+        let b = format!("{i:06}-{}", "y".repeat(1010));
+        wire.extend_from_slice(&encode_cmd(&["ADDJOB", "gone", &b, "0"]));
+    }
+    let mut ghost = std::net::TcpStream::connect(s.addr()).expect("connect");
+    ghost.write_all(&wire).expect("send the pipeline");
+    assert!(
+        wait_until(WAIT, POLL, || info(&mut c, "spill_memory_waits") > waits),
+        "the producer never waited"
+    );
+    assert_eq!(c.cmd(&["QLEN", "gone"]).int(), 0);
+    drop(ghost);
+    // The disk recovers at once: the waiting command is woken while its
+    // client is gone.
+    disk_fault(&mut c, &["none"]);
+    assert!(
+        wait_until(WAIT, POLL, || c.info_int("connected_clients") == 1),
+        "the producer's connection outlived it"
+    );
+    assert!(wait_until(WAIT, POLL, || !c
+        .cmd(&["ADDJOB", "other", "after", "0"])
+        .is_error()));
+    assert_eq!(c.cmd(&["QLEN", "gone"]).int(), 0);
+}
+
 fn disk_fault(c: &mut Client, args: &[&str]) {
     let mut cmd = vec!["DEBUG", "DISK-FAULT"];
     cmd.extend_from_slice(args);
