@@ -19,7 +19,11 @@ workload (queue, body size, pacing jitter); thread timing is not
 reproducible, so counts vary a little between reruns of one seed.
 
 Usage: chaos.py --bin PATH [--quick] [--seed N] [--fault NAME|all]
-                [--replicate R] [--out results.jsonl] [--keep]
+                [--replicate R] [--spill no|bodies|whole] [--out results.jsonl] [--keep]
+
+Every delivered body is compared with the one sent: a run with a wrong
+body fails like one with a lost job (`--spill` puts every queue tail on
+disk, so the bodies come back through the spill tier).
        chaos.py --table results.jsonl      (Markdown table of past runs)
 """
 
@@ -43,6 +47,11 @@ PORT = 7711
 SUBNET = "10.77.0."
 QUEUES = ["chaos-q0", "chaos-q1", "chaos-q2", "chaos-q3"]
 CLONE_NEWNET = 0x40000000
+# Spill runs: jobs each node starts with in its first queue, so its tail
+# is on disk when the faults hit, and the pause of a consumer after each
+# batch, so the backlog lasts into them.
+SPILL_BACKLOG = 400
+SPILL_CONSUMER_PAUSE_S = 0.5
 
 FAULTS = ["calm", "kill", "pause", "partition", "isolate", "oneway", "loss",
           "aof-always", "aof-everysec", "aof-no", "mix"]
@@ -129,7 +138,7 @@ def run(*cmd, check=True):
 
 
 class Node:
-    def __init__(self, idx, prefix, root, binary, prof, aof):
+    def __init__(self, idx, prefix, root, binary, prof, aof, spill="no"):
         self.idx = idx
         self.ns = "%s-n%d" % (prefix, idx)
         self.ip = SUBNET + str(10 + idx)
@@ -152,6 +161,11 @@ class Node:
             "appendonly %s" % ("yes" if aof else "no"),
             "appendfsync %s" % (aof or "everysec"),
         ]
+        if spill != "no":
+            # Every queue tail past its head window goes to disk, whatever
+            # the memory: the faults then hit jobs read back from disk.
+            conf += ["spill yes", "spill-watermark 0",
+                     "spill-whole-jobs %s" % ("yes" if spill == "whole" else "no")]
         self.conf = os.path.join(self.dir, "disque.conf")
         with open(self.conf, "w") as f:
             f.write("\n".join(conf) + "\n")
@@ -315,7 +329,7 @@ class Producer(threading.Thread):
             if isinstance(r, RespError):
                 self.ledger.add_error(str(r).split(" ")[0])
             elif isinstance(r, str) and r.startswith("D-"):
-                self.ledger.add(r)
+                self.ledger.add(r, body=body)
             else:
                 self.ledger.add_error("unexpected")
         if c is not None:
@@ -355,9 +369,10 @@ class Consumer(NodeLoop):
     """GETJOB from every queue on the node beside it and ACKJOB each batch
     at once (a prompt worker)."""
 
-    def __init__(self, node, ledger):
+    def __init__(self, node, ledger, pause=0.0):
         super().__init__(node)
         self.ledger = ledger
+        self.pause = pause
 
     def step(self, c):
         r = c.cmd("GETJOB", "TIMEOUT", 500, "COUNT", 16, "FROM", *QUEUES)
@@ -368,13 +383,15 @@ class Consumer(NodeLoop):
             return
         now = time.time()
         ids = [job[1] for job in r]
-        for jid in ids:
-            self.ledger.delivered(jid, now, self.node.idx)
+        for job in r:
+            self.ledger.delivered(job[1], now, self.node.idx, job[2])
         a = c.cmd("ACKJOB", *ids)
         if not isinstance(a, RespError):
             now = time.time()
             for jid in ids:
                 self.ledger.acked(jid, now)
+        if self.pause:
+            self.stop.wait(self.pause)
 
 
 MIX_KINDS = ["kill", "pause", "partition", "isolate", "oneway", "loss"]
@@ -428,6 +445,7 @@ class Run:
         if args.cycles:
             self.prof.cycles = args.cycles
         self.replicate = args.replicate
+        self.spill_counts = {"written": 0, "reads": 0}
         self.plan = plan(fault, seed, self.prof, args.replicate)
         self.aof = fault[4:] if fault.startswith("aof-") else None
         self.prefix = "dqc%d" % os.getpid()
@@ -443,7 +461,8 @@ class Run:
 
     def start_cluster(self):
         for i in range(1, NODES + 1):
-            self.nodes.append(Node(i, self.prefix, self.root, self.args.bin, self.prof, self.aof))
+            self.nodes.append(Node(i, self.prefix, self.root, self.args.bin, self.prof, self.aof,
+                                   self.args.spill))
         self.net = Net(self.prefix, self.seed, self.nodes)
         for n in self.nodes:
             n.start()
@@ -583,8 +602,8 @@ class Run:
 
     def execute(self):
         t_start = self.t_start = time.time()
-        log("run: fault=%s seed=%d replicate=%d aof=%s dir=%s"
-            % (self.fault, self.seed, self.replicate, self.aof or "off", self.root))
+        log("run: fault=%s seed=%d replicate=%d aof=%s spill=%s dir=%s"
+            % (self.fault, self.seed, self.replicate, self.aof or "off", self.args.spill, self.root))
         log("plan: %s" % json.dumps(self.plan))
         self.start_cluster()
         mon = threading.Thread(target=self.monitor, daemon=True)
@@ -592,7 +611,11 @@ class Run:
         producers = [Producer(n, self.ledger, self.prof, self.replicate,
                               random.Random("%s/%d/producer%d" % (self.fault, self.seed, n.idx)))
                      for n in self.nodes]
-        consumers = [Consumer(n, self.ledger) for n in self.nodes]
+        pause = 0.0
+        if self.args.spill != "no":
+            self.add_backlog()
+            pause = SPILL_CONSUMER_PAUSE_S
+        consumers = [Consumer(n, self.ledger, pause) for n in self.nodes]
         for t in producers + consumers:
             t.start()
         time.sleep(self.prof.warmup_s)
@@ -644,6 +667,7 @@ class Run:
                     not_serving.append(n.idx)
             except (OSError, ConnectionError):
                 not_serving.append(n.idx)
+        self.spill_counts = self.spill_totals()
         panics = []
         for n in self.nodes:
             try:
@@ -654,6 +678,48 @@ class Run:
                 pass
         return self.result(t_start, drained_s, converged, leftovers, acked_left,
                            producers, not_serving, panics)
+
+    def add_backlog(self):
+        """Spill runs: SPILL_BACKLOG jobs pipelined into every node's first
+        queue (bodies of 64 to 960 bytes), its tail past the head window
+        written to disk at once (watermark 0), the copies on the replicas
+        too."""
+        for n in self.nodes:
+            bodies = [("b%d-%d-" % (n.idx, i)).ljust(64 + (i * 37) % 900, "b")
+                      for i in range(SPILL_BACKLOG)]
+            cmds = [("ADDJOB", QUEUES[0], b, self.prof.addjob_timeout_ms,
+                     "REPLICATE", self.replicate, "RETRY", self.prof.retry_s, "TTL", 3600)
+                    for b in bodies]
+            c = n.client(60.0)
+            try:
+                replies = c.pipeline(cmds)
+            finally:
+                c.close()
+            for b, r in zip(bodies, replies):
+                if isinstance(r, str) and r.startswith("D-"):
+                    self.ledger.add(r, body=b)
+                else:
+                    self.ledger.add_error("backlog")
+        log("backlog: %d jobs a node in %s" % (SPILL_BACKLOG, QUEUES[0]))
+
+    def spill_totals(self):
+        """Jobs written to disk and read back, summed over the nodes (each
+        since its last start)."""
+        totals = {"written": 0, "reads": 0}
+        if self.args.spill == "no":
+            return totals
+        for n in self.nodes:
+            try:
+                c = n.client(3.0)
+                try:
+                    info = c.info("spill")
+                finally:
+                    c.close()
+                totals["written"] += int(info.get("spill_jobs_written", 0))
+                totals["reads"] += int(info.get("spill_disk_reads", 0))
+            except (OSError, ConnectionError, ValueError):
+                pass
+        return totals
 
     def converge(self):
         """Poll until QLEN is 0 on every node for every queue and no node
@@ -741,6 +807,9 @@ class Run:
             "mode": "quick" if p.quick else "full",
             "replicate": self.replicate,
             "aof": self.aof or "off",
+            "spill": self.args.spill,
+            "spill_jobs_written": self.spill_counts["written"],
+            "spill_disk_reads": self.spill_counts["reads"],
             "node_timeout_ms": p.node_timeout_ms,
             "retry_s": p.retry_s,
             "rate_per_producer": p.rate,
@@ -759,6 +828,8 @@ class Run:
             "dup_pct_in_fault": round(100.0 * dup_fault / exposed, 3) if exposed else 0.0,
             "dups_after_ack": after_ack,
             "orphans": len(L.orphans()),
+            "wrong_bodies": len(L.wrong_bodies),
+            "wrong_body_ids": L.wrong_bodies[:20],
             "crashes": crashes,
             "panics": panics,
             "not_serving": not_serving,
@@ -771,8 +842,11 @@ class Run:
             "net": self.net.stats(),
             "commit": self.args.commit,
         }
-        res["ok"] = (res["lost"] == 0 and not crashes and not panics and not not_serving
-                     and converged)
+        # A spilling run that never wrote a job to disk tested nothing of
+        # the tier: it fails too.
+        spilled = self.args.spill == "no" or res["spill_jobs_written"] > 0
+        res["ok"] = (res["lost"] == 0 and not res["wrong_bodies"] and not crashes and not panics
+                     and not not_serving and converged and spilled)
         return res
 
 
@@ -852,6 +926,8 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--fault", default="all", help="|".join(FAULTS) + " or all")
     ap.add_argument("--replicate", type=int, default=3)
+    ap.add_argument("--spill", choices=["no", "bodies", "whole"], default="no",
+                    help="spill tier on every node, watermark 0: queue tails' bodies or whole jobs on disk")
     ap.add_argument("--cycles", type=int, help="fault cycles per run (default 3, 1 with --quick)")
     ap.add_argument("--out", help="append each run's JSON result to this file")
     ap.add_argument("--keep", action="store_true", help="keep node directories and logs")
@@ -885,10 +961,10 @@ def main():
         if "error" in r:
             log("  %-13s seed %d  ERROR %s" % (r["fault"], r["seed"], r["error"]))
         else:
-            log("  %-13s seed %d  added %d lost %d dups %d (%.2f%%; %d in fault, %d calm) "
+            log("  %-13s seed %d  added %d lost %d wrong bodies %d dups %d (%.2f%%; %d in fault, %d calm) "
                 "orphans %d crashes %s converged %s  %ss"
-                % (r["fault"], r["seed"], r["added"], r["lost"], r["duplicates"], r["dup_pct"],
-                   r["dups_in_fault"], r["dups_calm"], r["orphans"], r["crashes"] or "none",
+                % (r["fault"], r["seed"], r["added"], r["lost"], r["wrong_bodies"], r["duplicates"],
+                   r["dup_pct"], r["dups_in_fault"], r["dups_calm"], r["orphans"], r["crashes"] or "none",
                    r["converged"], r["duration_s"]))
     if failed:
         log("FAILED: %s" % ", ".join("%s(seed %d)" % (r["fault"], r["seed"]) for r in failed))

@@ -161,21 +161,30 @@ class Ledger:
         self.ack_time = {}
         self.add_errors = 0
         self.error_kinds = {}
+        # id -> body sent, for the jobs added with one (`add(..., body=)`)
+        self.bodies = {}
+        # (id, node) of every delivery whose body was not the one sent
+        self.wrong_bodies = []
 
-    def add(self, jid, t=None):
+    def add(self, jid, t=None, body=None):
         with self.lock:
             self.added.add(jid)
             self.add_time[jid] = time.time() if t is None else t
+            if body is not None:
+                self.bodies[jid] = body
 
     def add_error(self, kind="error"):
         with self.lock:
             self.add_errors += 1
             self.error_kinds[kind] = self.error_kinds.get(kind, 0) + 1
 
-    def delivered(self, jid, t=None, node=None):
+    def delivered(self, jid, t=None, node=None, body=None):
         with self.lock:
             self.deliveries.setdefault(jid, []).append(
                 (time.time() if t is None else t, node))
+            sent = self.bodies.get(jid)
+            if body is not None and sent is not None and body != sent:
+                self.wrong_bodies.append((jid, node))
 
     def acked(self, jid, t=None):
         with self.lock:

@@ -65,6 +65,15 @@ class LedgerTest(unittest.TestCase):
         dups = sorted(L.duplicate_deliveries())
         self.assertEqual(dups, [("a", 1.0, 2.0, 2), ("a", 1.0, 3.0, 3)])
 
+    def test_a_body_other_than_the_one_sent_is_reported(self):
+        L = Ledger()
+        L.add("a", 0.0, body="hello")
+        L.add("b", 0.0)
+        L.delivered("a", 1.0, 1, "hello")
+        L.delivered("a", 2.0, 2, "hellO")
+        L.delivered("b", 1.0, 1, "anything")
+        self.assertEqual(L.wrong_bodies, [("a", 2)])
+
     def test_ack_time_is_the_first(self):
         L = Ledger()
         L.acked("a", 5.0)
