@@ -444,17 +444,30 @@ async fn wait_page_in<S: ClientStream>(
                 };
             }
             r = stream.read_buf(rbuf) => {
-                if r? == 0 {
-                    return Ok(true);
-                }
-                if rbuf.len() > crate::protocol::resp::parse::MAX_QUERY_BUF {
-                    tracing::warn!(bytes = rbuf.len(), "Closing client that reached max query buffer length.");
+                if !still_there(r?, rbuf) {
                     return Ok(true);
                 }
             }
             _ = &mut *stop => return Ok(true),
         }
     }
+}
+
+/// After a read of `n` bytes while a command waits: requests sent
+/// meanwhile are kept for later; false when the client is gone (EOF) or
+/// its query buffer passed the limit.
+fn still_there(n: usize, rbuf: &BytesMut) -> bool {
+    if n == 0 {
+        return false;
+    }
+    if rbuf.len() > crate::protocol::resp::parse::MAX_QUERY_BUF {
+        tracing::warn!(
+            bytes = rbuf.len(),
+            "Closing client that reached max query buffer length."
+        );
+        return false;
+    }
+    true
 }
 
 /// Await a blocked command's reply; Ok(None) when the client went away.
@@ -471,12 +484,7 @@ async fn wait_blocked<S: ClientStream>(
             biased;
             r = &mut rx => break r.ok(),
             r = stream.read_buf(rbuf) => {
-                // Requests sent while blocked are kept for later; EOF ends the client.
-                if r? == 0 {
-                    return Ok(None);
-                }
-                if rbuf.len() > crate::protocol::resp::parse::MAX_QUERY_BUF {
-                    tracing::warn!(bytes = rbuf.len(), "Closing client that reached max query buffer length.");
+                if !still_there(r?, rbuf) {
                     return Ok(None);
                 }
             }

@@ -980,12 +980,7 @@ fn fill_and_drain_under_64mb(whole: &str, queues: usize, size: usize, per: usize
 /// nothing accepted is lost.
 #[test]
 fn producers_wait_for_a_slow_disk_instead_of_failing() {
-    let s = Server::start(ServerOpts::with_args(&[
-        "--spill",
-        "yes",
-        "--maxmemory",
-        "32mb",
-    ]));
+    let s = small_spilling_node();
     let mut c = s.client();
     disk_fault(&mut c, &["slow-writes", "50"]);
     // 40 MB of bodies, more than the node holds in RAM.
@@ -1045,12 +1040,7 @@ fn producers_wait_for_a_slow_disk_instead_of_failing() {
 #[test]
 fn a_producer_that_leaves_while_waiting_for_the_disk_adds_nothing() {
     use std::io::Write;
-    let s = Server::start(ServerOpts::with_args(&[
-        "--spill",
-        "yes",
-        "--maxmemory",
-        "32mb",
-    ]));
+    let s = small_spilling_node();
     let mut c = s.client();
     disk_fault(&mut c, &["slow-writes", "50"]);
     fill_pipelined(&mut c, "q", 40_000);
@@ -1089,6 +1079,16 @@ fn a_producer_that_leaves_while_waiting_for_the_disk_adds_nothing() {
         .cmd(&["ADDJOB", "other", "after", "0"])
         .is_error()));
     assert_eq!(c.cmd(&["QLEN", "gone"]).int(), 0);
+}
+
+/// A node with the spill tier on (default watermark) under maxmemory 32 MB.
+fn small_spilling_node() -> Server {
+    Server::start(ServerOpts::with_args(&[
+        "--spill",
+        "yes",
+        "--maxmemory",
+        "32mb",
+    ]))
 }
 
 fn disk_fault(c: &mut Client, args: &[&str]) {

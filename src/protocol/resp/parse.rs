@@ -493,6 +493,14 @@ mod tests {
         list.iter().map(|a| b(a)).collect()
     }
 
+    /// One `parse` call, the request as owned arguments.
+    fn parse_one(
+        p: &mut RequestParser,
+        buf: &mut BytesMut,
+    ) -> Result<Option<Vec<Bytes>>, ProtocolError> {
+        p.parse(buf).map(|o| o.map(|r| r.to_vec()))
+    }
+
     fn mb(list: &[&[u8]]) -> Vec<u8> {
         let mut v = format!("*{}\r\n", list.len()).into_bytes();
         for a in list {
@@ -510,7 +518,7 @@ mod tests {
         let mut buf = BytesMut::from(input);
         let mut out = Vec::new();
         loop {
-            match p.parse(&mut buf).map(|o| o.map(|r| r.to_vec())) {
+            match parse_one(&mut p, &mut buf) {
                 Ok(Some(a)) => out.push(a),
                 Ok(None) => return (out, None),
                 Err(e) => return (out, Some(e)),
@@ -532,7 +540,7 @@ mod tests {
             buf.extend_from_slice(&input[pos..end]);
             pos = end;
             loop {
-                match p.parse(&mut buf).map(|o| o.map(|r| r.to_vec())) {
+                match parse_one(&mut p, &mut buf) {
                     Ok(Some(a)) => out.push(a),
                     Ok(None) => break,
                     Err(e) => return (out, Some(e)),
@@ -607,26 +615,17 @@ mod tests {
         input.extend_from_slice(b"PING\n");
         let mut p = RequestParser::new();
         let mut buf = BytesMut::from(&input[..]);
+        assert_eq!(parse_one(&mut p, &mut buf).unwrap(), Some(args(&[b"PING"])));
         assert_eq!(
-            p.parse(&mut buf).map(|o| o.map(|r| r.to_vec())).unwrap(),
-            Some(args(&[b"PING"]))
-        );
-        assert_eq!(
-            p.parse(&mut buf).map(|o| o.map(|r| r.to_vec())).unwrap(),
+            parse_one(&mut p, &mut buf).unwrap(),
             Some(args(&[b"INFO", b"server"]))
         );
         assert_eq!(
-            p.parse(&mut buf).map(|o| o.map(|r| r.to_vec())).unwrap(),
+            parse_one(&mut p, &mut buf).unwrap(),
             Some(args(&[b"ADDJOB", b"q", b"body", b"0"]))
         );
-        assert_eq!(
-            p.parse(&mut buf).map(|o| o.map(|r| r.to_vec())).unwrap(),
-            Some(args(&[b"PING"]))
-        );
-        assert_eq!(
-            p.parse(&mut buf).map(|o| o.map(|r| r.to_vec())).unwrap(),
-            None
-        );
+        assert_eq!(parse_one(&mut p, &mut buf).unwrap(), Some(args(&[b"PING"])));
+        assert_eq!(parse_one(&mut p, &mut buf).unwrap(), None);
         assert!(buf.is_empty());
         check_split_invariance(&input);
     }
@@ -635,14 +634,8 @@ mod tests {
     fn ping_then_empty_line() {
         let mut p = RequestParser::new();
         let mut buf = BytesMut::from(&b"PING\r\n\n"[..]);
-        assert_eq!(
-            p.parse(&mut buf).map(|o| o.map(|r| r.to_vec())).unwrap(),
-            Some(args(&[b"PING"]))
-        );
-        assert_eq!(
-            p.parse(&mut buf).map(|o| o.map(|r| r.to_vec())).unwrap(),
-            None
-        );
+        assert_eq!(parse_one(&mut p, &mut buf).unwrap(), Some(args(&[b"PING"])));
+        assert_eq!(parse_one(&mut p, &mut buf).unwrap(), None);
         assert!(buf.is_empty(), "empty line must be consumed");
         check_split_invariance(b"PING\r\n\n");
     }
@@ -659,10 +652,7 @@ mod tests {
         for input in [&b"*0\r\n"[..], b"*-1\r\n", b"*-5\r\n"] {
             let mut p = RequestParser::new();
             let mut buf = BytesMut::from(input);
-            assert_eq!(
-                p.parse(&mut buf).map(|o| o.map(|r| r.to_vec())).unwrap(),
-                None
-            );
+            assert_eq!(parse_one(&mut p, &mut buf).unwrap(), None);
             assert!(buf.is_empty());
         }
         let mut input = b"*0\r\n*-1\r\n".to_vec();
@@ -721,7 +711,7 @@ mod tests {
                 buf.reserve(n);
             }
             buf.extend_from_slice(chunk);
-            if let Some(cmd) = p.parse(&mut buf).map(|o| o.map(|r| r.to_vec())).unwrap() {
+            if let Some(cmd) = parse_one(&mut p, &mut buf).unwrap() {
                 assert!(got.is_none());
                 got = Some(cmd);
             }
@@ -738,29 +728,20 @@ mod tests {
     fn pending_bulk_remaining_counts_missing_bytes() {
         let mut p = RequestParser::new();
         let mut buf = BytesMut::from(&b"*2\r\n$3\r\nSET\r\n$10\r\nabc"[..]);
-        assert_eq!(
-            p.parse(&mut buf).map(|o| o.map(|r| r.to_vec())).unwrap(),
-            None
-        );
+        assert_eq!(parse_one(&mut p, &mut buf).unwrap(), None);
         assert_eq!(p.pending_bulk_remaining(), Some(10 + 2 - 3));
         buf.extend_from_slice(b"defghij\r");
-        assert_eq!(
-            p.parse(&mut buf).map(|o| o.map(|r| r.to_vec())).unwrap(),
-            None
-        );
+        assert_eq!(parse_one(&mut p, &mut buf).unwrap(), None);
         assert_eq!(p.pending_bulk_remaining(), Some(1));
         buf.extend_from_slice(b"\n");
         assert_eq!(
-            p.parse(&mut buf).map(|o| o.map(|r| r.to_vec())).unwrap(),
+            parse_one(&mut p, &mut buf).unwrap(),
             Some(args(&[b"SET", b"abcdefghij"]))
         );
         assert_eq!(p.pending_bulk_remaining(), None);
         // Waiting for a header is not a pending bulk.
         let mut buf = BytesMut::from(&b"*2\r\n$3"[..]);
-        assert_eq!(
-            p.parse(&mut buf).map(|o| o.map(|r| r.to_vec())).unwrap(),
-            None
-        );
+        assert_eq!(parse_one(&mut p, &mut buf).unwrap(), None);
         assert_eq!(p.pending_bulk_remaining(), None);
     }
 
@@ -769,10 +750,7 @@ mod tests {
         let mut p = RequestParser::new();
         let mut buf = BytesMut::from(&b"*1048576\r\n$536870912\r\n"[..]);
         let cap_before = buf.capacity();
-        assert_eq!(
-            p.parse(&mut buf).map(|o| o.map(|r| r.to_vec())).unwrap(),
-            None
-        );
+        assert_eq!(parse_one(&mut p, &mut buf).unwrap(), None);
         assert!(p.args.capacity() <= ARGS_PREALLOC_MAX);
         assert!(buf.capacity() <= cap_before);
         assert_eq!(p.pending_bulk_remaining(), Some(512 * 1024 * 1024 + 2));
@@ -838,7 +816,7 @@ mod tests {
         // Only reported once the header line is complete.
         let mut p = RequestParser::new();
         let mut buf = BytesMut::from(&b"*1\r\nX"[..]);
-        assert_eq!(p.parse(&mut buf).map(|o| o.map(|r| r.to_vec())), Ok(None));
+        assert_eq!(parse_one(&mut p, &mut buf), Ok(None));
         check_split_invariance(b"*1\r\n:4\r\nPING\r\n");
     }
 
@@ -848,10 +826,10 @@ mod tests {
         input.extend(std::iter::repeat_n(b'1', MAX_INLINE - 1));
         let mut p = RequestParser::new();
         let mut buf = BytesMut::from(&input[..]);
-        assert_eq!(p.parse(&mut buf).map(|o| o.map(|r| r.to_vec())), Ok(None)); // exactly MAX_INLINE: still waiting
+        assert_eq!(parse_one(&mut p, &mut buf), Ok(None)); // exactly MAX_INLINE: still waiting
         buf.extend_from_slice(b"1");
         assert_eq!(
-            p.parse(&mut buf).map(|o| o.map(|r| r.to_vec())),
+            parse_one(&mut p, &mut buf),
             Err(ProtocolError::TooBigMbulkCount)
         );
         // A long header that does get its CR in the same read is just invalid.
@@ -874,10 +852,10 @@ mod tests {
     fn too_big_inline() {
         let mut p = RequestParser::new();
         let mut buf = BytesMut::from(&vec![b'a'; MAX_INLINE][..]);
-        assert_eq!(p.parse(&mut buf).map(|o| o.map(|r| r.to_vec())), Ok(None));
+        assert_eq!(parse_one(&mut p, &mut buf), Ok(None));
         buf.extend_from_slice(b"a");
         assert_eq!(
-            p.parse(&mut buf).map(|o| o.map(|r| r.to_vec())),
+            parse_one(&mut p, &mut buf),
             Err(ProtocolError::TooBigInline)
         );
         // A long line whose newline arrived in the same read is accepted.
@@ -908,17 +886,14 @@ mod tests {
         p.query_buf_limit = 16;
         let mut buf = BytesMut::from(&b"*1\r\n$100\r\n0123456789abcdefg"[..]);
         assert_eq!(
-            p.parse(&mut buf).map(|o| o.map(|r| r.to_vec())),
+            parse_one(&mut p, &mut buf),
             Err(ProtocolError::QueryBufferTooBig)
         );
         // Complete requests are still served from a big buffer.
         let mut p = RequestParser::new();
         p.query_buf_limit = 16;
         let mut buf = BytesMut::from(&b"PING\r\nPING\r\nPING\r\nPING\r\n"[..]);
-        assert_eq!(
-            p.parse(&mut buf).map(|o| o.map(|r| r.to_vec())).unwrap(),
-            Some(args(&[b"PING"]))
-        );
+        assert_eq!(parse_one(&mut p, &mut buf).unwrap(), Some(args(&[b"PING"])));
     }
 
     #[test]
@@ -1042,11 +1017,11 @@ mod tests {
     fn caller_clearing_buffer_does_not_panic() {
         let mut p = RequestParser::new();
         let mut buf = BytesMut::from(&b"PING PING PING"[..]);
-        assert_eq!(p.parse(&mut buf).map(|o| o.map(|r| r.to_vec())), Ok(None));
+        assert_eq!(parse_one(&mut p, &mut buf), Ok(None));
         // Outside the contract (only appending is allowed), but must not panic.
         buf.clear();
         buf.extend_from_slice(b"P\n");
-        let _ = p.parse(&mut buf).map(|o| o.map(|r| r.to_vec()));
+        let _ = parse_one(&mut p, &mut buf);
     }
 }
 
@@ -1060,17 +1035,14 @@ mod max_bulk_tests {
         p.set_max_bulk(1 << 20);
         let mut buf = BytesMut::from(&b"*4\r\n$6\r\nADDJOB\r\n$1\r\nq\r\n$400000000\r\n"[..]);
         assert!(matches!(
-            p.parse(&mut buf).map(|o| o.map(|r| r.to_vec())),
+            p.parse(&mut buf),
             Err(ProtocolError::InvalidBulkLength)
         ));
         let mut p = RequestParser::new();
         p.set_max_bulk(4);
         let mut buf = BytesMut::from(&b"*2\r\n$4\r\nPING\r\n$4\r\nabcd\r\n"[..]);
-        assert!(matches!(
-            p.parse(&mut buf).map(|o| o.map(|r| r.to_vec())),
-            Ok(Some(_))
-        ));
+        assert!(matches!(p.parse(&mut buf), Ok(Some(_))));
         let mut buf = BytesMut::from(&b"*2\r\n$4\r\nPING\r\n$5\r\nabcde\r\n"[..]);
-        assert!(p.parse(&mut buf).map(|o| o.map(|r| r.to_vec())).is_err());
+        assert!(p.parse(&mut buf).is_err());
     }
 }
