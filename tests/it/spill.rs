@@ -1061,6 +1061,7 @@ fn a_producer_that_leaves_while_waiting_for_the_disk_adds_nothing() {
         wire.extend_from_slice(&encode_cmd(&["ADDJOB", "gone", &b, "0"]));
     }
     let mut ghost = std::net::TcpStream::connect(s.addr()).expect("connect");
+    ghost.set_write_timeout(Some(WAIT)).expect("write timeout");
     ghost.write_all(&wire).expect("send the pipeline");
     assert!(
         wait_until(WAIT, POLL, || info(&mut c, "spill_memory_waits") > waits),

@@ -99,12 +99,6 @@ impl Request {
     }
 }
 
-impl PartialEq for Request {
-    fn eq(&self, other: &Self) -> bool {
-        self.args() == other.args()
-    }
-}
-
 /// A client protocol violation. The server replies `-ERR <message>` and
 /// closes the connection.
 #[derive(Debug, Clone, PartialEq, Eq)]
