@@ -14,27 +14,43 @@
 # spilled_jobs, refused_oom and registered_jobs. The builds alternate
 # within a round. One line per node and run.
 #
-# environment: N [60000], MAXMEM [32mb], REPS [2], SKIP_BUILD=1,
-#              CARGO_TARGET_DIR [target]
+# WHOLE=yes starts the nodes with `--spill-whole-jobs yes` and adds the
+# whole-job counters. RETRY=S adds the jobs with RETRY S and, with no
+# consumer, reads the counters again after three RETRY periods (`after_`
+# columns): every replica asks about each job once per RETRY (WILLQUEUE),
+# and a node must answer without bringing its jobs on disk back to RAM.
+#
+# environment: N [60000], MAXMEM [32mb], REPS [2], WHOLE [no], RETRY,
+#              SKIP_BUILD=1, CARGO_TARGET_DIR [target]
 set -euo pipefail
 
 source "$(dirname "$0")/lib/bench-common.sh"
 N=${N:-60000}
 MAXMEM=${MAXMEM:-32mb}
 REPS=${REPS:-2}
+WHOLE=${WHOLE:-no}
+RETRY=${RETRY:-}
 work=$(mktemp -d /tmp/disque-spillcluster.XXXXXX)
 bench_init "$@"
 
 field() { redis-cli -p "$1" info everything | tr -d '\r' | sed -n "s/^$2:\(.*\)/\1/p"; }
 
-echo "label,round,node,ops_per_s,client_errors,used_memory,spilled_jobs,refused_oom,registered_jobs"
+counters() {
+    local out="$(field "$1" used_memory),$(field "$1" spilled_jobs),$(field "$1" spilled_whole_jobs)"
+    echo "$out,$(field "$1" spill_disk_reads),$(field "$1" refused_oom),$(field "$1" registered_jobs)"
+}
+cols="used_memory,spilled_jobs,spilled_whole_jobs,spill_disk_reads,refused_oom,registered_jobs"
+after=""
+[ -n "$RETRY" ] && after=",$(echo "$cols" | sed 's/\([a-z_]*\)/after_\1/g')"
+echo "label,round,node,ops_per_s,client_errors,$cols$after"
 for r in $(seq "$REPS"); do
     for b in "${builds[@]}"; do
         label=${b%%=*} bin=${b#*=}
         read -r -a ports <<<"$(free_ports 3)"
         for p in "${ports[@]}"; do
             mkdir -p "$work/$label-$r-$p"
-            "$bin" --port "$p" --maxmemory "$MAXMEM" --spill yes --dir "$work/$label-$r-$p" \
+            "$bin" --port "$p" --maxmemory "$MAXMEM" --spill yes --spill-whole-jobs "$WHOLE" \
+                --dir "$work/$label-$r-$p" \
                 >"$work/$label-$r-$p/log" 2>&1 &
             pids+=($!)
         done
@@ -49,13 +65,21 @@ for r in $(seq "$REPS"); do
             done
         done
         hosts=$(printf '127.0.0.1:%s,' "${ports[@]}")
-        out=$("$bench" -h "${hosts%,}" -w addjob -s 1024 -c 12 -P 8 -n "$N" --timeout-ms 20000 --json)
+        retry=()
+        [ -n "$RETRY" ] && retry=(--retry "$RETRY")
+        out=$("$bench" -h "${hosts%,}" -w addjob -s 1024 -c 12 -P 8 -n "$N" "${retry[@]}" \
+            --timeout-ms 20000 --json)
         read -r ops errors < <(echo "$out" | python3 -c '
 import json, sys
 r = json.load(sys.stdin)["results"]
 print(round(r["ops_per_sec"]), r["errors"])')
+        declare -A before=()
+        for p in "${ports[@]}"; do before[$p]=$(counters "$p"); done
+        [ -n "$RETRY" ] && sleep $((3 * RETRY + 1))
         for p in "${ports[@]}"; do
-            echo "$label,$r,$p,$ops,$errors,$(field "$p" used_memory),$(field "$p" spilled_jobs),$(field "$p" refused_oom),$(field "$p" registered_jobs)"
+            line="$label,$r,$p,$ops,$errors,${before[$p]}"
+            [ -n "$RETRY" ] && line="$line,$(counters "$p")"
+            echo "$line"
         done
         stop_servers
     done

@@ -181,6 +181,9 @@ struct Cli {
     /// ADDJOB ... REPLICATE N
     #[arg(long, value_name = "N", help_heading = "Load")]
     replicate: Option<u32>,
+    /// ADDJOB ... RETRY SECONDS
+    #[arg(long, value_name = "SECONDS", help_heading = "Load")]
+    retry: Option<u32>,
     /// ADDJOB ... ASYNC
     #[arg(long = "async", help_heading = "Load")]
     async_add: bool,
@@ -286,6 +289,7 @@ pub struct Config {
     pub queues: usize,
     pub queue_prefix: String,
     pub replicate: Option<u32>,
+    pub retry: Option<u32>,
     #[serde(rename = "async")]
     pub async_add: bool,
     /// Fixed schedule of this many ops/s in total (addjob, getjob, cycle producers).
@@ -382,6 +386,7 @@ fn finish(cli: Cli) -> Result<Config, String> {
         queues: cli.queues,
         queue_prefix: cli.queue_prefix,
         replicate: cli.replicate,
+        retry: cli.retry,
         async_add: cli.async_add,
         rate: cli.rate,
         idle_connections: cli.idle_connections,
@@ -400,8 +405,10 @@ fn finish(cli: Cli) -> Result<Config, String> {
         strict: cli.strict,
         threads: cli.threads,
     };
-    if cfg.target == Target::Redis && (cfg.replicate.is_some() || cfg.async_add) {
-        return Err("--replicate/--async only apply to --target disque".into());
+    if cfg.target == Target::Redis
+        && (cfg.replicate.is_some() || cfg.retry.is_some() || cfg.async_add)
+    {
+        return Err("--replicate/--retry/--async only apply to --target disque".into());
     }
     let ack = match (cli.ack, cli.fastack, cli.no_ack) {
         (true, _, _) => Some(AckMode::AckJob),

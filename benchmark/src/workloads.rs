@@ -275,6 +275,11 @@ impl Plan {
                     args.push(b"REPLICATE");
                     args.push(r.as_bytes());
                 }
+                let retry = self.cfg.retry.map(|r| r.to_string());
+                if let Some(r) = &retry {
+                    args.push(b"RETRY");
+                    args.push(r.as_bytes());
+                }
                 if self.cfg.async_add {
                     args.push(b"ASYNC");
                 }

@@ -30,10 +30,10 @@ use bytes::Bytes;
 use super::gossip::LinkKind;
 use super::records::Flavor;
 use super::spill::{Loc, ReadFailure, SpillOp};
-use super::{Engine, JobHandle, Map};
-use crate::domain::job::{JobId, JobState, F_EXT};
+use super::{BusOut, Engine, JobHandle, Map};
+use crate::domain::job::{JobId, JobState, NodeIdx, NodeSet, F_EXT};
 use crate::domain::job_ext::PRIORITY_DEFAULT;
-use crate::protocol::bus::message::{Body, Message};
+use crate::protocol::bus::message::{Body, JobMsg, Message};
 use crate::protocol::job_codec::RecordRef;
 
 /// ID-index entries of cold jobs carry this bit (slab handles never do).
@@ -220,6 +220,11 @@ pub struct ColdTier {
     pub(crate) evicted_total: u64,
     pub(crate) loaded_total: u64,
     pub(crate) expired_total: u64,
+    /// WILLQUEUEs answered from a slot (`cold_willqueue`).
+    pub(crate) willqueue_answered: u64,
+    /// Every other node that held a copy of a job when it went to disk
+    /// (a job's own node list stays on disk with it).
+    holders: NodeSet,
 }
 
 /// While an AOF replay runs: what it knows of each cold slot it made,
@@ -330,6 +335,14 @@ impl ColdTier {
 
     fn get_mut(&mut self, slot: u32) -> Option<&mut Slot> {
         self.slots.get_mut(slot)
+    }
+
+    /// Give back a slot `alloc` just handed out.
+    fn unalloc(&mut self, slot: u32) {
+        if let Some(s) = self.get_mut(slot) {
+            s.set_state(DEAD);
+        }
+        self.free.push(slot);
     }
 
     /// A dead slot that no run holds is reused.
@@ -505,6 +518,9 @@ impl Engine {
             return false;
         };
         let (ctime, etime) = (j.ctime, j.etime);
+        for n in j.nodes_delivered.iter().filter(|&n| n != 0) {
+            self.cold.holders.insert(n);
+        }
         let Some(slot) = self.cold.alloc(Slot::default()) else {
             return false;
         };
@@ -521,11 +537,11 @@ impl Engine {
             .get_mut(qh)
             .is_some_and(|q| q.remove_prio(PRIORITY_DEFAULT, ctime, h));
         if !removed {
-            self.cold.free.push(slot);
+            self.cold.unalloc(slot);
             return false;
         }
         let Some((_, shard, h32)) = self.store.evict(h, COLD_TAG | slot) else {
-            self.cold.free.push(slot);
+            self.cold.unalloc(slot);
             return false;
         };
         if let Some(s) = self.cold.get_mut(slot) {
@@ -1005,6 +1021,70 @@ impl Engine {
             })),
         });
         None
+    }
+
+    /// Answer a WILLQUEUE about a job stored whole on disk without
+    /// reading it back: a cold job is queued here, so, as `on_willqueue`
+    /// does, the holders are told QUEUED (the asker updates its timer; a
+    /// holder that queued it too, across a partition, drops its copy if
+    /// this node wins the tie). Every replica asks once per RETRY, so
+    /// reading the job back for it would bring a cluster's whole cold
+    /// backlog into RAM every RETRY period, and a job read back no longer
+    /// fits its queue's runs in order.
+    ///
+    /// The job's node list is on disk, so the QUEUED goes to every node
+    /// that held a copy of any job when it went to disk (the same nodes in
+    /// a cluster of REPLICATE-many nodes; a node without the job ignores
+    /// it, or answers SETACK if it saw the job acknowledged). Skipped:
+    /// adding the asker to the job's node list, which only saves a round
+    /// trip later (an ACK the asker misses is answered by SETACK at its
+    /// next WILLQUEUE). The slot matches the ID by 40 hash bits, not the
+    /// whole ID: a WILLQUEUE for a job this node does not hold that
+    /// collides with a cold one (about one in 10^5 at 10M jobs on disk)
+    /// delays the asker's requeue until that job leaves the disk; it loses
+    /// nothing.
+    pub(crate) fn cold_willqueue(&mut self, from: NodeIdx, msg: &Message) -> bool {
+        let Body::Job {
+            kind: JobMsg::WillQueue,
+            job_id,
+            ..
+        } = &msg.body
+        else {
+            return false;
+        };
+        if self.cold.live == 0 {
+            return false;
+        }
+        let Some(id) = JobId::parse(job_id) else {
+            return false;
+        };
+        if self.cold_slots_of(std::iter::once(id)).is_empty() {
+            return false;
+        }
+        self.cold.willqueue_answered += 1;
+        let queued = BusOut::Queued {
+            job: id,
+            nack: false,
+            deliv: false,
+        };
+        if !self.cold.holders.contains(from) {
+            self.out.bus.push((from, queued.clone()));
+        }
+        for n in self.cold.holders.iter() {
+            self.out.bus.push((n, queued.clone()));
+        }
+        true
+    }
+
+    /// Where every job whole on disk is (tests: the simulation's disk
+    /// says which job each is).
+    #[cfg(test)]
+    pub(crate) fn cold_live_locs(&self) -> Vec<(u32, u32)> {
+        (0..self.cold.slots.len())
+            .filter_map(|i| self.cold.slots.get(i))
+            .filter(|s| matches!(s.state(), ON_DISK | LOADING | MOVING))
+            .map(|s| (s.loc().seg, s.loc().off))
+            .collect()
     }
 
     /// Parked bus messages whose jobs are back, to handle now.

@@ -157,8 +157,12 @@ impl Engine {
         }
         // Job messages only from known nodes.
         let from = self.cluster.find(&msg.header.sender).filter(|&s| s != 0)?;
-        // A message about a job stored whole on disk waits for it to be
-        // read back (`cold`), then runs as if it had never left.
+        // A replica's periodic WILLQUEUE about a job whole on disk is
+        // answered from its slot; any other message about one waits for
+        // it to be read back (`cold`), then runs as if it had never left.
+        if self.cold_willqueue(from, &msg) {
+            return None;
+        }
         let msg = self.cold_park(link, local_ip, peer_ip, msg)?;
         let mflags = msg.header.mflags;
         match msg.body {

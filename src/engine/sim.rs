@@ -213,6 +213,12 @@ fn run_scenario_with(seed: u64, spill: bool) -> u64 {
             }
         }
     }
+    // Jobs whole on disk are queued where they are.
+    for a in 0..n {
+        for id in sim.cold_ids(a) {
+            *queued_on.entry(id).or_default() += 1;
+        }
+    }
     let doubly = queued_on.values().filter(|&&c| c > 1).count();
     assert!(
         doubly * 20 <= queued_on.len().max(20),

@@ -34,19 +34,22 @@ impl PatternCache {
     /// call with the same pattern.
     pub fn queues_for(&mut self, engine: &Engine, pattern: &[u8]) -> Vec<Bytes> {
         let generation = engine.queue_generation();
-        if !self.entries.contains_key(pattern) {
-            if self.entries.len() >= MAX_PATTERNS {
-                self.entries.clear();
+        // One lookup when the pattern is known (the common case).
+        let e = match self.entries.get_mut(pattern) {
+            Some(e) => e,
+            None => {
+                if self.entries.len() >= MAX_PATTERNS {
+                    self.entries.clear();
+                }
+                let fresh = Entry {
+                    generation: u64::MAX,
+                    queues: Vec::new(),
+                    next: 0,
+                };
+                self.entries
+                    .entry(Bytes::copy_from_slice(pattern))
+                    .or_insert(fresh)
             }
-            let fresh = Entry {
-                generation: u64::MAX,
-                queues: Vec::new(),
-                next: 0,
-            };
-            self.entries.insert(Bytes::copy_from_slice(pattern), fresh);
-        }
-        let Some(e) = self.entries.get_mut(pattern) else {
-            return Vec::new();
         };
         if e.generation != generation {
             e.queues = engine

@@ -438,9 +438,8 @@ async fn wait_page_in<S: ClientStream>(
                 // A close that arrived with the wake-up is seen first: one
                 // read that does not wait.
                 return match tokio::time::timeout(Duration::ZERO, stream.read_buf(rbuf)).await {
-                    Ok(Ok(0)) => Ok(true),
-                    Ok(Ok(_)) | Err(_) => Ok(false),
-                    Ok(Err(e)) => Err(e),
+                    Ok(r) => Ok(!still_there(r?, rbuf)),
+                    Err(_) => Ok(false),
                 };
             }
             r = stream.read_buf(rbuf) => {

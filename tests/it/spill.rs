@@ -863,6 +863,55 @@ fn whole_jobs_on_disk_expire_and_replicas_ack_them() {
         && info(&mut cb, "spill_live_bytes") == 0));
 }
 
+/// A replica asks the origin about each job once per RETRY (WILLQUEUE);
+/// the origin answers from what it keeps in RAM of a job on disk, so its
+/// cold backlog stays on disk, and the replica does not queue its copy.
+#[test]
+fn replicas_asking_about_whole_jobs_on_disk_leave_them_there() {
+    let (_nodes, mut ca, mut cb) = pair(WHOLE);
+    let n = 300;
+    let ids: Vec<String> = (0..n)
+        .map(|i| addjob(&mut ca, "w", &body(i), &["REPLICATE", "2", "RETRY", "1"]))
+        .collect();
+    let cold = (n - HEAD) as i64;
+    assert!(wait_until(WAIT, POLL, || info(
+        &mut ca,
+        "spilled_whole_jobs"
+    ) == cold));
+    let reads = info(&mut ca, "spill_disk_reads");
+    let received = |c: &mut Client| {
+        let r = c.cmd(&["CLUSTER", "INFO"]).text();
+        r.lines()
+            .find_map(|l| l.strip_prefix("cluster_stats_messages_received:"))
+            .and_then(|v| v.trim().parse::<i64>().ok())
+            .unwrap_or(0)
+    };
+    // Two RETRY periods' WILLQUEUEs have reached the origin.
+    let base = received(&mut ca);
+    assert!(wait_until(WAIT, POLL, || received(&mut ca) >= base + 2 * cold));
+    assert_eq!(info(&mut ca, "spill_disk_reads"), reads, "jobs read back");
+    assert_eq!(info(&mut ca, "spilled_whole_jobs"), cold);
+    assert_eq!(cb.cmd(&["QLEN", "w"]).int(), 0, "the replica queued copies");
+    // Acknowledged as they come: with RETRY 1 a job left active would be
+    // queued again by its replica.
+    let mut got = Vec::new();
+    while got.len() < n {
+        let r = ca.cmd(&["GETJOB", "TIMEOUT", "2000", "COUNT", "50", "FROM", "w"]);
+        assert!(!r.is_nil(), "GETJOB timed out after {} jobs", got.len());
+        let mut ack = vec!["ACKJOB".to_string()];
+        for j in r.array() {
+            let f = j.array();
+            ack.push(f[1].text());
+            got.push((f[1].text(), f[2].text()));
+        }
+        let ack: Vec<&str> = ack.iter().map(String::as_str).collect();
+        ca.cmd(&ack);
+    }
+    for (i, id) in ids.iter().enumerate() {
+        assert_eq!(got[i], (id.clone(), body(i)), "job {i}");
+    }
+}
+
 #[test]
 fn the_dashboard_shows_and_deletes_whole_jobs_on_disk() {
     let mut args = WHOLE.to_vec();

@@ -109,6 +109,17 @@ impl SimDisks {
 }
 
 impl Sim {
+    /// The jobs node `a` holds whole on disk (queued, by definition).
+    pub(super) fn cold_ids(&self, a: usize) -> Vec<JobId> {
+        let (Some(disks), Some(Some(e))) = (self.spill.as_ref(), self.nodes.get(a)) else {
+            return Vec::new();
+        };
+        e.cold_live_locs()
+            .iter()
+            .filter_map(|k| disks.disks[a].get(k).map(|(id, _)| *id))
+            .collect()
+    }
+
     /// Complete the spill ops issued since the last step, on every node.
     pub(super) fn complete_spill(&mut self) {
         let Some(mut disks) = self.spill.take() else {
@@ -139,4 +150,89 @@ impl Sim {
             self.flush(a);
         }
     }
+}
+
+/// A replica asks about each job it holds once per RETRY (WILLQUEUE);
+/// the node that has it queued whole on disk answers from the job's slot.
+/// Reading it back would bring the cluster's cold backlog into RAM every
+/// RETRY period, and a job read back stays resident.
+#[test]
+fn willqueue_about_jobs_on_disk_leaves_them_there() {
+    use super::{addjob, getjob_jobs, poll_adds, Workload};
+    use crate::domain::job::JobState;
+    use std::collections::{HashMap, HashSet};
+
+    let mut sim = Sim::new(3, 7, super::Faults::calm());
+    sim.spill = Some(SimDisks::new(3));
+    sim.join_all();
+    let mut w = Workload {
+        pending_adds: Vec::new(),
+        accepted: HashMap::new(),
+        delivered: HashMap::new(),
+        acked: HashSet::new(),
+        late: Vec::new(),
+    };
+    // Node 1 (odd) stores jobs whole; REPLICATE 3, RETRY 3.
+    for n in 0..60 {
+        addjob(&mut sim, &mut w, 1, n);
+    }
+    for _ in 0..200 {
+        sim.step();
+        poll_adds(&mut sim, &mut w);
+    }
+    assert_eq!(w.accepted.len(), 60, "every ADDJOB replicated");
+    let cold_before = sim.cold_ids(1).len();
+    assert!(cold_before >= 20, "{cold_before} jobs whole on disk");
+    let loaded_before = sim.nodes[1].as_ref().map_or(0, |e| e.cold.loaded_total);
+
+    // Three RETRY periods with no consumer: every replica asks each time.
+    sim.run_for(10_000);
+    let e1 = sim.nodes[1].as_ref().expect("node 1 up");
+    assert!(
+        e1.cold.willqueue_answered >= cold_before as u64,
+        "{} WILLQUEUEs answered from disk",
+        e1.cold.willqueue_answered
+    );
+    assert_eq!(e1.cold.loaded_total, loaded_before, "jobs read back");
+    assert_eq!(sim.cold_ids(1).len(), cold_before, "jobs left the disk");
+    // Told QUEUED, no replica queued its copy.
+    let cold: HashSet<JobId> = sim.cold_ids(1).into_iter().collect();
+    for a in [0, 2] {
+        let e = sim.nodes[a].as_ref().expect("replica up");
+        let queued: Vec<JobId> = e
+            .store
+            .iter_from(0)
+            .filter(|(_, j)| j.state == JobState::Queued && cold.contains(&j.id))
+            .map(|(_, j)| j.id)
+            .collect();
+        assert!(
+            queued.is_empty(),
+            "node {a} queued {} cold jobs",
+            queued.len()
+        );
+    }
+
+    // Every job is then delivered once, with its body (from any node:
+    // GETJOB elsewhere pulls jobs from node 1; a job left active on
+    // every node waits for its RETRY).
+    let mut got = HashSet::new();
+    for t in 0..2000 {
+        let client = sim.client();
+        let now = sim.now;
+        if let Some(e) = sim.nodes[t % 3].as_mut() {
+            let jobs = getjob_jobs(e, client, now).unwrap_or_default();
+            for j in &jobs {
+                assert_eq!(j.body.as_ref(), w.accepted.get(&j.id), "body of {:?}", j.id);
+                assert!(got.insert(j.id), "{:?} delivered twice", j.id);
+            }
+            let ids: Vec<JobId> = jobs.iter().map(|j| j.id).collect();
+            e.ackjob(&ids, now);
+            sim.flush(t % 3);
+        }
+        if got.len() == 60 {
+            break;
+        }
+        sim.step();
+    }
+    assert_eq!(got.len(), 60, "jobs delivered");
 }
