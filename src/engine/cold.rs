@@ -223,7 +223,8 @@ pub struct ColdTier {
     /// WILLQUEUEs answered from a slot (`cold_willqueue`).
     pub(crate) willqueue_answered: u64,
     /// Every other node that held a copy of a job when it went to disk
-    /// (a job's own node list stays on disk with it).
+    /// (a job's own node list stays on disk with it); cleared when the
+    /// last job on disk leaves.
     holders: NodeSet,
 }
 
@@ -588,6 +589,10 @@ impl Engine {
             x.set_state(DEAD);
         }
         self.cold.live = self.cold.live.saturating_sub(1);
+        if self.cold.live == 0 {
+            // Nodes that left the cluster stop being told QUEUED.
+            self.cold.holders = NodeSet::default();
+        }
         if let Some(q) = self.queues.get_mut(qh) {
             q.cold = q.cold.saturating_sub(1);
         }
