@@ -29,6 +29,7 @@ use super::{ClientId, Wake};
 use crate::domain::job::{JobId, JobState};
 use net::{Faults, Sim, START};
 
+#[derive(Default)]
 struct Workload {
     /// Blocked ADDJOBs still waiting: (client, body).
     pending_adds: Vec<(ClientId, Bytes)>,
@@ -175,13 +176,7 @@ fn run_scenario_with(seed: u64, spill: bool) -> u64 {
         sim.spill = Some(spill::SimDisks::new(n));
     }
     sim.join_all();
-    let mut w = Workload {
-        pending_adds: Vec::new(),
-        accepted: HashMap::new(),
-        delivered: HashMap::new(),
-        acked: HashSet::new(),
-        late: Vec::new(),
-    };
+    let mut w = Workload::default();
     // Phase 1: produce and consume under loss; a partition and a crash.
     let crash_node = sim.rng.gen_range(1..n);
     let mut table = Vec::new();

@@ -160,18 +160,12 @@ impl Sim {
 fn willqueue_about_jobs_on_disk_leaves_them_there() {
     use super::{addjob, getjob_jobs, poll_adds, Workload};
     use crate::domain::job::JobState;
-    use std::collections::{HashMap, HashSet};
+    use std::collections::HashSet;
 
     let mut sim = Sim::new(3, 7, super::Faults::calm());
     sim.spill = Some(SimDisks::new(3));
     sim.join_all();
-    let mut w = Workload {
-        pending_adds: Vec::new(),
-        accepted: HashMap::new(),
-        delivered: HashMap::new(),
-        acked: HashSet::new(),
-        late: Vec::new(),
-    };
+    let mut w = Workload::default();
     // Node 1 (odd) stores jobs whole; REPLICATE 3, RETRY 3.
     for n in 0..60 {
         addjob(&mut sim, &mut w, 1, n);
