@@ -1040,14 +1040,17 @@ impl Engine {
     /// The job's node list is on disk, so the QUEUED goes to every node
     /// that held a copy of any job when it went to disk (the same nodes in
     /// a cluster of REPLICATE-many nodes; a node without the job ignores
-    /// it, or answers SETACK if it saw the job acknowledged). Skipped:
-    /// adding the asker to the job's node list, which only saves a round
-    /// trip later (an ACK the asker misses is answered by SETACK at its
-    /// next WILLQUEUE). The slot matches the ID by 40 hash bits, not the
-    /// whole ID: a WILLQUEUE for a job this node does not hold that
-    /// collides with a cold one (about one in 10^5 at 10M jobs on disk)
-    /// delays the asker's requeue until that job leaves the disk; it loses
-    /// nothing.
+    /// it, or answers SETACK if it saw the job acknowledged). An asker
+    /// outside that set (a copy that reached it by federation) takes the
+    /// usual path: the job is read back and the asker joins its node list,
+    /// as Disque does. Inside it, the asker is not added: in a cluster
+    /// larger than the replication level it may be missing from the list,
+    /// and then learns of an acknowledgement from its next WILLQUEUE,
+    /// answered by SETACK while this node holds or remembers the job. The
+    /// slot matches the ID by 40 hash bits, not the whole ID: a WILLQUEUE
+    /// for a job this node does not hold that collides with a cold one
+    /// (about one in 10^5 at 10M jobs on disk) delays the asker's requeue
+    /// until that job leaves the disk; it loses nothing.
     pub(crate) fn cold_willqueue(&mut self, from: NodeIdx, msg: &Message) -> bool {
         let Body::Job {
             kind: JobMsg::WillQueue,
@@ -1057,7 +1060,7 @@ impl Engine {
         else {
             return false;
         };
-        if self.cold.live == 0 {
+        if self.cold.live == 0 || !self.cold.holders.contains(from) {
             return false;
         }
         let Some(id) = JobId::parse(job_id) else {
@@ -1072,9 +1075,6 @@ impl Engine {
             nack: false,
             deliv: false,
         };
-        if !self.cold.holders.contains(from) {
-            self.out.bus.push((from, queued.clone()));
-        }
         for n in self.cold.holders.iter() {
             self.out.bus.push((n, queued.clone()));
         }
