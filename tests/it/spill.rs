@@ -1022,7 +1022,7 @@ fn fill_and_drain_under_64mb(whole: &str, queues: usize, size: usize, per: usize
     assert!(peak < 64 << 20, "whole {whole}: used_memory_peak {peak}");
 }
 
-/// A producer faster than a slow disk (each spill write delayed 50 ms)
+/// A producer faster than a slow disk (each spill write delayed 200 ms)
 /// waits for the writes to land instead of failing with -OOM at 95 % of
 /// maxmemory; a disk slower than the wait's bound (3 s a write) still
 /// gets the producer its -OOM after about a second, never a hang, and
@@ -1031,10 +1031,9 @@ fn fill_and_drain_under_64mb(whole: &str, queues: usize, size: usize, per: usize
 fn producers_wait_for_a_slow_disk_instead_of_failing() {
     let s = small_spilling_node();
     let mut c = s.client();
-    disk_fault(&mut c, &["slow-writes", "50"]);
-    // 40 MB of bodies, more than the node holds in RAM.
-    let n = 40_000;
-    let replies = fill_pipelined(&mut c, "q", n);
+    disk_fault(&mut c, &["slow-writes", "200"]);
+    let replies = fill_until_memory_waits(&mut c, "q");
+    let n = replies.len();
     let refused: Vec<(usize, &String)> = replies
         .iter()
         .enumerate()
@@ -1042,10 +1041,6 @@ fn producers_wait_for_a_slow_disk_instead_of_failing() {
         .take(3)
         .collect();
     assert!(refused.is_empty(), "refused: {refused:?}");
-    assert!(
-        info(&mut c, "spill_memory_waits") > 0,
-        "the producer never had to wait"
-    );
     assert_eq!(c.info_int("refused_oom"), 0);
     assert_eq!(c.cmd(&["QLEN", "q"]).int(), n as i64);
 
@@ -1091,9 +1086,8 @@ fn a_producer_that_leaves_while_waiting_for_the_disk_adds_nothing() {
     use std::io::Write;
     let s = small_spilling_node();
     let mut c = s.client();
-    disk_fault(&mut c, &["slow-writes", "50"]);
-    fill_pipelined(&mut c, "q", 40_000);
-    assert!(info(&mut c, "spill_memory_waits") > 0);
+    disk_fault(&mut c, &["slow-writes", "200"]);
+    fill_until_memory_waits(&mut c, "q");
     // The disk stalls: once one ADDJOB has waited and been refused,
     // memory is at the limit and stays there.
     disk_fault(&mut c, &["slow-writes", "60000"]);
@@ -1129,6 +1123,26 @@ fn a_producer_that_leaves_while_waiting_for_the_disk_adds_nothing() {
         .cmd(&["ADDJOB", "other", "after", "0"])
         .is_error()));
     assert_eq!(c.cmd(&["QLEN", "gone"]).int(), 0);
+}
+
+/// Pipeline 1 KiB jobs into `q`, 5,000 at a time, until the producer has
+/// had to wait for the disk at least once (memory at 95 % of maxmemory
+/// with writes in flight); every reply. How many jobs that takes depends
+/// on how fast this machine runs the client against the delayed writes
+/// (a fixed 40,000 against 50 ms writes once never waited on a loaded
+/// machine).
+fn fill_until_memory_waits(c: &mut Client, q: &str) -> Vec<String> {
+    let deadline = std::time::Instant::now() + WAIT * 3;
+    let mut replies = Vec::new();
+    while info(c, "spill_memory_waits") == 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the producer never had to wait ({} jobs sent)",
+            replies.len()
+        );
+        replies.extend(fill_pipelined(c, q, 5_000));
+    }
+    replies
 }
 
 /// A node with the spill tier on (default watermark) under maxmemory 32 MB.
