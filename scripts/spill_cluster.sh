@@ -35,14 +35,19 @@ bench_init "$@"
 
 field() { redis-cli -p "$1" info everything | tr -d '\r' | sed -n "s/^$2:\(.*\)/\1/p"; }
 
-counters() {
-    local out="$(field "$1" used_memory),$(field "$1" spilled_jobs),$(field "$1" spilled_whole_jobs)"
-    echo "$out,$(field "$1" spill_disk_reads),$(field "$1" refused_oom),$(field "$1" registered_jobs)"
+cols="used_memory,spilled_jobs,spilled_whole_jobs,spilled_whole_copies,spill_disk_reads,refused_oom,registered_jobs"
+counters() { # port: the $cols fields, comma-separated
+    local c v line=""
+    for c in ${cols//,/ }; do
+        v=$(field "$1" "$c")
+        line="$line,${v:-}"
+    done
+    echo "${line#,}"
 }
-cols="used_memory,spilled_jobs,spilled_whole_jobs,spill_disk_reads,refused_oom,registered_jobs"
 after=""
 [ -n "$RETRY" ] && after=",$(echo "$cols" | sed 's/\([a-z_]*\)/after_\1/g')"
 echo "label,round,node,ops_per_s,client_errors,$cols$after"
+declare -A before
 for r in $(seq "$REPS"); do
     for b in "${builds[@]}"; do
         label=${b%%=*} bin=${b#*=}
@@ -73,7 +78,7 @@ for r in $(seq "$REPS"); do
 import json, sys
 r = json.load(sys.stdin)["results"]
 print(round(r["ops_per_sec"]), r["errors"])')
-        declare -A before=()
+        before=()
         for p in "${ports[@]}"; do before[$p]=$(counters "$p"); done
         [ -n "$RETRY" ] && sleep $((3 * RETRY + 1))
         for p in "${ports[@]}"; do

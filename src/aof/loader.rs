@@ -220,7 +220,7 @@ pub fn apply(
             }
             engine.update_awake(h, now);
             if !requeue {
-                engine.spill_parked(h);
+                engine.spill_parked(h, now);
             }
         }
         Record::DelJob(id) => {

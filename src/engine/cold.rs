@@ -31,7 +31,7 @@ use super::gossip::LinkKind;
 use super::records::Flavor;
 use super::spill::{Loc, ReadFailure, SpillOp};
 use super::{BusOut, Engine, JobHandle, Map};
-use crate::domain::job::{JobId, JobState, NodeIdx, NodeSet, F_EXT};
+use crate::domain::job::{JobId, JobState, NodeIdx, NodeSet, F_DELIVERED, F_EXT};
 use crate::domain::job_ext::PRIORITY_DEFAULT;
 use crate::protocol::bus::message::{Body, JobMsg, Message};
 use crate::protocol::job_codec::RecordRef;
@@ -41,6 +41,24 @@ pub const COLD_TAG: u32 = 1 << 31;
 
 /// A read no queue's prefetch asked for.
 pub const NO_QUEUE: u32 = u32::MAX;
+
+/// The runs of replicas' copies, kept under this key beside the queues'
+/// runs (never a queue handle: handles are slab indexes).
+pub const COPIES: u32 = u32::MAX - 1;
+
+/// A run of copies spans at most this much of their requeue times: read
+/// back together, each is due at the run's latest time, never earlier.
+const COPY_SPAN_MS: u64 = 500;
+
+/// A run of copies is read back this long before its first requeue time.
+const COPY_LEAD_MS: u64 = 1000;
+
+/// A copy leaves RAM whole only if its requeue time is further ahead than
+/// this (else it would come back at once).
+const COPY_AHEAD_MS: u64 = 1500;
+
+/// Copies read back per cron run at most.
+const COPY_READ_BUDGET: usize = 16_384;
 
 /// Slots per run: reads of a run's slots go out together.
 const RUN_SLOTS: usize = 4096;
@@ -52,7 +70,10 @@ const PEEK_MAX: usize = 10_000;
 /// Slots whose expire time the cron checks per run.
 const EXPIRE_BUDGET: usize = 16_384;
 
-const LEN_MASK: u32 = (1 << 29) - 1;
+const LEN_MASK: u32 = (1 << 28) - 1;
+/// The slot holds a replica's copy (active, waiting for its retry), not a
+/// queued job.
+const COPY: u32 = 1 << 28;
 const IN_RUN: u32 = 1 << 29;
 const ST_SHIFT: u32 = 30;
 const ON_DISK: u32 = 0;
@@ -67,7 +88,7 @@ struct Slot {
     /// Segment << 8 | ID-index shard.
     seg_shard: u32,
     off: u32,
-    /// Record body length, `IN_RUN`, state (top two bits).
+    /// Record body length, `COPY`, `IN_RUN`, state (top two bits).
     len_st: u32,
     /// Absolute expire time, unix seconds.
     etime: u32,
@@ -94,6 +115,9 @@ impl Slot {
     }
     fn in_run(&self) -> bool {
         self.len_st & IN_RUN != 0
+    }
+    fn is_copy(&self) -> bool {
+        self.len_st & COPY != 0
     }
     fn set_in_run(&mut self, on: bool) {
         if on {
@@ -222,6 +246,8 @@ pub struct ColdTier {
     pub(crate) expired_total: u64,
     /// WILLQUEUEs answered from a slot (`cold_willqueue`).
     pub(crate) willqueue_answered: u64,
+    /// Replicas' copies on disk (of `live`).
+    pub(crate) copies: u64,
     /// Every other node that held a copy of a job when it went to disk
     /// (a job's own node list stays on disk with it); cleared when the
     /// last job on disk leaves.
@@ -415,6 +441,49 @@ impl ColdTier {
         }
     }
 
+    /// Add a copy's slot to the runs of copies: to one of the last few
+    /// runs whose requeue times stay within `COPY_SPAN_MS` with it (copies
+    /// arrive roughly in requeue order; jobs with other RETRYs interleave),
+    /// else to a new run. A run already being read takes no more.
+    fn push_copy(&mut self, slot: u32, qtime: u64, etime: u32) {
+        let cq = self.queues.entry(COPIES).or_default();
+        let n = cq.runs.len();
+        let fits = |r: &Run| {
+            r.start == 0
+                && r.inflight == 0
+                && r.slots.len() < RUN_SLOTS
+                && r.last.max(qtime) - r.first.min(qtime) <= COPY_SPAN_MS
+        };
+        let k = (n.saturating_sub(4)..n)
+            .rev()
+            .find(|&k| cq.runs.get(k).is_some_and(fits));
+        let k = match k {
+            Some(k) => k,
+            None => {
+                self.next_run += 1;
+                cq.runs.push_back(Run {
+                    id: self.next_run,
+                    first: qtime,
+                    last: qtime,
+                    min_etime: etime,
+                    inflight: 0,
+                    slots: Vec::with_capacity(16),
+                    start: 0,
+                });
+                n
+            }
+        };
+        if let Some(r) = cq.runs.get_mut(k) {
+            r.first = r.first.min(qtime);
+            r.last = r.last.max(qtime);
+            r.min_etime = r.min_etime.min(etime);
+            r.slots.push(slot);
+        }
+        if let Some(s) = self.get_mut(slot) {
+            s.set_in_run(true);
+        }
+    }
+
     /// Whether a job created at `ctime` can join queue `qh`'s runs
     /// without breaking their order: not inside a run's span. A job read
     /// back from the middle of a run (a command asked for it) stays in
@@ -564,6 +633,159 @@ impl Engine {
         true
     }
 
+    /// Can job `h`, a replica's copy (active, never delivered here,
+    /// waiting for its retry), leave RAM whole? Plain jobs only, as for
+    /// queued ones, with a requeue time far enough ahead.
+    pub(crate) fn cold_copy_eligible(&self, h: JobHandle, now: u64) -> bool {
+        self.cold_copy_qtime(h)
+            .is_some_and(|q| q > now.saturating_add(COPY_AHEAD_MS))
+    }
+
+    /// A copy that could leave RAM whole but whose retry is too near: it
+    /// stays in RAM, body and all, until that retry is answered and moves
+    /// its requeue time on (its body alone on disk would keep its record
+    /// in RAM from then on).
+    /// Only for a RETRY of four times that window or more: a copy with a
+    /// shorter one would spend much of its time in RAM whole, so its body
+    /// spills as before whenever it is not whole.
+    pub(crate) fn cold_copy_soon(&self, h: JobHandle, now: u64) -> bool {
+        let long = self
+            .store
+            .get(h)
+            .is_some_and(|j| u64::from(j.retry) * 1000 >= 4 * COPY_AHEAD_MS);
+        long && self
+            .cold_copy_qtime(h)
+            .is_some_and(|q| q <= now.saturating_add(COPY_AHEAD_MS))
+    }
+
+    /// The requeue time of job `h` if it is a plain replica's copy that
+    /// may leave RAM whole now. Not during an AOF replay (its bookkeeping
+    /// of slots is for queued jobs) or rewrite.
+    fn cold_copy_qtime(&self, h: JobHandle) -> Option<u64> {
+        if !self.cold_on() || self.spill_pinned() || self.cold.replay.is_some() {
+            return None;
+        }
+        let j = self.store.get(h)?;
+        let plain = j.state == JobState::Active
+            && !j.has(F_DELIVERED)
+            && !j.has(F_EXT)
+            && j.body.is_some()
+            && j.queue.is_some()
+            && j.retry > 0
+            && j.qtime != 0
+            && !self.confirmed.contains_key(&h)
+            && !self.adders.contains_key(&h);
+        plain.then_some(j.qtime)
+    }
+
+    /// The write of copy `h`'s whole record at `loc` is on disk: the copy
+    /// leaves RAM if it is as it was written (the same requeue time and
+    /// node count; a QUEUED or WORKING meanwhile moves the requeue time).
+    pub(crate) fn cold_evict_copy(
+        &mut self,
+        h: JobHandle,
+        id: JobId,
+        loc: Loc,
+        qtime: u64,
+        nodes: u32,
+    ) -> bool {
+        if loc.seg >= 1 << 24 || loc.len > LEN_MASK {
+            return false;
+        }
+        // Eligible as written: its requeue time was ahead then.
+        if !self.cold_copy_eligible(h, 0) {
+            return false;
+        }
+        let Some(j) = self
+            .store
+            .get(h)
+            .filter(|j| j.id == id && j.qtime == qtime && j.nodes_delivered.len() as u32 == nodes)
+        else {
+            return false;
+        };
+        let etime = j.etime;
+        for n in j.nodes_delivered.iter().filter(|&n| n != 0) {
+            self.cold.holders.insert(n);
+        }
+        let Some(slot) = self.cold.alloc(Slot::default()) else {
+            return false;
+        };
+        let Some((_, shard, h32)) = self.store.evict(h, COLD_TAG | slot) else {
+            self.cold.unalloc(slot);
+            return false;
+        };
+        if let Some(s) = self.cold.get_mut(slot) {
+            *s = Slot {
+                seg_shard: loc.seg << 8 | shard as u32,
+                off: loc.off,
+                len_st: loc.len | COPY,
+                etime,
+                h32,
+            };
+        }
+        self.cold.push_copy(slot, qtime, etime);
+        self.cold.live += 1;
+        self.cold.copies += 1;
+        self.cold.evicted_total += 1;
+        self.spill_cold_record(loc.seg, true);
+        true
+    }
+
+    /// Read back the runs of copies whose requeue time is near (from the
+    /// spill cron), a budget of slots per call: each comes back in time
+    /// for its retry, as if it had never left.
+    pub(crate) fn cold_copies_due(&mut self, now: u64) {
+        let Some(cq) = self.cold.queues.get_mut(&COPIES) else {
+            return;
+        };
+        let horizon = now.saturating_add(COPY_LEAD_MS);
+        let mut budget = COPY_READ_BUDGET;
+        let mut ops = Vec::new();
+        let mut freed = Vec::new();
+        for r in cq.runs.iter_mut() {
+            if r.first > horizon {
+                continue;
+            }
+            while budget > 0 {
+                let Some(&slot) = r.slots.get(r.start) else {
+                    break;
+                };
+                r.start += 1;
+                budget -= 1;
+                let Some(s) = self.cold.slots.get_mut(slot) else {
+                    continue;
+                };
+                s.set_in_run(false);
+                match s.state() {
+                    ON_DISK | MOVING => {
+                        s.set_state(LOADING);
+                        r.inflight += 1;
+                        cq.loading += 1;
+                        ops.push(SpillOp::ReadCold {
+                            slot,
+                            loc: s.loc(),
+                            qh: COPIES,
+                            run: r.id,
+                        });
+                    }
+                    DEAD => freed.push(slot),
+                    _ => {}
+                }
+            }
+            if budget == 0 {
+                break;
+            }
+        }
+        cq.runs.retain(|r| !r.is_done());
+        if cq.runs.is_empty() && cq.loading == 0 {
+            self.cold.queues.remove(&COPIES);
+        }
+        for slot in freed {
+            self.cold.release(slot);
+        }
+        self.spill_push_ops(ops);
+    }
+
     /// A cold job is gone (read back, expired, corrupt): its index entry,
     /// its record and its place in the queue's count.
     fn cold_drop(&mut self, slot: u32, qh: u32) {
@@ -588,12 +810,15 @@ impl Engine {
         if let Some(x) = self.cold.get_mut(slot) {
             x.set_state(DEAD);
         }
+        if s.is_copy() {
+            self.cold.copies = self.cold.copies.saturating_sub(1);
+        }
         self.cold.live = self.cold.live.saturating_sub(1);
         if self.cold.live == 0 {
             // Nodes that left the cluster stop being told QUEUED.
             self.cold.holders = NodeSet::default();
         }
-        if let Some(q) = self.queues.get_mut(qh) {
+        if let Some(q) = self.queues.get_mut(qh).filter(|_| !s.is_copy()) {
             q.cold = q.cold.saturating_sub(1);
         }
         self.cold.release(slot);
@@ -690,11 +915,14 @@ impl Engine {
         result: Result<(JobId, Bytes), ReadFailure>,
         now: u64,
     ) {
+        // A run of copies: when its latest copy is due.
+        let mut run_due = None;
         if qh != NO_QUEUE {
             if let Some(cq) = self.cold.queues.get_mut(&qh) {
                 cq.loading = cq.loading.saturating_sub(1);
                 if let Some(r) = cq.runs.iter_mut().find(|r| r.id == run) {
                     r.inflight = r.inflight.saturating_sub(1);
+                    run_due = (qh == COPIES).then_some(r.last);
                 }
             }
         }
@@ -734,7 +962,11 @@ impl Engine {
             self.cold_drop(slot, ours);
             return;
         };
-        let (job, qh) = job;
+        let (job, qh, flags) = job;
+        if self.cold.get(slot).is_some_and(|s| s.is_copy()) {
+            self.cold_copy_back(slot, job, flags, run_due, now);
+            return;
+        }
         let name = job.queue.clone();
         let expired = u64::from(job.etime) <= now / 1000;
         let ctime = job.ctime;
@@ -784,6 +1016,46 @@ impl Engine {
         self.spill_mark_ready(h);
     }
 
+    /// A copy read back: active again with its timer, as before it left.
+    /// Read with its run it is due at the run's latest requeue time (at
+    /// most `COPY_SPAN_MS` after its own); read for a command or a message,
+    /// its requeue time starts again from now, as for a job an AOF load
+    /// brings back (later than its own, never earlier).
+    fn cold_copy_back(
+        &mut self,
+        slot: u32,
+        mut job: crate::domain::job::Job,
+        flags: u8,
+        due: Option<u64>,
+        now: u64,
+    ) {
+        let expired = u64::from(job.etime) <= now / 1000;
+        let place = self.cold.get(slot).map(|s| (s.shard(), s.h32));
+        self.cold_forget(slot, COPIES);
+        self.cold.loaded_total += 1;
+        let Some((shard, h32)) = place else {
+            return;
+        };
+        if expired {
+            self.store.remove_cold(shard, h32, COLD_TAG | slot);
+            self.cold.expired_total += 1;
+            return;
+        }
+        // The flags as they were (a delayed job's first queueing does not
+        // ask the other nodes first).
+        job.flags = flags & !F_EXT;
+        if let Some(q) = due {
+            job.qtime = q;
+        }
+        let Some(h) = self.store.restore(job, shard, h32, COLD_TAG | slot) else {
+            return;
+        };
+        self.update_awake(h, now);
+        if self.spill_pinned() {
+            self.aof_relog(h);
+        }
+    }
+
     /// AOF rewrite: where the records of up to `max` cold jobs are, from
     /// slot `from` on, and the slot to go on from (None: every slot seen).
     pub fn cold_snapshot(&self, from: u32, max: usize) -> (Vec<Loc>, Option<u32>) {
@@ -805,14 +1077,15 @@ impl Engine {
     }
 
     /// The job in a whole record, if it is the one the slot stands for,
-    /// and its queue (`NO_QUEUE` when the queue is gone).
+    /// its queue (`NO_QUEUE` when the queue is gone) and the record's
+    /// flags.
     fn cold_decode(
         &mut self,
         slot: u32,
         id: &JobId,
         blob: &[u8],
         now: u64,
-    ) -> Option<(crate::domain::job::Job, u32)> {
+    ) -> Option<(crate::domain::job::Job, u32, u8)> {
         let s = self.cold.get(slot)?;
         if self.store.index_place(id) != (s.shard(), s.h32) {
             return None;
@@ -824,7 +1097,7 @@ impl Engine {
         let qh = self.queue_index.get(r.queue).copied().unwrap_or(NO_QUEUE);
         let shared = self.queues.get(qh).map(|q| q.shared_name.clone());
         let job = self.job_from_ref(&r, Flavor::Storage, now, shared)?;
-        (job.id == *id && job.queue.is_some()).then_some((job, qh))
+        (job.id == *id && job.queue.is_some()).then_some((job, qh, r.flags))
     }
 
     /// The queue of `slot`: `qh` when a prefetch named it, else the queue
@@ -977,22 +1250,26 @@ impl Engine {
     fn cold_slots_of(&self, ids: impl Iterator<Item = JobId>) -> Vec<u32> {
         let mut slots = Vec::new();
         for id in ids {
-            if self.store.lookup(&id).is_some() {
-                continue;
-            }
-            let Some(tagged) = self.store.cold_candidate(&id, COLD_TAG) else {
-                continue;
-            };
-            let slot = tagged & !COLD_TAG;
-            let live = self
-                .cold
-                .get(slot)
-                .is_some_and(|s| matches!(s.state(), ON_DISK | LOADING | MOVING));
-            if live && !slots.contains(&slot) {
-                slots.push(slot);
+            if let Some((slot, _)) = self.cold_slot_of(&id) {
+                if !slots.contains(&slot) {
+                    slots.push(slot);
+                }
             }
         }
         slots
+    }
+
+    /// The cold slot (on disk or being read) of this ID, if it is not in
+    /// the job table.
+    fn cold_slot_of(&self, id: &JobId) -> Option<(u32, Slot)> {
+        if self.store.lookup(id).is_some() {
+            return None;
+        }
+        let slot = self.store.cold_candidate(id, COLD_TAG)? & !COLD_TAG;
+        self.cold
+            .get(slot)
+            .filter(|s| matches!(s.state(), ON_DISK | LOADING | MOVING))
+            .map(|s| (slot, s))
     }
 
     /// Park a bus message that names cold jobs until they are back
@@ -1051,6 +1328,14 @@ impl Engine {
     /// for a job this node does not hold that collides with a cold one
     /// (about one in 10^5 at 10M jobs on disk) delays the asker's requeue
     /// until that job leaves the disk; it loses nothing.
+    ///
+    /// A replica's copy on disk is not answered here: `on_willqueue` adds
+    /// the asker to the copy's node list, and a copy that skipped it could
+    /// leave that node out of its later QUEUEDs (in a cluster larger than
+    /// the replication level, a node that got the job by federation). Its
+    /// messages read it back; the replicas' timers run together (they got
+    /// the job at the same time and are answered by the same QUEUED), so a
+    /// copy is mostly back in RAM when another replica's WILLQUEUE comes.
     pub(crate) fn cold_willqueue(&mut self, from: NodeIdx, msg: &Message) -> bool {
         let Body::Job {
             kind: JobMsg::WillQueue,
@@ -1066,7 +1351,7 @@ impl Engine {
         let Some(id) = JobId::parse(job_id) else {
             return false;
         };
-        if self.cold_slots_of(std::iter::once(id)).is_empty() {
+        if self.cold_slot_of(&id).is_none_or(|(_, s)| s.is_copy()) {
             return false;
         }
         self.cold.willqueue_answered += 1;
@@ -1081,13 +1366,14 @@ impl Engine {
         true
     }
 
-    /// Where every job whole on disk is (tests: the simulation's disk
-    /// says which job each is).
+    /// Where every queued job whole on disk is (tests: the simulation's
+    /// disk says which job each is); replicas' copies with `copies`.
     #[cfg(test)]
-    pub(crate) fn cold_live_locs(&self) -> Vec<(u32, u32)> {
+    pub(crate) fn cold_live_locs(&self, copies: bool) -> Vec<(u32, u32)> {
         (0..self.cold.slots.len())
             .filter_map(|i| self.cold.slots.get(i))
             .filter(|s| matches!(s.state(), ON_DISK | LOADING | MOVING))
+            .filter(|s| s.is_copy() == copies)
             .map(|s| (s.loc().seg, s.loc().off))
             .collect()
     }

@@ -157,8 +157,8 @@ impl Engine {
         }
         // Job messages only from known nodes.
         let from = self.cluster.find(&msg.header.sender).filter(|&s| s != 0)?;
-        // A replica's periodic WILLQUEUE about a job whole on disk is
-        // answered from its slot; any other message about one waits for
+        // A replica's periodic WILLQUEUE about a job queued whole on disk
+        // is answered from its slot; any other message about one waits for
         // it to be read back (`cold`), then runs as if it had never left.
         if self.cold_willqueue(from, &msg) {
             return None;

@@ -41,6 +41,11 @@ struct Workload {
 }
 
 fn addjob(sim: &mut Sim, w: &mut Workload, node: usize, n: usize) {
+    addjob_retry(sim, w, node, n, 3);
+}
+
+/// `addjob` with another RETRY (seconds).
+fn addjob_retry(sim: &mut Sim, w: &mut Workload, node: usize, n: usize, retry: u32) {
     let client = sim.client();
     let now = sim.now;
     let Some(e) = sim.nodes[node].as_mut() else {
@@ -50,7 +55,7 @@ fn addjob(sim: &mut Sim, w: &mut Workload, node: usize, n: usize) {
     let req = AddJobRequest {
         timeout: 5000,
         replicate: Some(3),
-        retry: Some(3),
+        retry: Some(retry),
         ttl: Some(3600),
         ..AddJobRequest::new(Bytes::from_static(b"q"), body.clone())
     };

@@ -269,6 +269,10 @@ enum Kind {
     /// meanwhile, it may be at its queue's head or in a consumer's hands,
     /// where bodies stay in RAM.
     Parked { qtime: u64 },
+    /// A parked job's whole record (a replica's copy, `engine::cold`): it
+    /// leaves RAM if it still waits for the same retry with the same
+    /// nodes.
+    WholeCopy { qtime: u64, nodes: u32 },
 }
 
 /// Spill counters and gauges for INFO and /metrics.
@@ -282,6 +286,8 @@ pub struct SpillStats {
     pub jobs: u64,
     /// Of those, jobs stored whole (`engine::cold`).
     pub whole_jobs: u64,
+    /// Of those, replicas' copies waiting for their retry.
+    pub whole_copies: u64,
     /// Bodies written but not yet confirmed.
     pub pending: u64,
     /// Bytes of segment files (live and dead records).
@@ -520,6 +526,7 @@ impl Engine {
         st.active = s.active;
         st.jobs = s.cold + self.cold_jobs();
         st.whole_jobs = self.cold_jobs();
+        st.whole_copies = self.cold.copies;
         st.pending = s.pending.len() as u64;
         st.disk_bytes = s.disk_bytes();
         st.live_bytes = s.segs.values().map(|x| x.live_bytes).sum();
@@ -605,25 +612,32 @@ impl Engine {
         {
             return false;
         }
-        self.spill_write(h, Kind::Body)
+        self.spill_write(h, Kind::Body, 0)
     }
 
-    /// Write the body (or, for a queued `Kind::Body`, maybe the whole
-    /// record) of job `h`. False when it cannot spill.
-    fn spill_write(&mut self, h: JobHandle, kind: Kind) -> bool {
+    /// Write the body (or, for a queued `Kind::Body` or a replica's copy,
+    /// maybe the whole record) of job `h`. False when it cannot spill.
+    fn spill_write(&mut self, h: JobHandle, kind: Kind, now: u64) -> bool {
         if self.spill.slots.contains(h) {
             return false;
         }
         let Some(j) = self.store.get(h) else {
             return false;
         };
-        let id = j.id;
-        let whole = if kind == Kind::Body && self.cold_eligible(h) {
-            self.cold_record(h)
-        } else {
-            None
+        let (id, nodes) = (j.id, j.nodes_delivered.len() as u32);
+        if matches!(kind, Kind::Parked { .. }) && self.cold_copy_soon(h, now) {
+            return false;
+        }
+        let whole = match kind {
+            Kind::Body if self.cold_eligible(h) => self.cold_record(h),
+            Kind::Parked { .. } if self.cold_copy_eligible(h, now) => self.cold_record(h),
+            _ => None,
         };
-        let kind = if whole.is_some() { Kind::Whole } else { kind };
+        let kind = match kind {
+            _ if whole.is_none() => kind,
+            Kind::Parked { qtime } => Kind::WholeCopy { qtime, nodes },
+            _ => Kind::Whole,
+        };
         let body = match whole {
             Some(rec) => rec,
             None => match self.store.get(h).and_then(|j| j.body.as_deref()) {
@@ -713,7 +727,7 @@ impl Engine {
     /// restart would need RAM for the whole backlog until every retry
     /// fired, and every node but a job's origin would hold its body in RAM
     /// (REPLICATE 3 on three nodes: two thirds of each node's jobs).
-    pub fn spill_parked(&mut self, h: JobHandle) {
+    pub fn spill_parked(&mut self, h: JobHandle, now: u64) {
         if !self.spill.enabled
             || self
                 .store
@@ -724,7 +738,7 @@ impl Engine {
         }
         let qtime = self.store.get(h).map_or(0, |j| j.qtime);
         if self.spill_wanted() {
-            self.spill_write(h, Kind::Parked { qtime });
+            self.spill_write(h, Kind::Parked { qtime }, now);
         }
     }
 
@@ -922,11 +936,17 @@ impl Engine {
             if !mine {
                 continue;
             }
-            if kind == Kind::Whole {
+            if matches!(kind, Kind::Whole | Kind::WholeCopy { .. }) {
                 // The record stays live: the job now lives only there.
                 self.spill.slots.remove(h);
                 self.spill.relog.remove(&h);
-                if self.cold_evict(h, id, loc) {
+                let evicted = match kind {
+                    Kind::WholeCopy { qtime, nodes } => {
+                        self.cold_evict_copy(h, id, loc, qtime, nodes)
+                    }
+                    _ => self.cold_evict(h, id, loc),
+                };
+                if evicted {
                     self.spill.stats.spilled_total += 1;
                 } else {
                     self.spill.dead(loc);
@@ -1166,7 +1186,7 @@ impl Engine {
         let more = self.spill.enabled && self.spill_wanted() && self.spill_backfill();
         let parked = self.spill.enabled && (period || self.spill.parked_more);
         let left = if parked && self.spill_wanted() {
-            self.spill_parked_backfill()
+            self.spill_parked_backfill(now)
         } else {
             Left::None
         };
@@ -1185,6 +1205,7 @@ impl Engine {
             }
         }
         self.cold_expire(now);
+        self.cold_copies_due(now);
         // Queues with waiting clients and whole jobs on disk read them back.
         if self.cold_jobs() > 0 {
             let waited: Vec<u32> = self
@@ -1336,7 +1357,7 @@ impl Engine {
     /// run. Parked: active and never delivered here (a replica's copy, a
     /// job an AOF replay brought back), so nothing reads its body until
     /// its retry queues it.
-    fn spill_parked_backfill(&mut self) -> Left {
+    fn spill_parked_backfill(&mut self, now: u64) -> Left {
         let slots = self.store.slots();
         if slots == 0 {
             return Left::None;
@@ -1370,7 +1391,7 @@ impl Engine {
                 at -= 1;
                 break;
             }
-            if self.spill_write(h, Kind::Parked { qtime }) {
+            if self.spill_write(h, Kind::Parked { qtime }, now) {
                 written += 1;
                 if written >= CRON_BUDGET {
                     left = Left::Budget;

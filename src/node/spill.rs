@@ -113,7 +113,7 @@ pub fn info(node: &Node, out: &mut String) {
     let last_error = io
         .and_then(|s| s.last_error.lock().ok().and_then(|g| g.clone()))
         .unwrap_or_default();
-    let fields: [(&str, String); 22] = [
+    let fields: [(&str, String); 23] = [
         ("spill_enabled", u8::from(node.config.spill).to_string()),
         ("spill_status", status.replace(['\r', '\n'], " ")),
         (
@@ -127,6 +127,7 @@ pub fn info(node: &Node, out: &mut String) {
         ("spill_max_disk", node.engine.spill_max_disk().to_string()),
         ("spilled_jobs", st.jobs.to_string()),
         ("spilled_whole_jobs", st.whole_jobs.to_string()),
+        ("spilled_whole_copies", st.whole_copies.to_string()),
         (
             "spill_whole_table_bytes",
             node.engine.cold_bytes().to_string(),

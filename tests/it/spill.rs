@@ -912,6 +912,75 @@ fn replicas_asking_about_whole_jobs_on_disk_leave_them_there() {
     }
 }
 
+/// A replica's copies (active, waiting for their RETRY) leave RAM whole,
+/// come back for each retry and go back to disk once the origin answers
+/// QUEUED; when the origin dies they are queued from there, every job with
+/// its body.
+#[test]
+fn replicas_copies_leave_ram_whole_and_are_requeued_when_the_origin_dies() {
+    let mut args = WHOLE.to_vec();
+    args.extend(["--cluster-node-timeout", "2000"]);
+    let mut nodes: Vec<Server> = (0..3)
+        .map(|_| Server::start(ServerOpts::with_args(&args)))
+        .collect();
+    let mut ca = nodes[0].client();
+    for s in &nodes[1..] {
+        let r = ca.cmd(&["CLUSTER", "MEET", "127.0.0.1", &s.port().to_string()]);
+        assert_eq!(r, Reply::Status("OK".into()));
+    }
+    crate::cluster::wait_full_mesh(&nodes);
+    let mut cb = nodes[1].client();
+    let n = 200;
+    let ids: Vec<String> = (0..n)
+        .map(|i| addjob(&mut ca, "c", &body(i), &["REPLICATE", "3", "RETRY", "6"]))
+        .collect();
+    let all = n as i64;
+    assert!(wait_until(WAIT, POLL, || info(
+        &mut cb,
+        "spilled_whole_copies"
+    ) == all));
+    assert_eq!(info(&mut cb, "spill_disk_reads"), 0);
+    // One RETRY later the copies came back for their retry (each read
+    // once), the origin said QUEUED, and they went back to disk.
+    assert!(wait_until(WAIT, POLL, || info(&mut cb, "spill_disk_reads")
+        >= all
+        && info(&mut cb, "spilled_whole_copies") == all));
+    assert_eq!(cb.cmd(&["QLEN", "c"]).int(), 0, "the replica queued copies");
+    // The origin dies: once the other two agree it failed, a replica
+    // queues each copy at its next retry (GETJOB here pulls those queued
+    // on the third node).
+    nodes[0].kill9();
+    let mut got = Vec::new();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while got.len() < n {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{} jobs delivered after the origin died",
+            got.len()
+        );
+        let r = cb.cmd(&["GETJOB", "TIMEOUT", "2000", "COUNT", "50", "FROM", "c"]);
+        if r.is_nil() {
+            continue;
+        }
+        let mut ack = vec!["FASTACK".to_string()];
+        for j in r.array() {
+            let f = j.array();
+            ack.push(f[1].text());
+            got.push((f[1].text(), f[2].text()));
+        }
+        let ack: Vec<&str> = ack.iter().map(String::as_str).collect();
+        cb.cmd(&ack);
+    }
+    got.sort();
+    let mut want: Vec<(String, String)> = ids
+        .iter()
+        .enumerate()
+        .map(|(i, id)| (id.clone(), body(i)))
+        .collect();
+    want.sort();
+    assert_eq!(got, want);
+}
+
 #[test]
 fn the_dashboard_shows_and_deletes_whole_jobs_on_disk() {
     let mut args = WHOLE.to_vec();

@@ -58,7 +58,7 @@ impl Engine {
                     self.dedup_learn_from_job(h, now);
                     self.update_awake(h, now);
                     self.aof_loadjob(h);
-                    self.spill_parked(h);
+                    self.spill_parked(h, now);
                 }
             }
         }

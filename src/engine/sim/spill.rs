@@ -114,7 +114,7 @@ impl Sim {
         let (Some(disks), Some(Some(e))) = (self.spill.as_ref(), self.nodes.get(a)) else {
             return Vec::new();
         };
-        e.cold_live_locs()
+        e.cold_live_locs(false)
             .iter()
             .filter_map(|k| disks.disks[a].get(k).map(|(id, _)| *id))
             .collect()
@@ -229,4 +229,89 @@ fn willqueue_about_jobs_on_disk_leaves_them_there() {
         sim.step();
     }
     assert_eq!(got.len(), 60, "jobs delivered");
+}
+
+/// A replica's copies (active, waiting for their RETRY) leave RAM whole,
+/// come back in time for each retry (asked about with WILLQUEUE and
+/// answered QUEUED by the node that has the job queued), go back to disk,
+/// and are requeued from disk when that node dies: every job is then
+/// delivered with its body.
+#[test]
+fn copies_leave_ram_whole_and_come_back_for_their_retry() {
+    use super::{addjob_retry, getjob_jobs, poll_adds, Workload};
+    use crate::domain::job::JobState;
+    use std::collections::HashSet;
+
+    let mut sim = Sim::new(3, 9, super::Faults::calm());
+    sim.spill = Some(SimDisks::new(3));
+    sim.join_all();
+    let mut w = Workload::default();
+    // Node 0 queues them (bodies on disk); node 1 (odd) stores whole jobs,
+    // here its copies. REPLICATE 3, RETRY 6.
+    for n in 0..60 {
+        addjob_retry(&mut sim, &mut w, 0, n, 6);
+    }
+    let copies = |sim: &Sim| sim.nodes[1].as_ref().map_or(0, |e| e.cold.copies);
+    let mut most = 0;
+    for _ in 0..200 {
+        sim.step();
+        poll_adds(&mut sim, &mut w);
+        most = most.max(copies(&sim));
+    }
+    assert_eq!(w.accepted.len(), 60, "every ADDJOB replicated");
+    assert!(most >= 30, "{most} copies whole on disk at most");
+
+    // Three RETRY periods with no consumer: the copies come back for each
+    // retry (read back) and go to disk again; none is queued beside node
+    // 0's job.
+    let loaded = |sim: &Sim| sim.nodes[1].as_ref().map_or(0, |e| e.cold.loaded_total);
+    let mut again = 0;
+    for _ in 0..200 {
+        sim.run_for(100);
+        if loaded(&sim) >= 60 {
+            again = again.max(copies(&sim));
+        }
+    }
+    assert!(loaded(&sim) >= 120, "{} copies read back", loaded(&sim));
+    assert!(
+        again >= 30,
+        "{again} copies on disk at most after their first retry"
+    );
+    for a in [1, 2] {
+        let e = sim.nodes[a].as_ref().expect("replica up");
+        let queued = e
+            .store
+            .iter_from(0)
+            .filter(|(_, j)| j.state == JobState::Queued)
+            .count();
+        assert_eq!(
+            queued, 0,
+            "node {a} queued copies while node 0 holds the jobs"
+        );
+    }
+
+    // Node 0 dies: the copies requeue, from disk or not, and every job is
+    // delivered with its body.
+    sim.crash(0);
+    let mut got = HashSet::new();
+    for t in 0..4000 {
+        let client = sim.client();
+        let now = sim.now;
+        let a = 1 + t % 2;
+        if let Some(e) = sim.nodes[a].as_mut() {
+            let jobs = getjob_jobs(e, client, now).unwrap_or_default();
+            for j in &jobs {
+                assert_eq!(j.body.as_ref(), w.accepted.get(&j.id), "body of {:?}", j.id);
+                got.insert(j.id);
+            }
+            let ids: Vec<JobId> = jobs.iter().map(|j| j.id).collect();
+            e.ackjob(&ids, now);
+            sim.flush(a);
+        }
+        if got.len() == 60 {
+            break;
+        }
+        sim.step();
+    }
+    assert_eq!(got.len(), 60, "jobs delivered after their node died");
 }

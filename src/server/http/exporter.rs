@@ -419,6 +419,11 @@ impl Collector for NodeCollector {
                     st.whole_jobs,
                 ),
                 (
+                    "disque_spill_whole_copies",
+                    "Of those, replicas' copies waiting for their retry.",
+                    st.whole_copies,
+                ),
+                (
                     "disque_spill_disk_bytes",
                     "Bytes of spill segment files, live and dead records.",
                     st.disk_bytes,
