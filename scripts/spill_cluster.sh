@@ -20,8 +20,13 @@
 # columns): every replica asks about each job once per RETRY (WILLQUEUE),
 # and a node must answer without bringing its jobs on disk back to RAM.
 #
+# DRAIN=S then drains the cluster for S seconds (`-w getjob --ack -c 12`,
+# GETJOB NOHANG + ACKJOB spread over the three nodes): jobs acknowledged
+# per second in the cluster, and per node the disk reads it made and the
+# jobs left queued there (`drain_` columns).
+#
 # environment: N [60000], MAXMEM [32mb], REPS [2], WHOLE [no], RETRY,
-#              SKIP_BUILD=1, CARGO_TARGET_DIR [target]
+#              DRAIN, SKIP_BUILD=1, CARGO_TARGET_DIR [target]
 set -euo pipefail
 
 source "$(dirname "$0")/lib/bench-common.sh"
@@ -30,6 +35,7 @@ MAXMEM=${MAXMEM:-32mb}
 REPS=${REPS:-2}
 WHOLE=${WHOLE:-no}
 RETRY=${RETRY:-}
+DRAIN=${DRAIN:-}
 work=$(mktemp -d /tmp/disque-spillcluster.XXXXXX)
 bench_init "$@"
 
@@ -46,6 +52,7 @@ counters() { # port: the $cols fields, comma-separated
 }
 after=""
 [ -n "$RETRY" ] && after=",$(echo "$cols" | sed 's/\([a-z_]*\)/after_\1/g')"
+[ -n "$DRAIN" ] && after="$after,drain_jobs_per_s,drain_reads,drain_left"
 echo "label,round,node,ops_per_s,client_errors,$cols$after"
 declare -A before
 for r in $(seq "$REPS"); do
@@ -81,11 +88,30 @@ print(round(r["ops_per_sec"]), r["errors"])')
         before=()
         for p in "${ports[@]}"; do before[$p]=$(counters "$p"); done
         [ -n "$RETRY" ] && sleep $((3 * RETRY + 1))
+        lines=()
         for p in "${ports[@]}"; do
             line="$label,$r,$p,$ops,$errors,${before[$p]}"
             [ -n "$RETRY" ] && line="$line,$(counters "$p")"
-            echo "$line"
+            lines+=("$line")
         done
+        if [ -n "$DRAIN" ]; then
+            queued=0 reads=()
+            for p in "${ports[@]}"; do
+                queued=$((queued + $(redis-cli -p "$p" qlen dqbench:0)))
+                reads+=("$(field "$p" spill_disk_reads)")
+            done
+            "$bench" -h "${hosts%,}" -w getjob --prefill 0 --ack -s 1024 -c 12 -d "$DRAIN" \
+                --timeout-ms 20000 -q >/dev/null
+            left=0
+            for p in "${ports[@]}"; do left=$((left + $(redis-cli -p "$p" qlen dqbench:0))); done
+            rate=$(((queued - left) / DRAIN))
+            for i in "${!ports[@]}"; do
+                p=${ports[$i]}
+                d=$(($(field "$p" spill_disk_reads) - ${reads[$i]}))
+                lines[i]="${lines[$i]},$rate,$d,$(redis-cli -p "$p" qlen dqbench:0)"
+            done
+        fi
+        printf '%s\n' "${lines[@]}"
         stop_servers
     done
 done

@@ -33,7 +33,7 @@ use super::spill::{Loc, ReadFailure, SpillOp};
 use super::{BusOut, Engine, JobHandle, Map};
 use crate::domain::job::{JobId, JobState, NodeIdx, NodeSet, F_DELIVERED, F_EXT};
 use crate::domain::job_ext::PRIORITY_DEFAULT;
-use crate::protocol::bus::message::{Body, JobMsg, Message};
+use crate::protocol::bus::message::{Body, JobMsg, Message, MFLAG_CANCELLED};
 use crate::protocol::job_codec::RecordRef;
 
 /// ID-index entries of cold jobs carry this bit (slab handles never do).
@@ -244,10 +244,12 @@ pub struct ColdTier {
     pub(crate) evicted_total: u64,
     pub(crate) loaded_total: u64,
     pub(crate) expired_total: u64,
-    /// WILLQUEUEs answered from a slot (`cold_willqueue`).
+    /// WILLQUEUEs answered from a slot (`cold_answer`).
     pub(crate) willqueue_answered: u64,
     /// Replicas' copies on disk (of `live`).
     pub(crate) copies: u64,
+    /// Copies on disk acknowledged without a read (`cold_setack`).
+    pub(crate) acked_on_disk: u64,
     /// Every other node that held a copy of a job when it went to disk
     /// (a job's own node list stays on disk with it); cleared when the
     /// last job on disk leaves.
@@ -1336,22 +1338,26 @@ impl Engine {
     /// messages read it back; the replicas' timers run together (they got
     /// the job at the same time and are answered by the same QUEUED), so a
     /// copy is mostly back in RAM when another replica's WILLQUEUE comes.
-    pub(crate) fn cold_willqueue(&mut self, from: NodeIdx, msg: &Message) -> bool {
-        let Body::Job {
-            kind: JobMsg::WillQueue,
-            job_id,
-            ..
-        } = &msg.body
-        else {
+    ///
+    /// The SETACK of a copy on disk is the exception (`cold_setack`).
+    pub(crate) fn cold_answer(&mut self, from: NodeIdx, msg: &Message, now: u64) -> bool {
+        let Body::Job { kind, job_id, aux } = &msg.body else {
             return false;
         };
-        if self.cold.live == 0 || !self.cold.holders.contains(from) {
+        if self.cold.live == 0 || !matches!(kind, JobMsg::WillQueue | JobMsg::SetAck) {
             return false;
         }
         let Some(id) = JobId::parse(job_id) else {
             return false;
         };
-        if self.cold_slot_of(&id).is_none_or(|(_, s)| s.is_copy()) {
+        let Some((slot, s)) = self.cold_slot_of(&id) else {
+            return false;
+        };
+        if *kind == JobMsg::SetAck {
+            let cancelled = msg.header.mflags & MFLAG_CANCELLED != 0;
+            return !cancelled && self.cold_setack(from, id, slot, s, *aux, now);
+        }
+        if s.is_copy() || !self.cold.holders.contains(from) {
             return false;
         }
         self.cold.willqueue_answered += 1;
@@ -1363,6 +1369,45 @@ impl Engine {
         for n in self.cold.holders.iter() {
             self.out.bus.push((n, queued.clone()));
         }
+        true
+    }
+
+    /// The acknowledgement of a replica's copy on disk, without reading it
+    /// back (draining a cluster's backlog would otherwise read every copy
+    /// once more, only to drop it): `on_setack` answers GOTACK with
+    /// "known" when the copy's node list is no longer than the acker's
+    /// count (`may_have`), and that list holds at most this node and the
+    /// holders. Then the copy is acknowledged as in RAM (its AOF DELJOB,
+    /// WAITJOB's wake-up), except that no acknowledged record is kept for
+    /// the collection that follows: the ID joins the recently acknowledged
+    /// IDs, which answer a late WILLQUEUE or QUEUED with SETACK, as after
+    /// the acker's DELJOB. Otherwise (a longer list may be on disk, or the
+    /// copy is being read) the copy is read back first.
+    fn cold_setack(
+        &mut self,
+        from: NodeIdx,
+        id: JobId,
+        slot: u32,
+        s: Slot,
+        may_have: u32,
+        now: u64,
+    ) -> bool {
+        let most = self.cold.holders.len() as u32 + 1;
+        if !s.is_copy() || s.state() != ON_DISK || may_have < most {
+            return false;
+        }
+        self.cold_drop(slot, COPIES);
+        self.cold.acked_on_disk += 1;
+        self.forget_acked(&id, now);
+        self.aof_deljob(id);
+        self.job_finished(&id, super::JobEnd::Acked);
+        self.out.bus.push((
+            from,
+            BusOut::GotAck {
+                job: id,
+                known: true,
+            },
+        ));
         true
     }
 

@@ -157,10 +157,11 @@ impl Engine {
         }
         // Job messages only from known nodes.
         let from = self.cluster.find(&msg.header.sender).filter(|&s| s != 0)?;
-        // A replica's periodic WILLQUEUE about a job queued whole on disk
-        // is answered from its slot; any other message about one waits for
-        // it to be read back (`cold`), then runs as if it had never left.
-        if self.cold_willqueue(from, &msg) {
+        // A replica's periodic WILLQUEUE about a job queued whole on disk,
+        // and the SETACK of a copy whole on disk, are answered from the
+        // slot; any other message about one waits for it to be read back
+        // (`cold`), then runs as if it had never left.
+        if self.cold_answer(from, &msg, now) {
             return None;
         }
         let msg = self.cold_park(link, local_ip, peer_ip, msg)?;
