@@ -57,6 +57,10 @@ const COPY_LEAD_MS: u64 = 1000;
 /// this (else it would come back at once).
 const COPY_AHEAD_MS: u64 = 1500;
 
+/// A copy back from disk is due no sooner than this: its WILLQUEUE goes
+/// 500 ms before it is due, and the answer must have time to arrive.
+const COPY_ASK_MS: u64 = 600;
+
 /// Copies read back per cron run at most.
 const COPY_READ_BUDGET: usize = 16_384;
 
@@ -647,6 +651,7 @@ impl Engine {
     /// stays in RAM, body and all, until that retry is answered and moves
     /// its requeue time on (its body alone on disk would keep its record
     /// in RAM from then on).
+    ///
     /// Only for a RETRY of four times that window or more: a copy with a
     /// shorter one would spend much of its time in RAM whole, so its body
     /// spills as before whenever it is not whole.
@@ -1046,8 +1051,10 @@ impl Engine {
         // The flags as they were (a delayed job's first queueing does not
         // ask the other nodes first).
         job.flags = flags & !F_EXT;
+        // Never due sooner than its WILLQUEUE can be answered: a copy
+        // read late would otherwise ask and queue itself in one go.
         if let Some(q) = due {
-            job.qtime = q;
+            job.qtime = q.max(now + COPY_ASK_MS);
         }
         let Some(h) = self.store.restore(job, shard, h32, COLD_TAG | slot) else {
             return;
