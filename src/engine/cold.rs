@@ -12,10 +12,16 @@
 //! head is served only while it is older than every job still on disk
 //! (`cold_head_ready`); otherwise the front run is read first.
 //!
+//! A replica's plain copy (active, waiting for its retry) leaves RAM whole
+//! too, into the runs of copies (`COPIES`), grouped by requeue time: the
+//! cron reads a run back before its first copy is due, and the copy's
+//! timer runs as if it had never left (`cold_copies_due`).
+//!
 //! Everything else that names a job (a command's arguments, a bus
 //! message) first brings the jobs it names back (`cold_fault`,
 //! `cold_park`), then runs as if they had never left: no command needs
-//! to know about this tier. Reads happen on the spill thread
+//! to know about this tier; two bus messages are answered from the slot
+//! instead (`cold_answer`). Reads happen on the spill thread
 //! (`SpillOp::ReadCold`); the engine never touches the disk.
 //!
 //! With the AOF on, the job's LOADJOB stays its durable copy. An AOF
