@@ -25,8 +25,13 @@
 # per second in the cluster, and per node the disk reads it made and the
 # jobs left queued there (`drain_` columns).
 #
+# WATCH=S samples every node's used_memory once a second for S seconds
+# after the fill (with RETRY=S' short enough, the copies come due then):
+# the highest sample, used_memory_peak and spill_whole_table_bytes at the
+# end (`watch_` columns).
+#
 # environment: N [60000], MAXMEM [32mb], REPS [2], WHOLE [no], RETRY,
-#              DRAIN, SKIP_BUILD=1, CARGO_TARGET_DIR [target]
+#              DRAIN, WATCH, SKIP_BUILD=1, CARGO_TARGET_DIR [target]
 set -euo pipefail
 
 source "$(dirname "$0")/lib/bench-common.sh"
@@ -36,6 +41,7 @@ REPS=${REPS:-2}
 WHOLE=${WHOLE:-no}
 RETRY=${RETRY:-}
 DRAIN=${DRAIN:-}
+WATCH=${WATCH:-}
 work=$(mktemp -d /tmp/disque-spillcluster.XXXXXX)
 bench_init "$@"
 
@@ -52,6 +58,7 @@ counters() { # port: the $cols fields, comma-separated
 }
 after=""
 [ -n "$RETRY" ] && after=",$(echo "$cols" | sed 's/\([a-z_]*\)/after_\1/g')"
+[ -n "$WATCH" ] && after="$after,watch_max_used,watch_peak,watch_table_bytes"
 [ -n "$DRAIN" ] && after="$after,drain_jobs_per_s,drain_reads,drain_left"
 echo "label,round,node,ops_per_s,client_errors,$cols$after"
 declare -A before
@@ -87,11 +94,23 @@ r = json.load(sys.stdin)["results"]
 print(round(r["ops_per_sec"]), r["errors"])')
         before=()
         for p in "${ports[@]}"; do before[$p]=$(counters "$p"); done
+        declare -A most=()
+        if [ -n "$WATCH" ]; then
+            for p in "${ports[@]}"; do most[$p]=0; done
+            for _ in $(seq "$WATCH"); do
+                for p in "${ports[@]}"; do
+                    u=$(field "$p" used_memory)
+                    [ "$u" -gt "${most[$p]}" ] && most[$p]=$u
+                done
+                sleep 1
+            done
+        fi
         [ -n "$RETRY" ] && sleep $((3 * RETRY + 1))
         lines=()
         for p in "${ports[@]}"; do
             line="$label,$r,$p,$ops,$errors,${before[$p]}"
             [ -n "$RETRY" ] && line="$line,$(counters "$p")"
+            [ -n "$WATCH" ] && line="$line,${most[$p]},$(field "$p" used_memory_peak),$(field "$p" spill_whole_table_bytes)"
             lines+=("$line")
         done
         if [ -n "$DRAIN" ]; then

@@ -56,8 +56,9 @@ pub const COPIES: u32 = u32::MAX - 1;
 /// back together, each is due at the run's latest time, never earlier.
 const COPY_SPAN_MS: u64 = 500;
 
-/// A run of copies is read back this long before its first requeue time.
-const COPY_LEAD_MS: u64 = 1000;
+/// A run of copies is read back this long before its first requeue time
+/// (its WILLQUEUE goes 500 ms before; the cron looks every 100 ms).
+const COPY_LEAD_MS: u64 = 800;
 
 /// A copy leaves RAM whole only if its requeue time is further ahead than
 /// this (else it would come back at once).
@@ -67,8 +68,10 @@ const COPY_AHEAD_MS: u64 = 1500;
 /// 500 ms before it is due, and the answer must have time to arrive.
 const COPY_ASK_MS: u64 = 600;
 
-/// Copies read back per cron run at most.
+/// Copies read back per 100 ms cron run at most, and at least (when
+/// memory has no room for them: they come late rather than not at all).
 const COPY_READ_BUDGET: usize = 16_384;
+const COPY_READ_MIN: usize = 64;
 
 /// Slots per run: reads of a run's slots go out together.
 const RUN_SLOTS: usize = 4096;
@@ -745,32 +748,54 @@ impl Engine {
     }
 
     /// Read back the runs of copies whose requeue time is near (from the
-    /// spill cron), a budget of slots per call: each comes back in time
-    /// for its retry, as if it had never left.
+    /// 100 ms spill cron): each comes back in time for its retry, as if it
+    /// had never left. As many as memory has room for under 95 % of
+    /// maxmemory, at the mean job size (a backlog's copies come due at the
+    /// rate they arrived, and each stays in RAM until its WILLQUEUE is
+    /// answered), at least `COPY_READ_MIN`.
     pub(crate) fn cold_copies_due(&mut self, now: u64) {
+        if !self.cold.queues.contains_key(&COPIES) {
+            return;
+        }
+        let mut budget = COPY_READ_BUDGET;
+        let max = self.memory.maxmemory;
+        if max > 0 {
+            let used = (self.memory.used)() as u64;
+            let room = (max / 100 * 95).saturating_sub(used);
+            let fit = room / self.spill_mean_job().max(1);
+            budget = budget.min(
+                usize::try_from(fit)
+                    .unwrap_or(usize::MAX)
+                    .max(COPY_READ_MIN),
+            );
+        }
         let Some(cq) = self.cold.queues.get_mut(&COPIES) else {
             return;
         };
         let horizon = now.saturating_add(COPY_LEAD_MS);
-        let mut budget = COPY_READ_BUDGET;
         let mut ops = Vec::new();
         let mut freed = Vec::new();
         for r in cq.runs.iter_mut() {
             if r.first > horizon {
                 continue;
             }
-            while budget > 0 {
-                let Some(&slot) = r.slots.get(r.start) else {
-                    break;
-                };
-                r.start += 1;
-                budget -= 1;
+            // Slots already gone (read back for a message, acknowledged)
+            // cost no read: they are released whatever the budget, or a
+            // node short of memory would keep them all.
+            while let Some(&slot) = r.slots.get(r.start) {
                 let Some(s) = self.cold.slots.get_mut(slot) else {
+                    r.start += 1;
                     continue;
                 };
+                let read = matches!(s.state(), ON_DISK | MOVING);
+                if read && budget == 0 {
+                    break;
+                }
+                r.start += 1;
                 s.set_in_run(false);
                 match s.state() {
                     ON_DISK | MOVING => {
+                        budget -= 1;
                         s.set_state(LOADING);
                         r.inflight += 1;
                         cq.loading += 1;
@@ -784,9 +809,6 @@ impl Engine {
                     DEAD => freed.push(slot),
                     _ => {}
                 }
-            }
-            if budget == 0 {
-                break;
             }
         }
         cq.runs.retain(|r| !r.is_done());

@@ -742,6 +742,27 @@ impl Engine {
         }
     }
 
+    /// RAM a queued job takes on average (its body and record), as last
+    /// seen; a kilobyte's job before any was queued.
+    pub(crate) fn spill_mean_job(&self) -> u64 {
+        match self.spill.mean_job {
+            0 => 1024 + JOB_OVERHEAD,
+            m => m,
+        }
+    }
+
+    /// A copy's requeue time moved on (its WILLQUEUE was answered QUEUED,
+    /// or a WORKING came): one that came back from disk for its retry goes
+    /// back whole at once, not when the cron's walk of the job table
+    /// reaches it, since every copy of a backlog comes back once a RETRY
+    /// and waits in RAM, body and all, until it leaves again.
+    pub(crate) fn spill_copy_again(&mut self, h: JobHandle, now: u64) {
+        if self.spill.enabled && self.cold_copy_eligible(h, now) && self.spill_wanted() {
+            let qtime = self.store.get(h).map_or(0, |j| j.qtime);
+            self.spill_write(h, Kind::Parked { qtime }, now);
+        }
+    }
+
     /// An AOF replay runs (`on`) or ended. While it runs, a queued job
     /// past the head window spills at once when memory asks for it (whole
     /// if it fits its queue's runs, else its body), never left for the
@@ -1205,7 +1226,9 @@ impl Engine {
             }
         }
         self.cold_expire(now);
-        self.cold_copies_due(now);
+        if period {
+            self.cold_copies_due(now);
+        }
         // Queues with waiting clients and whole jobs on disk read them back.
         if self.cold_jobs() > 0 {
             let waited: Vec<u32> = self

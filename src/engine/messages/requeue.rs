@@ -101,6 +101,7 @@ impl Engine {
             }
         }
         self.update_awake(h, now);
+        self.spill_copy_again(h, now);
     }
 
     /// Job-keyed XOR comparison: does `from` beat this node for the job?
