@@ -205,6 +205,19 @@ struct Run {
 }
 
 impl Run {
+    /// An empty run starting at `first` (a creation or requeue time).
+    fn new(id: u64, first: u64, min_etime: u32) -> Run {
+        Run {
+            id,
+            first,
+            last: first,
+            min_etime,
+            inflight: 0,
+            slots: Vec::with_capacity(16),
+            start: 0,
+        }
+    }
+
     fn is_done(&self) -> bool {
         self.start >= self.slots.len() && self.inflight == 0
     }
@@ -432,18 +445,7 @@ impl ColdTier {
             at - 1
         } else {
             self.next_run += 1;
-            cq.runs.insert(
-                at,
-                Run {
-                    id: self.next_run,
-                    first: ctime,
-                    last: ctime,
-                    min_etime: etime,
-                    inflight: 0,
-                    slots: Vec::with_capacity(16),
-                    start: 0,
-                },
-            );
+            cq.runs.insert(at, Run::new(self.next_run, ctime, etime));
             at
         };
         if let Some(r) = cq.runs.get_mut(k) {
@@ -476,15 +478,7 @@ impl ColdTier {
             Some(k) => k,
             None => {
                 self.next_run += 1;
-                cq.runs.push_back(Run {
-                    id: self.next_run,
-                    first: qtime,
-                    last: qtime,
-                    min_etime: etime,
-                    inflight: 0,
-                    slots: Vec::with_capacity(16),
-                    start: 0,
-                });
+                cq.runs.push_back(Run::new(self.next_run, qtime, etime));
                 n
             }
         };
@@ -1690,15 +1684,9 @@ impl ColdTier {
         };
         let cq = self.queues.entry(qh).or_default();
         let first = cq.runs.front().map_or(0, |r| r.first);
-        cq.runs.push_front(Run {
-            id,
-            first,
-            last: first,
-            min_etime: s.etime,
-            inflight: 0,
-            slots: vec![slot],
-            start: 0,
-        });
+        let mut run = Run::new(id, first, s.etime);
+        run.slots.push(slot);
+        cq.runs.push_front(run);
         if let Some(s) = self.get_mut(slot) {
             s.set_in_run(true);
         }

@@ -768,15 +768,24 @@ fn whole_jobs_on_disk_answer_every_command() {
 
 /// Two nodes started with `args`, met and fully meshed, and a client of
 /// each.
-fn pair(args: &[&str]) -> (Vec<Server>, Client, Client) {
-    let nodes: Vec<Server> = (0..2)
+/// `n` nodes started with `args`, joined into one cluster.
+fn joined(n: usize, args: &[&str]) -> Vec<Server> {
+    let nodes: Vec<Server> = (0..n)
         .map(|_| Server::start(ServerOpts::with_args(args)))
         .collect();
-    let mut ca = nodes[0].client();
-    let cb = nodes[1].client();
-    let r = ca.cmd(&["CLUSTER", "MEET", "127.0.0.1", &nodes[1].port().to_string()]);
-    assert_eq!(r, Reply::Status("OK".into()));
+    let mut c = nodes[0].client();
+    for s in &nodes[1..] {
+        let r = c.cmd(&["CLUSTER", "MEET", "127.0.0.1", &s.port().to_string()]);
+        assert_eq!(r, Reply::Status("OK".into()));
+    }
     crate::cluster::wait_full_mesh(&nodes);
+    nodes
+}
+
+fn pair(args: &[&str]) -> (Vec<Server>, Client, Client) {
+    let nodes = joined(2, args);
+    let ca = nodes[0].client();
+    let cb = nodes[1].client();
     (nodes, ca, cb)
 }
 
@@ -920,15 +929,8 @@ fn replicas_asking_about_whole_jobs_on_disk_leave_them_there() {
 fn replicas_copies_leave_ram_whole_and_are_requeued_when_the_origin_dies() {
     let mut args = WHOLE.to_vec();
     args.extend(["--cluster-node-timeout", "2000"]);
-    let mut nodes: Vec<Server> = (0..3)
-        .map(|_| Server::start(ServerOpts::with_args(&args)))
-        .collect();
+    let mut nodes = joined(3, &args);
     let mut ca = nodes[0].client();
-    for s in &nodes[1..] {
-        let r = ca.cmd(&["CLUSTER", "MEET", "127.0.0.1", &s.port().to_string()]);
-        assert_eq!(r, Reply::Status("OK".into()));
-    }
-    crate::cluster::wait_full_mesh(&nodes);
     let mut cb = nodes[1].client();
     let n = 200;
     let ids: Vec<String> = (0..n)
@@ -1250,15 +1252,8 @@ fn jobs_on_the_disk_of_a_killed_node_come_back_from_their_replicas() {
     for spill in [SPILL_ALWAYS, WHOLE] {
         // The copies are queued once the killed node is marked failing.
         let args = [spill, &["--cluster-node-timeout", "1000"]].concat();
-        let mut nodes: Vec<Server> = (0..3)
-            .map(|_| Server::start(ServerOpts::with_args(&args)))
-            .collect();
+        let mut nodes = joined(3, &args);
         let mut a = nodes[0].client();
-        for s in &nodes[1..] {
-            let r = a.cmd(&["CLUSTER", "MEET", "127.0.0.1", &s.port().to_string()]);
-            assert_eq!(r, Reply::Status("OK".into()));
-        }
-        crate::cluster::wait_full_mesh(&nodes);
         let n = 600;
         let ids: Vec<String> = (0..n)
             .map(|i| addjob(&mut a, "q", &body(i), &["REPLICATE", "3", "RETRY", "1"]))
