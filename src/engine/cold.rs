@@ -619,18 +619,8 @@ impl Engine {
             self.cold.unalloc(slot);
             return false;
         }
-        let Some((_, shard, h32)) = self.store.evict(h, COLD_TAG | slot) else {
-            self.cold.unalloc(slot);
+        if !self.cold_settle(h, slot, loc, etime, 0) {
             return false;
-        };
-        if let Some(s) = self.cold.get_mut(slot) {
-            *s = Slot {
-                seg_shard: loc.seg << 8 | shard as u32,
-                off: loc.off,
-                len_st: loc.len,
-                etime,
-                h32,
-            };
         }
         if let Some(q) = self.queues.get_mut(qh) {
             q.cold += 1;
@@ -720,6 +710,22 @@ impl Engine {
         let Some(slot) = self.cold.alloc(Slot::default()) else {
             return false;
         };
+        if !self.cold_settle(h, slot, loc, etime, COPY) {
+            return false;
+        }
+        self.cold.push_copy(slot, qtime, etime);
+        self.cold.live += 1;
+        self.cold.copies += 1;
+        self.cold.evicted_total += 1;
+        self.spill_cold_record(loc.seg, true);
+        true
+    }
+
+    /// Job `h` leaves the job table for the slot `alloc` gave it: its
+    /// ID-index entry now names the slot, which says where its record
+    /// (written at `loc`) is. False (the slot given back) if the entry was
+    /// not found.
+    fn cold_settle(&mut self, h: JobHandle, slot: u32, loc: Loc, etime: u32, kind: u32) -> bool {
         let Some((_, shard, h32)) = self.store.evict(h, COLD_TAG | slot) else {
             self.cold.unalloc(slot);
             return false;
@@ -728,16 +734,11 @@ impl Engine {
             *s = Slot {
                 seg_shard: loc.seg << 8 | shard as u32,
                 off: loc.off,
-                len_st: loc.len | COPY,
+                len_st: loc.len | kind,
                 etime,
                 h32,
             };
         }
-        self.cold.push_copy(slot, qtime, etime);
-        self.cold.live += 1;
-        self.cold.copies += 1;
-        self.cold.evicted_total += 1;
-        self.spill_cold_record(loc.seg, true);
         true
     }
 
