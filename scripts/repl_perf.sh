@@ -10,6 +10,8 @@
 # CLUSTER MEET, waits for cluster_reachable_nodes:2 everywhere), and in
 # every round runs, one after the other:
 #   single-r1        1 node,  -w addjob -c 50 --replicate 1
+#   r1-cluster       3 nodes, -w addjob -c 50 --replicate 1 (clients spread;
+#                    issue 19's baseline for the two replicated runs)
 #   r3-sync          3 nodes, -w addjob -c 50 --replicate 3 (clients spread)
 #   r3-async         3 nodes, the same with --async
 #   local-cycle      3 nodes, -w cycle, producers and consumers on node 1,
@@ -38,7 +40,7 @@ MAXSECS=${MAXSECS:-20}
 BENCH=${BENCH:-$here/target/release/disque-benchmark}
 OUT=${OUT:-$here/target/repl-perf.csv}
 RATE=${RATE:-5000}
-ONLY=${ONLY:-single-r1 r3-sync r3-async local-cycle federated local-paced federated-paced}
+ONLY=${ONLY:-single-r1 r1-cluster r3-sync r3-async local-cycle federated local-paced federated-paced}
 [[ $# -gt 0 ]] || set -- "current=$here/target/release/disque-server"
 [[ -x $BENCH ]] || { echo "missing $BENCH (cargo build --release)" >&2; exit 1; }
 command -v redis-cli >/dev/null || { echo "redis-cli missing (scripts/ci-deps.sh installs redis-tools)" >&2; exit 1; }
@@ -122,6 +124,7 @@ one() {
     case $run in
         single-r1) ports=("${SPORT[$name]}"); pids_=("${SPID[$name]}")
                    args="-p ${SPORT[$name]} -w addjob -c $CLIENTS -n $NC --replicate 1" ;;
+        r1-cluster) args="-h $hosts -w addjob -c $CLIENTS -n $NC --replicate 1" ;;
         r3-sync) args="-h $hosts -w addjob -c $CLIENTS -n $NC --replicate 3" ;;
         r3-async) args="-h $hosts -w addjob -c $CLIENTS -n $NC --replicate 3 --async" ;;
         local-cycle) args="-h 127.0.0.1:${ports[0]} -w cycle -c $CLIENTS -n $NF --replicate 1" ;;
@@ -171,7 +174,8 @@ def ratios(b, run, base):
     c = {x[4]: x for x in by.get((b, base), [])}
     return [a[r][0] / c[r][0] for r in sorted(a) if r in c]
 for b in sorted({k[0] for k in by}):
-    for run, base in [("r3-sync", "single-r1"), ("r3-async", "single-r1"), ("federated", "local-cycle")]:
+    for run, base in [("r3-sync", "single-r1"), ("r3-async", "single-r1"),
+                      ("r3-sync", "r1-cluster"), ("r3-async", "r1-cluster"), ("federated", "local-cycle")]:
         rs = ratios(b, run, base)
         if rs:
             print(f"{b}: {run} / {base} per round: {' '.join(f'{x:.2f}' for x in rs)} (median {statistics.median(rs):.2f})")

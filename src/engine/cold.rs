@@ -998,26 +998,15 @@ impl Engine {
             return;
         }
         let name = job.queue.clone();
-        let expired = u64::from(job.etime) <= now / 1000;
         let ctime = job.ctime;
-        // The index entry stays: it points at the job again below, or
-        // goes if the job expired on disk.
-        let place = self.cold.get(slot).map(|s| (s.shard(), s.h32));
-        self.cold_forget(slot, qh);
-        self.cold.loaded_total += 1;
         if let Some(cq) = self.cold.queues.get_mut(&qh) {
             if let Some(r) = cq.runs.iter_mut().find(|r| r.id == run) {
                 r.first = r.first.max(ctime);
             }
         }
-        let Some((shard, h32)) = place else {
+        let Some((shard, h32)) = self.cold_landed(slot, qh, job.etime, now) else {
             return;
         };
-        if expired {
-            self.store.remove_cold(shard, h32, COLD_TAG | slot);
-            self.cold.expired_total += 1;
-            return;
-        }
         let mut job = job;
         job.flags &= !F_EXT;
         let Some(h) = self.store.restore(job, shard, h32, COLD_TAG | slot) else {
@@ -1046,6 +1035,24 @@ impl Engine {
         self.spill_mark_ready(h);
     }
 
+    /// A read landed: the slot is forgotten and counted. The job's place
+    /// in the ID index, whose entry stays to point at the job restored
+    /// there; None when it has none, or when the job expired on disk
+    /// (then its entry goes too).
+    fn cold_landed(&mut self, slot: u32, qh: u32, etime: u32, now: u64) -> Option<(usize, u32)> {
+        let expired = u64::from(etime) <= now / 1000;
+        let place = self.cold.get(slot).map(|s| (s.shard(), s.h32));
+        self.cold_forget(slot, qh);
+        self.cold.loaded_total += 1;
+        let (shard, h32) = place?;
+        if expired {
+            self.store.remove_cold(shard, h32, COLD_TAG | slot);
+            self.cold.expired_total += 1;
+            return None;
+        }
+        Some((shard, h32))
+    }
+
     /// A copy read back: active again with its timer, as before it left.
     /// Read with its run it is due at the run's latest requeue time (at
     /// most `COPY_SPAN_MS` after its own); read for a command or a message,
@@ -1059,18 +1066,9 @@ impl Engine {
         due: Option<u64>,
         now: u64,
     ) {
-        let expired = u64::from(job.etime) <= now / 1000;
-        let place = self.cold.get(slot).map(|s| (s.shard(), s.h32));
-        self.cold_forget(slot, COPIES);
-        self.cold.loaded_total += 1;
-        let Some((shard, h32)) = place else {
+        let Some((shard, h32)) = self.cold_landed(slot, COPIES, job.etime, now) else {
             return;
         };
-        if expired {
-            self.store.remove_cold(shard, h32, COLD_TAG | slot);
-            self.cold.expired_total += 1;
-            return;
-        }
         // The flags as they were (a delayed job's first queueing does not
         // ask the other nodes first).
         job.flags = flags & !F_EXT;

@@ -288,6 +288,8 @@ pub struct SpillStats {
     pub whole_jobs: u64,
     /// Of those, replicas' copies waiting for their retry.
     pub whole_copies: u64,
+    /// Copies acknowledged while on disk, dropped without a read (total).
+    pub copies_acked_on_disk: u64,
     /// Bodies written but not yet confirmed.
     pub pending: u64,
     /// Bytes of segment files (live and dead records).
@@ -527,6 +529,7 @@ impl Engine {
         st.jobs = s.cold + self.cold_jobs();
         st.whole_jobs = self.cold_jobs();
         st.whole_copies = self.cold.copies;
+        st.copies_acked_on_disk = self.cold.acked_on_disk;
         st.pending = s.pending.len() as u64;
         st.disk_bytes = s.disk_bytes();
         st.live_bytes = s.segs.values().map(|x| x.live_bytes).sum();

@@ -113,7 +113,7 @@ pub fn info(node: &Node, out: &mut String) {
     let last_error = io
         .and_then(|s| s.last_error.lock().ok().and_then(|g| g.clone()))
         .unwrap_or_default();
-    let fields: [(&str, String); 23] = [
+    let fields: [(&str, String); 24] = [
         ("spill_enabled", u8::from(node.config.spill).to_string()),
         ("spill_status", status.replace(['\r', '\n'], " ")),
         (
@@ -128,6 +128,10 @@ pub fn info(node: &Node, out: &mut String) {
         ("spilled_jobs", st.jobs.to_string()),
         ("spilled_whole_jobs", st.whole_jobs.to_string()),
         ("spilled_whole_copies", st.whole_copies.to_string()),
+        (
+            "spill_copies_acked_on_disk",
+            st.copies_acked_on_disk.to_string(),
+        ),
         (
             "spill_whole_table_bytes",
             node.engine.cold_bytes().to_string(),

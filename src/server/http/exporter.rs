@@ -473,6 +473,11 @@ impl Collector for NodeCollector {
                     st.reads,
                 ),
                 (
+                    "disque_spill_copies_acked_on_disk",
+                    "Replicas' copies acknowledged while on disk, dropped without a read.",
+                    st.copies_acked_on_disk,
+                ),
+                (
                     "disque_spill_compactions",
                     "Spill segments whose live records were copied forward.",
                     st.compactions,
