@@ -27,8 +27,8 @@
 #
 # WATCH=S samples every node's used_memory once a second for S seconds
 # after the fill (with RETRY=S' short enough, the copies come due then):
-# the highest sample, used_memory_peak and spill_whole_table_bytes at the
-# end (`watch_` columns).
+# the highest sample, the highest used_memory_rss sample, used_memory_peak
+# and spill_whole_table_bytes at the end (`watch_` columns).
 #
 # environment: N [60000], MAXMEM [32mb], REPS [2], WHOLE [no], RETRY,
 #              DRAIN, WATCH, SKIP_BUILD=1, CARGO_TARGET_DIR [target]
@@ -48,19 +48,22 @@ bench_init "$@"
 field() { redis-cli -p "$1" info everything | tr -d '\r' | sed -n "s/^$2:\(.*\)/\1/p"; }
 
 cols="used_memory,spilled_jobs,spilled_whole_jobs,spilled_whole_copies,spill_disk_reads,refused_oom,registered_jobs"
-counters() { # port: the $cols fields, comma-separated
-    local c v line=""
+# table_jobs: registered_jobs less the whole jobs on disk (records in RAM)
+counters() { # port: the $cols fields, comma-separated, then table_jobs
+    local c v line="" reg=0 whole=0
     for c in ${cols//,/ }; do
         v=$(field "$1" "$c")
         line="$line,${v:-}"
+        [ "$c" = registered_jobs ] && reg=${v:-0}
+        [ "$c" = spilled_whole_jobs ] && whole=${v:-0}
     done
-    echo "${line#,}"
+    echo "${line#,},$((reg - whole))"
 }
 after=""
-[ -n "$RETRY" ] && after=",$(echo "$cols" | sed 's/\([a-z_]*\)/after_\1/g')"
-[ -n "$WATCH" ] && after="$after,watch_max_used,watch_peak,watch_table_bytes"
+[ -n "$RETRY" ] && after=",$(echo "$cols,table_jobs" | sed 's/\([a-z_]*\)/after_\1/g')"
+[ -n "$WATCH" ] && after="$after,watch_max_used,watch_max_rss,watch_peak,watch_table_bytes"
 [ -n "$DRAIN" ] && after="$after,drain_jobs_per_s,drain_reads,drain_left"
-echo "label,round,node,ops_per_s,client_errors,$cols$after"
+echo "label,round,node,ops_per_s,client_errors,$cols,table_jobs$after"
 declare -A before
 for r in $(seq "$REPS"); do
     for b in "${builds[@]}"; do
@@ -94,13 +97,15 @@ r = json.load(sys.stdin)["results"]
 print(round(r["ops_per_sec"]), r["errors"])')
         before=()
         for p in "${ports[@]}"; do before[$p]=$(counters "$p"); done
-        declare -A most=()
+        declare -A most=() rss=()
         if [ -n "$WATCH" ]; then
-            for p in "${ports[@]}"; do most[$p]=0; done
+            for p in "${ports[@]}"; do most[$p]=0 rss[$p]=0; done
             for _ in $(seq "$WATCH"); do
                 for p in "${ports[@]}"; do
                     u=$(field "$p" used_memory)
                     [ "$u" -gt "${most[$p]}" ] && most[$p]=$u
+                    u=$(field "$p" used_memory_rss)
+                    [ "$u" -gt "${rss[$p]}" ] && rss[$p]=$u
                 done
                 sleep 1
             done
@@ -110,7 +115,7 @@ print(round(r["ops_per_sec"]), r["errors"])')
         for p in "${ports[@]}"; do
             line="$label,$r,$p,$ops,$errors,${before[$p]}"
             [ -n "$RETRY" ] && line="$line,$(counters "$p")"
-            [ -n "$WATCH" ] && line="$line,${most[$p]},$(field "$p" used_memory_peak),$(field "$p" spill_whole_table_bytes)"
+            [ -n "$WATCH" ] && line="$line,${most[$p]},${rss[$p]},$(field "$p" used_memory_peak),$(field "$p" spill_whole_table_bytes)"
             lines+=("$line")
         done
         if [ -n "$DRAIN" ]; then

@@ -302,12 +302,9 @@ restart() {
     back=$(redis-cli -p "$port" QLEN dqbench:0)
     # The probe above took (and did not ack) at most one job: it is back
     # in the queue after its retry, so count it as present.
-    # Whole jobs on disk are not in the job table (registered_jobs).
-    # Both from one INFO: whole writes issued by the replay still land
-    # after it, and two reads would count such a job twice.
+    # registered_jobs counts the whole jobs on disk too.
     local active
-    active=$(redis-cli -p "$port" INFO all | tr -d '\r' |
-        awk -F: '$1=="registered_jobs" || $1=="spilled_whole_jobs" {n += $2} END {print n}')
+    active=$(field jobs registered_jobs)
     echo "after: back=$back registered=$active lost=$(( n - active )) first_getjob_s=$(python3 -c "print(round($first - $t0, 2))") loaded_s=$(python3 -c "print(round($loaded - $t0, 2))") rss=$(rss) spilled=$(field spill spilled_jobs) whole=$(field spill spilled_whole_jobs) used_memory=$(field memory used_memory) used_memory_peak=$(field memory used_memory_peak)"
     # An empty NOHANG reply (the head being read back) counts as an
     # operation: rounds until the queue is empty.

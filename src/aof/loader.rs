@@ -157,7 +157,7 @@ impl FileLoad {
     /// What was loaded (after the last `step` returned true).
     pub fn finish(mut self, engine: &Engine) -> Loaded {
         self.loaded.size = self.reader.offset();
-        self.loaded.jobs = engine.store().len();
+        self.loaded.jobs = engine.registered_jobs();
         self.loaded
     }
 }

@@ -139,7 +139,7 @@ fn section(node: &Node, name: &str, now: u64, out: &mut String) {
             line("mem_fragmentation_ratio", &format!("{frag:.2}"));
             line("mem_allocator", &"libc");
         }
-        "jobs" => line("# Jobs\r\nregistered_jobs", &node.engine.store().len()),
+        "jobs" => line("# Jobs\r\nregistered_jobs", &node.engine.registered_jobs()),
         "queues" => line("# Queues\r\nregistered_queues", &node.engine.queues().len()),
         "persistence" => {
             let a = &node.aof;

@@ -659,10 +659,11 @@ impl Engine {
     }
 
     /// The requeue time of job `h` if it is a plain replica's copy that
-    /// may leave RAM whole now. Not during an AOF replay (its bookkeeping
-    /// of slots is for queued jobs) or rewrite.
+    /// may leave RAM whole now (or a job an AOF replay brought back
+    /// active, which waits for its retry the same way). Not during an AOF
+    /// rewrite.
     fn cold_copy_qtime(&self, h: JobHandle) -> Option<u64> {
-        if !self.cold_on() || self.spill_pinned() || self.cold.replay.is_some() {
+        if !self.cold_on() || self.spill_pinned() {
             return None;
         }
         let j = self.store.get(h)?;
@@ -703,13 +704,23 @@ impl Engine {
         else {
             return false;
         };
-        let etime = j.etime;
+        let (etime, ctime) = (j.etime, j.ctime);
         for n in j.nodes_delivered.iter().filter(|&n| n != 0) {
             self.cold.holders.insert(n);
         }
         let Some(slot) = self.cold.alloc(Slot::default()) else {
             return false;
         };
+        if self.cold.replay.is_some() {
+            // A later record of the job (its DELJOB, a duplicate LOADJOB)
+            // must find it here.
+            let note = Replayed {
+                check: super::store::JobStore::id_check(&id),
+                queue: COPIES,
+                ctime,
+            };
+            self.cold.note_replayed(slot, note);
+        }
         if !self.cold_settle(h, slot, loc, etime, COPY) {
             return false;
         }

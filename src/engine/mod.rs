@@ -374,6 +374,12 @@ impl Engine {
         &self.store
     }
 
+    /// Jobs this node holds, in the job table or whole on disk (INFO's
+    /// `registered_jobs`).
+    pub fn registered_jobs(&self) -> usize {
+        self.store.len() + self.cold_jobs() as usize
+    }
+
     /// Every queue, by handle (SCAN cursors are handles).
     pub fn queues(&self) -> &Slab<Queue> {
         &self.queues

@@ -127,7 +127,7 @@ impl Engine {
     /// This node's totals (one pass over the queues).
     pub fn node_totals(&self) -> NodeTotals {
         let mut t = NodeTotals {
-            jobs: self.store.len() as u64,
+            jobs: self.registered_jobs() as u64,
             queues: self.queues.len() as u64,
             ..NodeTotals::default()
         };

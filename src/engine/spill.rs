@@ -2319,6 +2319,73 @@ mod tests {
         }
     }
 
+    /// A restart without the controlled-restart recipe brings every job
+    /// back active until its retry: plain ones leave RAM whole as the
+    /// replay goes (not their bodies alone, whose records would stay), a
+    /// later DELJOB still deletes them, and each is queued at its retry
+    /// with its body.
+    #[test]
+    fn jobs_replayed_active_leave_ram_whole_until_their_retry() {
+        let mut e = whole();
+        let mut disk = Disk::default();
+        e.set_spill_replay(true);
+        let now = 20_000;
+        let n = 3000u64;
+        let mut made = Vec::new();
+        for i in 0..n {
+            // What the AOF loader does with an active job's LOADJOB.
+            let mut id = *b"D-ad249f8c-OF1sLDglZX7WluoLS7rcXAGl-05a1";
+            id[28..34].copy_from_slice(format!("{i:06}").as_bytes());
+            let mut j = Engine::new_job(JobId(id));
+            j.ctime = 10_000 + i;
+            j.etime = 1_000_000;
+            j.retry = 10;
+            j.qtime = now + 10_000;
+            j.queue = Some(crate::domain::job::QueueName::from(&b"q"[..]));
+            j.body = Some(crate::domain::job::Body::from(format!("b{i}").as_bytes()));
+            let h = e.register_with(j, None).expect("registered");
+            e.update_awake(h, now);
+            e.spill_parked(h, now);
+            made.push(JobId(id));
+            if i % 500 == 0 {
+                disk.run(&mut e, now);
+            }
+        }
+        disk.run(&mut e, now);
+        // Every third was acknowledged before the crash: its DELJOB
+        // follows in the file. A second LOADJOB of a job on disk is
+        // recognised as a duplicate.
+        for id in made.iter().step_by(3) {
+            match e.lookup(id) {
+                Some(h) => e.delete_job(h, now),
+                None => assert!(
+                    e.drop_replayed_cold(id),
+                    "{id:?} neither in RAM nor on disk"
+                ),
+            }
+        }
+        assert!(e.replayed_cold(&made[1]));
+        e.set_spill_replay(false);
+        let left = n - n.div_ceil(3);
+        assert_eq!(e.spill_stats().whole_copies, left, "jobs whole on disk");
+        assert_eq!(e.store.len(), 0, "records left in RAM");
+        // Their retry comes: each is read back in time and queued.
+        let mut t = now;
+        while t < now + 12_000 {
+            t += 100;
+            e.tick(t);
+            disk.run(&mut e, t);
+        }
+        assert_eq!(e.queue_len(b"q"), left as usize);
+        let mut got = drain(&mut e, &mut disk, b"q", t);
+        got.sort_by_key(|(id, _)| *id);
+        let want: Vec<(JobId, Bytes)> = (0..n)
+            .filter(|i| i % 3 != 0)
+            .map(|i| (made[i as usize], Bytes::from(format!("b{i}"))))
+            .collect();
+        assert_eq!(got, want);
+    }
+
     #[test]
     fn a_blocked_getjob_is_served_when_the_page_in_lands() {
         let mut e = engine();

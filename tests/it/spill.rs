@@ -440,6 +440,53 @@ fn after_a_crash_jobs_loaded_active_spill_until_their_retry() {
     drain_in_order(&mut c, "q", &ids);
 }
 
+/// The same restart with whole jobs: the jobs loaded active leave RAM
+/// whole as the AOF loads (their bodies alone would keep a record of
+/// ~160 bytes each in RAM), those acknowledged before the crash stay
+/// gone, and at their retry every other job is queued and delivered in
+/// order with its body.
+#[test]
+fn after_a_crash_jobs_loaded_active_leave_ram_whole_until_their_retry() {
+    let mut args = WHOLE.to_vec();
+    args.extend(["--appendonly", "yes", "--appendfsync", "always"]);
+    let mut s = Server::start(ServerOpts::with_args(&args));
+    let mut c = s.client();
+    let n = 600;
+    let acked = 100;
+    let ids: Vec<String> = (0..n)
+        .map(|i| addjob(&mut c, "q", &body(i), &["RETRY", "6"]))
+        .collect();
+    let mut ack = vec!["ACKJOB"];
+    ack.extend(ids[..acked].iter().map(String::as_str));
+    assert_eq!(c.cmd(&ack).int(), acked as i64);
+    s.kill9();
+    s.restart();
+    let mut c = s.client();
+    let back = (n - acked) as i64;
+    assert!(
+        wait_until(WAIT, POLL, || info(&mut c, "spilled_whole_copies") == back),
+        "{} of {back} whole on disk; {}",
+        info(&mut c, "spilled_whole_copies"),
+        s.output()
+    );
+    assert_eq!(c.cmd(&["QLEN", "q"]).int(), 0, "queued before their retry");
+    assert_eq!(c.info_int("registered_jobs"), back, "jobs on disk count");
+    assert!(
+        c.cmd(&["SHOW", &ids[0]]).is_nil(),
+        "an acknowledged job came back"
+    );
+    let shown = c.cmd(&["SHOW", &ids[n - 1]]);
+    assert_eq!(shown.field("body").text(), body(n - 1));
+    let ok = wait_until(WAIT, POLL, || c.cmd(&["QLEN", "q"]).int() == back);
+    assert!(ok, "QLEN {}", c.cmd(&["QLEN", "q"]).int());
+    let got = drain(&mut c, "q", n - acked);
+    for (k, (id, b)) in got.iter().enumerate() {
+        let i = acked + k;
+        assert_eq!(id, &ids[i], "job {i} out of order");
+        assert_eq!(b, body(i).as_bytes());
+    }
+}
+
 /// Pipelined ADDJOBs: `n` jobs of about 1 KiB; their replies in order
 /// (job IDs, or the text of an error).
 fn fill_pipelined(c: &mut Client, q: &str, n: usize) -> Vec<String> {

@@ -227,7 +227,7 @@ pub(super) async fn overview(State(st): State<AppState>) -> Json<Value> {
                 },
                 "totals": {
                     "queues": queues.len(), "queued": queued, "blocked": blocked,
-                    "jobs": node.engine.store().len(), "clients": node.clients.len(),
+                    "jobs": node.engine.registered_jobs(), "clients": node.clients.len(),
                 },
                 "memory": {
                     "used": crate::os::allocator::allocated(),

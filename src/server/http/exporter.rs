@@ -95,7 +95,7 @@ impl Snapshot {
             queued_jobs,
             blocked_clients,
             producers_waiting: node.engine.producers_waiting() as u64,
-            registered_jobs: node.engine.store().len() as u64,
+            registered_jobs: node.engine.registered_jobs() as u64,
             peers: node.engine.peer_stats(),
             link_connects: crate::observe::metrics::shell().link_connects(),
             aof_enabled: node.aof.state != crate::node::persistence::AofState::Off,
