@@ -294,7 +294,10 @@ restart() {
     done
     [[ -z $first ]] && first=$loaded
     if [[ $first == none ]]; then
-        echo "after (no recipe): registered=$(field jobs registered_jobs) lost=$(( n - $(field jobs registered_jobs) )) loaded_s=$(python3 -c "print(round($loaded - $t0, 2))") rss=$(rss) used_memory=$(field memory used_memory) spilled=$(field spill spilled_jobs)"
+        echo "after (no recipe): registered=$(field jobs registered_jobs) lost=$(( n - $(field jobs registered_jobs) )) loaded_s=$(python3 -c "print(round($loaded - $t0, 2))") rss=$(rss) used_memory=$(field memory used_memory) used_memory_peak=$(field memory used_memory_peak) spilled=$(field spill spilled_jobs) whole=$(field spill spilled_whole_jobs)"
+        # The replay's last writes land after it: the same a second later.
+        sleep 1
+        echo "after (no recipe, 1 s later): rss=$(rss) used_memory=$(field memory used_memory) spilled=$(field spill spilled_jobs) whole=$(field spill spilled_whole_jobs)"
         stop
         return 0
     fi
