@@ -287,9 +287,16 @@ pub struct ColdTier {
 #[derive(Default)]
 struct Replay {
     slots: Vec<Replayed>,
+    /// The creation time of each queued job's slot (copies need none): a
+    /// replay meets a queue's jobs out of order (a rewrite lists the job
+    /// table in slot order), and with it a job joins the run whose span it
+    /// falls in, in its place (`ColdTier::insert`), instead of staying in
+    /// RAM. Apart from `slots`, so that a replay of copies alone (a
+    /// restart without the recipe) keeps 8 bytes a job, not 16.
+    ctimes: Vec<u64>,
 }
 
-/// One replayed cold slot: 16 bytes, freed when the replay ends.
+/// One replayed cold slot: 8 bytes, freed when the replay ends.
 #[derive(Clone, Copy, Default)]
 struct Replayed {
     /// `JobStore::id_check` of the slot's job (`replayed_slot`).
@@ -297,11 +304,6 @@ struct Replayed {
     /// The slot's queue: a later record naming the job (its DELJOB) must
     /// take it out of its queue's count, and a slot does not say.
     queue: u32,
-    /// The job's creation time: a replay meets a queue's jobs out of
-    /// order (a rewrite lists the job table in slot order), and with it a
-    /// job joins the run whose span it falls in, in its place
-    /// (`ColdTier::insert`), instead of staying in RAM.
-    ctime: u64,
 }
 
 impl ColdTier {
@@ -309,7 +311,8 @@ impl ColdTier {
         self.replay = on.then(Replay::default);
     }
 
-    fn note_replayed(&mut self, slot: u32, note: Replayed) {
+    /// Note what a replay knows of `slot`; `ctime` for a queued job's.
+    fn note_replayed(&mut self, slot: u32, note: Replayed, ctime: Option<u64>) {
         let Some(r) = &mut self.replay else {
             return;
         };
@@ -318,6 +321,12 @@ impl ColdTier {
             r.slots.resize(i + 1, Replayed::default());
         }
         r.slots[i] = note;
+        if let Some(t) = ctime {
+            if r.ctimes.len() <= i {
+                r.ctimes.resize(i + 1, 0);
+            }
+            r.ctimes[i] = t;
+        }
     }
 
     /// During a replay: whether a job may go inside run `r` rather than
@@ -334,8 +343,8 @@ impl ColdTier {
         let Some(rp) = &self.replay else {
             return;
         };
-        let noted = &rp.slots;
-        let of = |s: u32| noted.get(s as usize).map_or(0, |n| n.ctime);
+        let noted = &rp.ctimes;
+        let of = |s: u32| noted.get(s as usize).copied().unwrap_or(0);
         let Some(cq) = self.queues.get_mut(&qh) else {
             return;
         };
@@ -607,9 +616,8 @@ impl Engine {
             let note = Replayed {
                 check: super::store::JobStore::id_check(&id),
                 queue: qh,
-                ctime,
             };
-            self.cold.note_replayed(slot, note);
+            self.cold.note_replayed(slot, note, Some(ctime));
         }
         let removed = self
             .queues
@@ -704,7 +712,7 @@ impl Engine {
         else {
             return false;
         };
-        let (etime, ctime) = (j.etime, j.ctime);
+        let etime = j.etime;
         for n in j.nodes_delivered.iter().filter(|&n| n != 0) {
             self.cold.holders.insert(n);
         }
@@ -717,9 +725,8 @@ impl Engine {
             let note = Replayed {
                 check: super::store::JobStore::id_check(&id),
                 queue: COPIES,
-                ctime,
             };
-            self.cold.note_replayed(slot, note);
+            self.cold.note_replayed(slot, note, None);
         }
         if !self.cold_settle(h, slot, loc, etime, COPY) {
             return false;

@@ -777,6 +777,18 @@ impl Engine {
         self.cold.set_replay(on);
     }
 
+    /// Between two batches of an AOF replay (the cron starts after it):
+    /// jobs loaded active while memory was under the watermark leave RAM
+    /// once it is passed, as the cron's walk of the job table would take
+    /// them after the load. Without it a replay ended with every job it
+    /// met first still in RAM, body and all, on top of the tables the rest
+    /// had grown (a 1M-job replay under 64 MB: 33 MB of them).
+    pub fn spill_replay_backfill(&mut self, now: u64) {
+        if self.spill.enabled && self.spill.replay && self.spill_wanted() {
+            self.spill_parked_backfill(now);
+        }
+    }
+
     /// Writes in flight are at their cap while spilling: a producer that
     /// can wait (the AOF loader) lets the disk catch up first.
     pub fn spill_backlogged(&self) -> bool {
@@ -2319,6 +2331,63 @@ mod tests {
         }
     }
 
+    /// What the AOF loader does with the LOADJOB of an active job (body
+    /// `b{i}`, RETRY 10 s, requeue time 10 s after `now`).
+    fn load_active(e: &mut Engine, i: u64, now: u64) -> JobId {
+        let mut id = *b"D-ad249f8c-OF1sLDglZX7WluoLS7rcXAGl-05a1";
+        id[28..34].copy_from_slice(format!("{i:06}").as_bytes());
+        let mut j = Engine::new_job(JobId(id));
+        j.ctime = 10_000 + i;
+        j.etime = 1_000_000;
+        j.retry = 10;
+        j.qtime = now + 10_000;
+        j.queue = Some(crate::domain::job::QueueName::from(&b"q"[..]));
+        j.body = Some(crate::domain::job::Body::from(format!("b{i}").as_bytes()));
+        let h = e.register_with(j, None).expect("registered");
+        e.update_awake(h, now);
+        e.spill_parked(h, now);
+        JobId(id)
+    }
+
+    /// Memory as a test sets it (`set_memory_counter` takes a plain fn).
+    static REPLAY_USED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+    fn replay_used() -> usize {
+        REPLAY_USED.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// A replay starts under the watermark, so the jobs it meets first
+    /// stay in RAM; once memory passes it, they leave between two batches
+    /// too, not only after the load when the cron starts.
+    #[test]
+    fn jobs_a_replay_kept_under_the_watermark_leave_once_it_is_passed() {
+        let mut e = whole();
+        let mut disk = Disk::default();
+        e.set_spill(true, 0, 50);
+        e.set_memory_limit(100 << 20, crate::engine::memory::Policy::Acks);
+        e.set_memory_counter(replay_used);
+        e.set_spill_replay(true);
+        let now = 20_000;
+        for i in 0..1000 {
+            load_active(&mut e, i, now);
+        }
+        e.spill_replay_backfill(now);
+        disk.run(&mut e, now);
+        assert_eq!(e.spill_stats().whole_copies, 0, "under the watermark");
+        REPLAY_USED.store(90 << 20, std::sync::atomic::Ordering::Relaxed);
+        for i in 1000..2000 {
+            load_active(&mut e, i, now);
+            if i % 100 == 99 {
+                // The loader's batch ends.
+                e.spill_replay_backfill(now);
+                disk.run(&mut e, now);
+            }
+        }
+        e.set_spill_replay(false);
+        assert_eq!(e.spill_stats().whole_copies, 2000);
+        assert_eq!(e.store.len(), 0, "records left in RAM");
+    }
+
     /// A restart without the controlled-restart recipe brings every job
     /// back active until its retry: plain ones leave RAM whole as the
     /// replay goes (not their bodies alone, whose records would stay), a
@@ -2333,20 +2402,7 @@ mod tests {
         let n = 3000u64;
         let mut made = Vec::new();
         for i in 0..n {
-            // What the AOF loader does with an active job's LOADJOB.
-            let mut id = *b"D-ad249f8c-OF1sLDglZX7WluoLS7rcXAGl-05a1";
-            id[28..34].copy_from_slice(format!("{i:06}").as_bytes());
-            let mut j = Engine::new_job(JobId(id));
-            j.ctime = 10_000 + i;
-            j.etime = 1_000_000;
-            j.retry = 10;
-            j.qtime = now + 10_000;
-            j.queue = Some(crate::domain::job::QueueName::from(&b"q"[..]));
-            j.body = Some(crate::domain::job::Body::from(format!("b{i}").as_bytes()));
-            let h = e.register_with(j, None).expect("registered");
-            e.update_awake(h, now);
-            e.spill_parked(h, now);
-            made.push(JobId(id));
+            made.push(load_active(&mut e, i, now));
             if i % 500 == 0 {
                 disk.run(&mut e, now);
             }

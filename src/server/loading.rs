@@ -68,6 +68,7 @@ pub async fn load(shared: &Shared) -> Result<(), crate::aof::AofError> {
                 let (back, r, backlogged) = shared
                     .call(move |node, now| {
                         let r = load.step(&mut node.engine, now, BATCH);
+                        node.engine.spill_replay_backfill(now);
                         if let Some(s) = &mut node.aof.loading {
                             s.loaded_bytes = load.offset();
                         }
