@@ -102,6 +102,13 @@ class ScheduleTest(unittest.TestCase):
             # Pauses are longer than the node timeout (2..3x).
             self.assertGreater(p.fault_s, p.node_timeout_ms / 1000.0)
 
+    def test_whole_spill_runs_keep_copies_on_the_whole_path(self):
+        # A RETRY under 6 s keeps replicas' copies out of the whole tier.
+        for quick in (True, False):
+            self.assertGreaterEqual(chaos.Profile(quick, "whole").retry_s, 6)
+            p = chaos.Profile(quick, "whole")
+            self.assertGreater(p.grace_s(), p.retry_s)
+
     def test_plan_is_a_function_of_fault_and_seed(self):
         p = chaos.Profile(False)
         for f in chaos.FAULTS:
