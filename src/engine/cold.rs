@@ -568,10 +568,7 @@ impl Engine {
 
     /// `cold_eligible`, answering with the job's queue.
     fn cold_queue_of_eligible(&self, h: JobHandle) -> Option<u32> {
-        // While an AOF rewrite snapshots the node, no job leaves RAM whole
-        // (its snapshot of the job table may have passed the job already,
-        // and its pass over the jobs on disk may not have reached it yet).
-        if !self.cold_on() || self.spill_pinned() {
+        if !self.cold_on() {
             return None;
         }
         let j = self.store.get(h)?;
@@ -668,10 +665,9 @@ impl Engine {
 
     /// The requeue time of job `h` if it is a plain replica's copy that
     /// may leave RAM whole now (or a job an AOF replay brought back
-    /// active, which waits for its retry the same way). Not during an AOF
-    /// rewrite.
+    /// active, which waits for its retry the same way).
     fn cold_copy_qtime(&self, h: JobHandle) -> Option<u64> {
-        if !self.cold_on() || self.spill_pinned() {
+        if !self.cold_on() {
             return None;
         }
         let j = self.store.get(h)?;
@@ -744,6 +740,16 @@ impl Engine {
     /// (written at `loc`) is. False (the slot given back) if the entry was
     /// not found.
     fn cold_settle(&mut self, h: JobHandle, slot: u32, loc: Loc, etime: u32, kind: u32) -> bool {
+        // While an AOF rewrite snapshots the node, its pass over the job
+        // table may not have reached the job yet and its pass over the
+        // jobs on disk may have passed the slot already: the job's record
+        // is logged again, so the new file has it either way (a record
+        // twice is a duplicate the loader skips). Keeping every job in RAM
+        // for the whole rewrite instead spilled bodies only, ~160 bytes a
+        // job left in RAM, for as long as a rewrite of a large file lasts.
+        if self.spill_pinned() {
+            self.aof_relog(h);
+        }
         let Some((_, shard, h32)) = self.store.evict(h, COLD_TAG | slot) else {
             self.cold.unalloc(slot);
             return false;
