@@ -996,19 +996,24 @@ fn replicas_copies_leave_ram_whole_and_are_requeued_when_the_origin_dies() {
         && info(&mut cb, "spilled_whole_copies") == all));
     assert_eq!(cb.cmd(&["QLEN", "c"]).int(), 0, "the replica queued copies");
     // The first 50 are acknowledged at the origin: the replicas drop their
-    // copies and never queue them. They went back to disk just now and
-    // are not due for another RETRY, so each is dropped from its slot,
-    // without a read.
+    // copies and never queue them. They went back to disk just now, so a
+    // copy still there is dropped from its slot, without a read; one the
+    // other replica's WILLQUEUE brought back meanwhile (their timers drift
+    // apart on a loaded machine) is dropped from RAM.
+    let reads = info(&mut cb, "spill_disk_reads");
     let acked = 50;
     let mut ack = vec!["ACKJOB"];
     ack.extend(ids[..acked].iter().map(String::as_str));
     assert_eq!(ca.cmd(&ack).int(), acked as i64);
+    assert!(wait_until(WAIT, POLL, || info(
+        &mut cb,
+        "spilled_whole_copies"
+    ) <= all - acked as i64));
+    let on_disk = info(&mut cb, "spill_copies_acked_on_disk");
+    let read = info(&mut cb, "spill_disk_reads") - reads;
     assert!(
-        wait_until(WAIT, POLL, || info(&mut cb, "spilled_whole_copies")
-            <= all - acked as i64
-            && info(&mut cb, "spill_copies_acked_on_disk") == acked as i64),
-        "acknowledged on disk: {}",
-        info(&mut cb, "spill_copies_acked_on_disk")
+        on_disk > 0 && on_disk + read >= acked as i64,
+        "{on_disk} acknowledged on disk, {read} copies read back meanwhile"
     );
     // The origin dies: once the other two agree it failed, a replica
     // queues each copy at its next retry (GETJOB here pulls those queued
