@@ -26,7 +26,7 @@
 //!
 //! With the AOF on, the job's LOADJOB stays its durable copy. An AOF
 //! rewrite (segments pinned) walks the slots (`cold_snapshot`) after the
-//! job table; meanwhile no job leaves RAM whole and a job read back is
+//! job table; meanwhile a job that leaves RAM whole or is read back is
 //! logged again, so no job is missed while it moves between the tables.
 
 use std::collections::VecDeque;
