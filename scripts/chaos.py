@@ -450,7 +450,7 @@ class Run:
         if args.cycles:
             self.prof.cycles = args.cycles
         self.replicate = args.replicate
-        self.spill_counts = {"written": 0, "reads": 0, "copies": 0}
+        self.spill_counts = {"written": 0, "reads": 0}
         self.whole_copies = 0
         self.plan = plan(fault, seed, self.prof, args.replicate)
         self.aof = fault[4:] if fault.startswith("aof-") else None
@@ -712,8 +712,10 @@ class Run:
         log("backlog: %d jobs a node in %s" % (SPILL_BACKLOG, QUEUES[0]))
 
     def spill_totals(self):
-        """Jobs written to disk and read back, summed over the nodes (each
-        since its last start)."""
+        """Summed over the nodes: jobs written to disk and read back (each
+        node's counters since its last start), and replicas' copies whole on
+        disk now (a gauge; only the sample taken before the first fault is
+        reported)."""
         totals = {"written": 0, "reads": 0, "copies": 0}
         if self.args.spill == "no":
             return totals

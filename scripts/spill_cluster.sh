@@ -102,10 +102,11 @@ print(round(r["ops_per_sec"]), r["errors"])')
             for p in "${ports[@]}"; do most[$p]=0 rss[$p]=0; done
             for _ in $(seq "$WATCH"); do
                 for p in "${ports[@]}"; do
-                    u=$(field "$p" used_memory)
+                    # one INFO a sample: used_memory and used_memory_rss
+                    read -r u v < <(redis-cli -p "$p" info memory | tr -d '\r' |
+                        awk -F: '$1=="used_memory"{u=$2} $1=="used_memory_rss"{v=$2} END{print u, v}')
                     [ "$u" -gt "${most[$p]}" ] && most[$p]=$u
-                    u=$(field "$p" used_memory_rss)
-                    [ "$u" -gt "${rss[$p]}" ] && rss[$p]=$u
+                    [ "$v" -gt "${rss[$p]}" ] && rss[$p]=$v
                 done
                 sleep 1
             done

@@ -451,10 +451,12 @@ fn after_a_crash_jobs_loaded_active_leave_ram_whole_until_their_retry() {
     args.extend(["--appendonly", "yes", "--appendfsync", "always"]);
     let mut s = Server::start(ServerOpts::with_args(&args));
     let mut c = s.client();
+    // RETRY 10: the copies must still be on disk, seconds after the load,
+    // when the first wait below sees them all there.
     let n = 600;
     let acked = 100;
     let ids: Vec<String> = (0..n)
-        .map(|i| addjob(&mut c, "q", &body(i), &["RETRY", "6"]))
+        .map(|i| addjob(&mut c, "q", &body(i), &["RETRY", "10"]))
         .collect();
     let mut ack = vec!["ACKJOB"];
     ack.extend(ids[..acked].iter().map(String::as_str));
@@ -477,7 +479,8 @@ fn after_a_crash_jobs_loaded_active_leave_ram_whole_until_their_retry() {
     );
     let shown = c.cmd(&["SHOW", &ids[n - 1]]);
     assert_eq!(shown.field("body").text(), body(n - 1));
-    let ok = wait_until(WAIT, POLL, || c.cmd(&["QLEN", "q"]).int() == back);
+    // Queued at their retry, ten seconds after the load: more than WAIT.
+    let ok = wait_until(3 * WAIT, POLL, || c.cmd(&["QLEN", "q"]).int() == back);
     assert!(ok, "QLEN {}", c.cmd(&["QLEN", "q"]).int());
     let got = drain(&mut c, "q", n - acked);
     for (k, (id, b)) in got.iter().enumerate() {
