@@ -29,7 +29,9 @@
 #
 #  restart - with the AOF on, JOBS jobs on disk, kill -9, restart: jobs
 #          lost, time to the first GETJOB and to the whole load, then every
-#          job drained with its body (see `restart` below).
+#          job drained with its body (see `restart` below). KEEP_AOF=<dir>
+#          keeps the crashed node's files; FROM_AOF=<dir> restarts from
+#          them instead of filling (two builds replay the same file).
 #
 #  churn - disk bytes against live bytes over DURATION seconds [3600] of
 #          acks, NACK loops and long-TTL stragglers at RATE [2000] jobs/s
@@ -108,6 +110,7 @@ field() { # section name
 }
 
 rss() { awk '/VmRSS/ {print $2 * 1024}' "/proc/$pid/status"; }
+peak_rss() { awk '/VmHWM/ {print $2 * 1024}' "/proc/$pid/status"; }
 
 settle() { # wait until no spill write is in flight and the backfill is done
     local last=-1 now
@@ -259,15 +262,32 @@ drain() { # label benchmark-args...
 restart() {
     local args=(--maxmemory "$MAXMEM" --appendonly yes --appendfsync everysec
         --spill yes --spill-whole-jobs "${WHOLE:-no}")
-    start "${args[@]}"
-    "$BIN_DIR/disque-benchmark" -p "$port" -w addjob -s "$SIZE" -n "$JOBS" -c 20 -P 16 ${RATE:+--rate "$RATE"} -q >/dev/null || true
-    settle
     local n aof
-    n=$(redis-cli -p "$port" QLEN dqbench:0)
-    aof=$(du -sb "$work/d" | cut -f1)
-    echo "before: accepted=$n spilled=$(field spill spilled_jobs) whole=$(field spill spilled_whole_jobs) used_memory=$(field memory used_memory) rss=$(rss) dir_bytes=$aof"
-    kill -9 "$pid"
-    wait "$pid" 2>/dev/null || true
+    if [[ -n ${FROM_AOF:-} ]]; then
+        # A kept crash (KEEP_AOF below): the same file replayed by another
+        # build, without filling again.
+        port=$(free_port)
+        rm -rf "$work/d" && mkdir -p "$work/d"
+        find "$FROM_AOF" -maxdepth 1 -type f ! -name accepted -exec cp {} "$work/d/" \;
+        n=$(cat "$FROM_AOF/accepted")
+        echo "before: accepted=$n (kept in $FROM_AOF)"
+    else
+        start "${args[@]}"
+        "$BIN_DIR/disque-benchmark" -p "$port" -w addjob -s "$SIZE" -n "$JOBS" -c 20 -P 16 ${RATE:+--rate "$RATE"} -q >/dev/null || true
+        settle
+        n=$(redis-cli -p "$port" QLEN dqbench:0)
+        aof=$(du -sb "$work/d" | cut -f1)
+        echo "before: accepted=$n spilled=$(field spill spilled_jobs) whole=$(field spill spilled_whole_jobs) used_memory=$(field memory used_memory) rss=$(rss) dir_bytes=$aof"
+        kill -9 "$pid"
+        wait "$pid" 2>/dev/null || true
+        if [[ -n ${KEEP_AOF:-} ]]; then
+            # The crashed node's files but its spill segments (a cache
+            # the restart deletes), for FROM_AOF runs.
+            rm -rf "$KEEP_AOF" && mkdir -p "$KEEP_AOF"
+            find "$work/d" -maxdepth 1 -type f -exec cp {} "$KEEP_AOF/" \;
+            echo "$n" >"$KEEP_AOF/accepted"
+        fi
+    fi
     local t0 first= loaded=
     t0=$(date +%s.%N)
     # The controlled-restart recipe: queued jobs come back queued (without
@@ -294,7 +314,7 @@ restart() {
     done
     [[ -z $first ]] && first=$loaded
     if [[ $first == none ]]; then
-        echo "after (no recipe): registered=$(field jobs registered_jobs) lost=$(( n - $(field jobs registered_jobs) )) loaded_s=$(python3 -c "print(round($loaded - $t0, 2))") rss=$(rss) used_memory=$(field memory used_memory) used_memory_peak=$(field memory used_memory_peak) spilled=$(field spill spilled_jobs) whole=$(field spill spilled_whole_jobs)"
+        echo "after (no recipe): registered=$(field jobs registered_jobs) lost=$(( n - $(field jobs registered_jobs) )) loaded_s=$(python3 -c "print(round($loaded - $t0, 2))") rss=$(rss) peak_rss=$(peak_rss) used_memory=$(field memory used_memory) used_memory_peak=$(field memory used_memory_peak) spilled=$(field spill spilled_jobs) whole=$(field spill spilled_whole_jobs)"
         # The replay's last writes land after it: the same a second later.
         sleep 1
         echo "after (no recipe, 1 s later): rss=$(rss) used_memory=$(field memory used_memory) spilled=$(field spill spilled_jobs) whole=$(field spill spilled_whole_jobs)"

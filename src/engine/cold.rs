@@ -33,6 +33,7 @@ use std::collections::VecDeque;
 
 use bytes::Bytes;
 
+use super::chunked::Chunked;
 use super::gossip::LinkKind;
 use super::records::Flavor;
 use super::spill::{Loc, ReadFailure, SpillOp};
@@ -141,52 +142,37 @@ impl Slot {
     }
 }
 
-/// Slots in fixed chunks: a doubling vector would leave up to half its
-/// capacity allocated and unused, as much again as the slots themselves.
+/// Every slot ever made, in fixed chunks (`Chunked`).
 #[derive(Default)]
 struct Slots {
-    chunks: Vec<Box<[Slot]>>,
+    table: Chunked<Slot>,
     len: u32,
 }
-
-const CHUNK_BITS: u32 = 14;
-const CHUNK: usize = 1 << CHUNK_BITS;
 
 impl Slots {
     fn len(&self) -> u32 {
         self.len
     }
     fn get(&self, i: u32) -> Option<&Slot> {
-        if i >= self.len {
-            return None;
-        }
-        self.chunks
-            .get((i >> CHUNK_BITS) as usize)?
-            .get(i as usize & (CHUNK - 1))
+        (i < self.len).then(|| self.table.get(i)).flatten()
     }
     fn get_mut(&mut self, i: u32) -> Option<&mut Slot> {
         if i >= self.len {
             return None;
         }
-        self.chunks
-            .get_mut((i >> CHUNK_BITS) as usize)?
-            .get_mut(i as usize & (CHUNK - 1))
+        self.table.get_mut(i)
     }
     fn push(&mut self, s: Slot) -> Option<u32> {
         let i = self.len;
         if i >= COLD_TAG - 1 {
             return None;
         }
-        if (i as usize) >> CHUNK_BITS >= self.chunks.len() {
-            self.chunks
-                .push(vec![Slot::default(); CHUNK].into_boxed_slice());
-        }
+        self.table.set(i, s);
         self.len += 1;
-        *self.get_mut(i)? = s;
         Some(i)
     }
     fn bytes(&self) -> usize {
-        self.chunks.len() * CHUNK * std::mem::size_of::<Slot>()
+        self.table.bytes()
     }
 }
 
@@ -283,49 +269,44 @@ pub struct ColdTier {
 }
 
 /// While an AOF replay runs: what it knows of each cold slot it made,
-/// indexed by slot.
+/// indexed by slot, in chunks (`Chunked`: these tables reach tens of
+/// megabytes at the very moment memory is tightest).
 #[derive(Default)]
 struct Replay {
-    slots: Vec<Replayed>,
-    /// The creation time of each queued job's slot (copies need none): a
-    /// replay meets a queue's jobs out of order (a rewrite lists the job
-    /// table in slot order), and with it a job joins the run whose span it
-    /// falls in, in its place (`ColdTier::insert`), instead of staying in
-    /// RAM. Apart from `slots`, so that a replay of copies alone (a
-    /// restart without the recipe) keeps 8 bytes a job, not 16.
-    ctimes: Vec<u64>,
+    /// `JobStore::id_check` of each slot's job (`replayed_slot`): 4 bytes
+    /// a job, all a replay of copies alone (a restart without the recipe)
+    /// keeps.
+    checks: Chunked<u32, REPLAY_CHUNK_BITS>,
+    /// The queue of each queued job's slot (a copy's slot says it is
+    /// one): a later record naming the job (its DELJOB) must take it out
+    /// of its queue's count, and a slot does not say which.
+    queues: Chunked<u32, REPLAY_CHUNK_BITS>,
+    /// The creation time of each queued job's slot: a replay meets a
+    /// queue's jobs out of order (a rewrite lists the job table in slot
+    /// order), and with it a job joins the run whose span it falls in, in
+    /// its place (`ColdTier::insert`), instead of staying in RAM.
+    ctimes: Chunked<u64, REPLAY_CHUNK_BITS>,
 }
 
-/// One replayed cold slot: 8 bytes, freed when the replay ends.
-#[derive(Clone, Copy, Default)]
-struct Replayed {
-    /// `JobStore::id_check` of the slot's job (`replayed_slot`).
-    check: u32,
-    /// The slot's queue: a later record naming the job (its DELJOB) must
-    /// take it out of its queue's count, and a slot does not say.
-    queue: u32,
-}
+/// A replay's tables in chunks of a million slots (4 or 8 MiB): freed at
+/// its end, they go back to the kernel whole (`Chunked`).
+const REPLAY_CHUNK_BITS: u32 = 20;
 
 impl ColdTier {
     pub(crate) fn set_replay(&mut self, on: bool) {
         self.replay = on.then(Replay::default);
     }
 
-    /// Note what a replay knows of `slot`; `ctime` for a queued job's.
-    fn note_replayed(&mut self, slot: u32, note: Replayed, ctime: Option<u64>) {
+    /// Note what a replay knows of `slot`: its job's ID check, and for a
+    /// queued job its queue and creation time.
+    fn note_replayed(&mut self, slot: u32, check: u32, queued: Option<(u32, u64)>) {
         let Some(r) = &mut self.replay else {
             return;
         };
-        let i = slot as usize;
-        if r.slots.len() <= i {
-            r.slots.resize(i + 1, Replayed::default());
-        }
-        r.slots[i] = note;
-        if let Some(t) = ctime {
-            if r.ctimes.len() <= i {
-                r.ctimes.resize(i + 1, 0);
-            }
-            r.ctimes[i] = t;
+        r.checks.set(slot, check);
+        if let Some((qh, ctime)) = queued {
+            r.queues.set(slot, qh);
+            r.ctimes.set(slot, ctime);
         }
     }
 
@@ -343,8 +324,7 @@ impl ColdTier {
         let Some(rp) = &self.replay else {
             return;
         };
-        let noted = &rp.ctimes;
-        let of = |s: u32| noted.get(s as usize).copied().unwrap_or(0);
+        let of = |s: u32| rp.ctimes.get(s).copied().unwrap_or(0);
         let Some(cq) = self.queues.get_mut(&qh) else {
             return;
         };
@@ -610,11 +590,8 @@ impl Engine {
             return false;
         };
         if self.cold.replay.is_some() {
-            let note = Replayed {
-                check: super::store::JobStore::id_check(&id),
-                queue: qh,
-            };
-            self.cold.note_replayed(slot, note, Some(ctime));
+            let check = super::store::JobStore::id_check(&id);
+            self.cold.note_replayed(slot, check, Some((qh, ctime)));
         }
         let removed = self
             .queues
@@ -718,11 +695,8 @@ impl Engine {
         if self.cold.replay.is_some() {
             // A later record of the job (its DELJOB, a duplicate LOADJOB)
             // must find it here.
-            let note = Replayed {
-                check: super::store::JobStore::id_check(&id),
-                queue: COPIES,
-            };
-            self.cold.note_replayed(slot, note, None);
+            let check = super::store::JobStore::id_check(&id);
+            self.cold.note_replayed(slot, check, None);
         }
         if !self.cold_settle(h, slot, loc, etime, COPY) {
             return false;
@@ -1492,18 +1466,18 @@ impl Engine {
     /// The cold slot of a job this replay sent to disk whole, and its
     /// queue.
     fn replayed_slot(&self, id: &JobId) -> Option<(u32, u32)> {
-        let noted = self
-            .cold
-            .replay
-            .as_ref()
-            .filter(|_| self.cold.live > 0)
-            .map(|r| &r.slots)?;
+        let r = self.cold.replay.as_ref().filter(|_| self.cold.live > 0)?;
         let check = super::store::JobStore::id_check(id);
-        let note = |e: u32| noted.get((e & !COLD_TAG) as usize);
         let e = self.store.cold_find(id, |e| {
-            e & COLD_TAG != 0 && note(e).is_some_and(|n| n.check == check)
+            e & COLD_TAG != 0 && r.checks.get(e & !COLD_TAG) == Some(&check)
         })?;
-        Some((e & !COLD_TAG, note(e)?.queue))
+        let slot = e & !COLD_TAG;
+        let qh = if self.cold.get(slot)?.is_copy() {
+            COPIES
+        } else {
+            *r.queues.get(slot)?
+        };
+        Some((slot, qh))
     }
 
     /// During a replay: forget the copy on disk of a job this replay sent

@@ -11,6 +11,7 @@ pub mod after;
 pub mod async_repl;
 pub mod batch;
 pub mod cancel;
+mod chunked;
 pub mod cluster;
 pub mod cold;
 pub mod counters;
