@@ -328,7 +328,7 @@ restart() {
     # registered_jobs counts the whole jobs on disk too.
     local active
     active=$(field jobs registered_jobs)
-    echo "after: back=$back registered=$active lost=$(( n - active )) first_getjob_s=$(python3 -c "print(round($first - $t0, 2))") loaded_s=$(python3 -c "print(round($loaded - $t0, 2))") rss=$(rss) spilled=$(field spill spilled_jobs) whole=$(field spill spilled_whole_jobs) used_memory=$(field memory used_memory) used_memory_peak=$(field memory used_memory_peak)"
+    echo "after: back=$back registered=$active lost=$(( n - active )) first_getjob_s=$(python3 -c "print(round($first - $t0, 2))") loaded_s=$(python3 -c "print(round($loaded - $t0, 2))") rss=$(rss) peak_rss=$(peak_rss) spilled=$(field spill spilled_jobs) whole=$(field spill spilled_whole_jobs) used_memory=$(field memory used_memory) used_memory_peak=$(field memory used_memory_peak)"
     # An empty NOHANG reply (the head being read back) counts as an
     # operation: rounds until the queue is empty.
     local left=$back d0 round=0
