@@ -2328,20 +2328,8 @@ mod tests {
         let n = 5000u64;
         let mut made = Vec::new();
         for i in 0..n {
-            // What the AOF loader does with a queued job's LOADJOB.
             let t = 10_000 + (i * 7919) % n;
-            let mut id = *b"D-ad249f8c-OF1sLDglZX7WluoLS7rcXAGl-05a1";
-            id[28..34].copy_from_slice(format!("{t:06}").as_bytes());
-            let mut j = Engine::new_job(JobId(id));
-            j.ctime = t;
-            j.etime = 1_000_000;
-            j.retry = 300;
-            j.qtime = 1;
-            j.queue = Some(crate::domain::job::QueueName::from(&b"q"[..]));
-            j.body = Some(crate::domain::job::Body::from(format!("b{t}").as_bytes()));
-            let h = e.register_with(j, None).expect("registered");
-            assert!(e.enqueue(h, false, 20_000));
-            made.push((t, JobId(id)));
+            made.push((t, load_queued(&mut e, t, 20_000)));
             if i % 500 == 0 {
                 disk.run(&mut e, 20_000);
             }
@@ -2356,6 +2344,23 @@ mod tests {
             assert_eq!(gid, id, "job made at {t} out of order");
             assert_eq!(&body[..], format!("b{t}").as_bytes());
         }
+    }
+
+    /// What the AOF loader does with a queued job's LOADJOB (created at
+    /// `t`, body `b{t}`).
+    fn load_queued(e: &mut Engine, t: u64, now: u64) -> JobId {
+        let mut id = *b"D-ad249f8c-OF1sLDglZX7WluoLS7rcXAGl-05a1";
+        id[28..34].copy_from_slice(format!("{t:06}").as_bytes());
+        let mut j = Engine::new_job(JobId(id));
+        j.ctime = t;
+        j.etime = 1_000_000;
+        j.retry = 300;
+        j.qtime = 1;
+        j.queue = Some(crate::domain::job::QueueName::from(&b"q"[..]));
+        j.body = Some(crate::domain::job::Body::from(format!("b{t}").as_bytes()));
+        let h = e.register_with(j, None).expect("registered");
+        assert!(e.enqueue(h, false, now));
+        JobId(id)
     }
 
     /// What the AOF loader does with the LOADJOB of an active job (body
@@ -2376,6 +2381,17 @@ mod tests {
         JobId(id)
     }
 
+    /// An engine replaying an AOF with whole jobs, maxmemory 100 MiB,
+    /// watermark 50 %, memory as `used` says.
+    fn replaying(used: fn() -> usize) -> Engine {
+        let mut e = whole();
+        e.set_spill(true, 0, 50);
+        e.set_memory_limit(100 << 20, crate::engine::memory::Policy::Acks);
+        e.set_memory_counter(used);
+        e.set_spill_replay(true);
+        e
+    }
+
     /// Memory as a test sets it (`set_memory_counter` takes a plain fn).
     static REPLAY_USED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
@@ -2388,12 +2404,8 @@ mod tests {
     /// too, not only after the load when the cron starts.
     #[test]
     fn jobs_a_replay_kept_under_the_watermark_leave_once_it_is_passed() {
-        let mut e = whole();
+        let mut e = replaying(replay_used);
         let mut disk = Disk::default();
-        e.set_spill(true, 0, 50);
-        e.set_memory_limit(100 << 20, crate::engine::memory::Policy::Acks);
-        e.set_memory_counter(replay_used);
-        e.set_spill_replay(true);
         let now = 20_000;
         for i in 0..1000 {
             load_active(&mut e, i, now);
@@ -2426,29 +2438,14 @@ mod tests {
     /// it is passed (all but the head window), still in creation order.
     #[test]
     fn queued_jobs_a_replay_kept_under_the_watermark_leave_once_it_is_passed() {
-        let mut e = whole();
+        let mut e = replaying(queued_used);
         let mut disk = Disk::default();
-        e.set_spill(true, 0, 50);
-        e.set_memory_limit(100 << 20, crate::engine::memory::Policy::Acks);
-        e.set_memory_counter(queued_used);
-        e.set_spill_replay(true);
         let now = 20_000;
         let n = 2000u64;
         let load = |e: &mut Engine, i: u64| {
             // Out of creation order, as a rewritten file lists them.
             let t = 10_000 + (i * 7919) % n;
-            let mut id = *b"D-ad249f8c-OF1sLDglZX7WluoLS7rcXAGl-05a1";
-            id[28..34].copy_from_slice(format!("{t:06}").as_bytes());
-            let mut j = Engine::new_job(JobId(id));
-            j.ctime = t;
-            j.etime = 1_000_000;
-            j.retry = 300;
-            j.qtime = 1;
-            j.queue = Some(crate::domain::job::QueueName::from(&b"q"[..]));
-            j.body = Some(crate::domain::job::Body::from(format!("b{t}").as_bytes()));
-            let h = e.register_with(j, None).expect("registered");
-            assert!(e.enqueue(h, false, now));
-            (t, JobId(id))
+            (t, load_queued(e, t, now))
         };
         let mut made: Vec<(u64, JobId)> = (0..n / 2).map(|i| load(&mut e, i)).collect();
         e.spill_replay_backfill(now);
