@@ -808,13 +808,11 @@ impl Engine {
             return false;
         }
         let max = self.memory.maxmemory;
-        let room = max
-            .saturating_sub((self.memory.used)() as u64)
-            .max(max / 64);
-        let cap = match max {
-            0 => self.max_pending(),
-            _ => self.max_pending().min(room),
-        };
+        let mut cap = self.max_pending();
+        if max > 0 {
+            let room = max.saturating_sub((self.memory.used)() as u64);
+            cap = cap.min(room.max(max / 64));
+        }
         s.pending_bytes >= cap
     }
 
@@ -2392,11 +2390,18 @@ mod tests {
         e
     }
 
-    /// Memory as a test sets it (`set_memory_counter` takes a plain fn).
-    static REPLAY_USED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    thread_local! {
+        /// Memory as a test sets it: `set_memory_counter` takes a plain
+        /// fn, and each test runs its engine on its own thread.
+        static TEST_USED: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+    }
 
-    fn replay_used() -> usize {
-        REPLAY_USED.load(std::sync::atomic::Ordering::Relaxed)
+    fn test_used() -> usize {
+        TEST_USED.with(std::cell::Cell::get)
+    }
+
+    fn set_test_used(n: usize) {
+        TEST_USED.with(|u| u.set(n));
     }
 
     /// A replay starts under the watermark, so the jobs it meets first
@@ -2404,7 +2409,7 @@ mod tests {
     /// too, not only after the load when the cron starts.
     #[test]
     fn jobs_a_replay_kept_under_the_watermark_leave_once_it_is_passed() {
-        let mut e = replaying(replay_used);
+        let mut e = replaying(test_used);
         let mut disk = Disk::default();
         let now = 20_000;
         for i in 0..1000 {
@@ -2413,7 +2418,7 @@ mod tests {
         e.spill_replay_backfill(now);
         disk.run(&mut e, now);
         assert_eq!(e.spill_stats().whole_copies, 0, "under the watermark");
-        REPLAY_USED.store(90 << 20, std::sync::atomic::Ordering::Relaxed);
+        set_test_used(90 << 20);
         for i in 1000..2000 {
             load_active(&mut e, i, now);
             if i % 100 == 99 {
@@ -2427,18 +2432,12 @@ mod tests {
         assert_eq!(e.store.len(), 0, "records left in RAM");
     }
 
-    static QUEUED_USED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-
-    fn queued_used() -> usize {
-        QUEUED_USED.load(std::sync::atomic::Ordering::Relaxed)
-    }
-
     /// The same with the controlled-restart recipe: jobs loaded queued
     /// while under the watermark leave RAM whole between two batches once
     /// it is passed (all but the head window), still in creation order.
     #[test]
     fn queued_jobs_a_replay_kept_under_the_watermark_leave_once_it_is_passed() {
-        let mut e = replaying(queued_used);
+        let mut e = replaying(test_used);
         let mut disk = Disk::default();
         let now = 20_000;
         let n = 2000u64;
@@ -2451,7 +2450,7 @@ mod tests {
         e.spill_replay_backfill(now);
         disk.run(&mut e, now);
         assert_eq!(e.cold_jobs(), 0, "under the watermark");
-        QUEUED_USED.store(90 << 20, std::sync::atomic::Ordering::Relaxed);
+        set_test_used(90 << 20);
         for i in n / 2..n {
             made.push(load(&mut e, i));
             if i % 100 == 99 {
@@ -2466,7 +2465,7 @@ mod tests {
             "{} of {n} jobs still in RAM",
             e.store.len()
         );
-        QUEUED_USED.store(0, std::sync::atomic::Ordering::Relaxed);
+        set_test_used(0);
         made.sort();
         let want: Vec<JobId> = made.into_iter().map(|(_, id)| id).collect();
         let got: Vec<JobId> = drain(&mut e, &mut disk, b"q", now)
@@ -2480,24 +2479,17 @@ mod tests {
         );
     }
 
-    static TIGHT_USED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-
-    fn tight_used() -> usize {
-        TIGHT_USED.load(std::sync::atomic::Ordering::Relaxed)
-    }
-
     /// The loader waits for the disk once the bodies in flight fill what
     /// is left under maxmemory, well before the writes' own cap, and
     /// keeps a floor of a 64th of maxmemory when nothing is left.
     #[test]
     fn a_replay_near_maxmemory_waits_for_the_disk_sooner() {
-        use std::sync::atomic::Ordering::Relaxed;
         let mut e = whole();
         e.set_spill(true, 0, 50);
         let max: u64 = 64 << 20;
         e.set_memory_limit(max, crate::engine::memory::Policy::Acks);
-        e.set_memory_counter(tight_used);
-        TIGHT_USED.store(40 << 20, Relaxed);
+        e.set_memory_counter(test_used);
+        set_test_used(40 << 20);
         e.set_spill_replay(true);
         let now = 20_000;
         let mut i = 0;
@@ -2510,9 +2502,9 @@ mod tests {
             !e.spill_backlogged(),
             "24 MiB left under maxmemory: the 4 MiB cap of writes applies"
         );
-        TIGHT_USED.store((max - (1 << 20)) as usize, Relaxed);
+        set_test_used((max - (1 << 20)) as usize);
         assert!(e.spill_backlogged(), "1 MiB left, 2 MiB in flight");
-        TIGHT_USED.store((max + (8 << 20)) as usize, Relaxed);
+        set_test_used((max + (8 << 20)) as usize);
         assert!(e.spill_backlogged(), "over maxmemory: the floor");
         e.set_memory_limit(0, crate::engine::memory::Policy::Acks);
         assert!(!e.spill_backlogged(), "no maxmemory: the writes' cap only");
