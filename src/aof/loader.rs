@@ -286,10 +286,32 @@ mod tests {
         v
     }
 
-    fn write(name: &str, data: &[u8]) -> std::path::PathBuf {
+    /// A test's AOF file, removed when the test is done with it.
+    struct TempAof(std::path::PathBuf);
+
+    impl std::ops::Deref for TempAof {
+        type Target = Path;
+        fn deref(&self) -> &Path {
+            &self.0
+        }
+    }
+
+    impl AsRef<Path> for TempAof {
+        fn as_ref(&self) -> &Path {
+            &self.0
+        }
+    }
+
+    impl Drop for TempAof {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_file(&self.0);
+        }
+    }
+
+    fn write(name: &str, data: &[u8]) -> TempAof {
         let p = std::env::temp_dir().join(format!("disque-load-{name}-{}.aof", std::process::id()));
         std::fs::write(&p, data).unwrap();
-        p
+        TempAof(p)
     }
 
     /// The spill thread's answers to the writes the engine asked for.
