@@ -10,10 +10,16 @@
 //! time) and ten million jobs never stall on one big rehash. The slab is
 //! segmented for the same reason.
 //!
-//! Timers are 10 ms buckets of handles with lazy deletion: rescheduling
-//! only appends the handle to its new bucket, and a popped entry counts
-//! only if the job's current wake-up time still falls in that bucket. This
-//! costs ~4-6 bytes per job instead of ~32 for an ordered set entry.
+//! Timers are 10 ms buckets of handles with lazy deletion: a popped entry
+//! counts only if the job's current wake-up time still falls in that
+//! bucket. This costs ~4-6 bytes per job instead of ~32 for an ordered set
+//! entry. A job that leaves the table takes its entry along when it is
+//! among the newest few of its bucket (`drop_timer`), as it is for a job
+//! sent to disk whole or acknowledged soon after it was scheduled: left
+//! stale, those entries held 4-6 bytes for every job a backlog on disk
+//! took in the last RETRY (300 s by default). A job that only moves to
+//! another bucket leaves its old entry stale: searching for it would cost
+//! every GETJOB of a job queued long ago a fruitless scan.
 
 use std::collections::BTreeMap;
 use std::hash::BuildHasher;
@@ -64,6 +70,11 @@ fn empty_index() -> Box<[IdShard; SHARDS]> {
 
 /// Timer granularity in ms.
 const BUCKET_MS: u64 = 10;
+
+/// Entries from a bucket's end that `drop_timer` looks at: a bounded
+/// scan (a bucket of jobs expiring in the same second can hold hundreds
+/// of thousands), enough for the entries of the last few milliseconds.
+const DROP_SCAN: usize = 512;
 
 fn bucket(when: u64) -> u64 {
     when.div_ceil(BUCKET_MS) * BUCKET_MS
@@ -133,9 +144,31 @@ impl JobStore {
     pub fn remove(&mut self, h: JobHandle) -> Option<Job> {
         let job = self.slab.get(h)?;
         let (shard, h32) = self.hash(&job.id);
-        // Its timer entry goes stale and is skipped when popped.
+        let awake = job.awakeme;
         self.index[shard].remove(h32, h);
+        self.drop_timer(h, awake);
         self.slab.remove(h)
+    }
+
+    /// Take job `h`'s entry out of the bucket of `when` if it is among the
+    /// last `DROP_SCAN` there; an entry not found stays stale and is
+    /// skipped when popped.
+    fn drop_timer(&mut self, h: JobHandle, when: u64) {
+        if when == 0 {
+            return;
+        }
+        let b = bucket(when);
+        let Some(v) = self.awake.get_mut(&b) else {
+            return;
+        };
+        let from = v.len().saturating_sub(DROP_SCAN);
+        // Order within a bucket does not matter: pop takes any.
+        if let Some(i) = v[from..].iter().rposition(|&x| x == h) {
+            v.swap_remove(from + i);
+        }
+        if v.is_empty() {
+            self.awake.remove(&b);
+        }
     }
 
     /// Take a job out of the table and leave `cold` (a whole-job spill
@@ -144,11 +177,14 @@ impl JobStore {
     /// hash bits, which the cold slot keeps to remove the entry later
     /// without reading the job back).
     pub fn evict(&mut self, h: JobHandle, cold: u32) -> Option<(Job, usize, u32)> {
-        let (shard, h32) = self.hash(&self.slab.get(h)?.id);
+        let job = self.slab.get(h)?;
+        let (shard, h32) = self.hash(&job.id);
+        let awake = job.awakeme;
         // The job's entry becomes the cold one where it stands.
         if !self.index[shard].replace(h32, h, cold) {
             return None;
         }
+        self.drop_timer(h, awake);
         let job = self.slab.remove(h)?;
         Some((job, shard, h32))
     }
@@ -293,4 +329,79 @@ impl JobStore {
         self.index = empty_index();
         self.awake.clear();
     }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job(n: u32) -> Job {
+        let mut id = *b"D-ad249f8c-OF1sLDglZX7WluoLS7rcXAGl-05a1";
+        id[28..34].copy_from_slice(format!("{n:06}").as_bytes());
+        crate::engine::Engine::new_job(JobId(id))
+    }
+
+    fn entries(s: &JobStore) -> usize {
+        s.awake.values().map(Vec::len).sum()
+    }
+
+    /// Jobs acknowledged or sent to disk whole soon after they were
+    /// scheduled take their entries along; the jobs still scheduled are
+    /// each popped once.
+    #[test]
+    fn timers_of_jobs_that_move_or_leave_go_with_them() {
+        let mut s = JobStore::default();
+        let mut hs = Vec::new();
+        for n in 0..3000u32 {
+            let h = s.insert_new(job(n)).expect("new");
+            s.schedule(h, 300_000 + u64::from(n));
+            hs.push(h);
+        }
+        assert_eq!(entries(&s), 3000);
+        for (i, &h) in hs.iter().enumerate() {
+            match i % 3 {
+                // Acknowledged and removed.
+                0 => {
+                    s.remove(h);
+                }
+                // Sent to disk whole.
+                1 => {
+                    s.evict(h, COLD | i as u32).expect("evicted");
+                }
+                // Left scheduled.
+                _ => {}
+            }
+        }
+        assert_eq!(entries(&s), 1000, "one entry per job still scheduled");
+        let mut popped = Vec::new();
+        while let Some(h) = s.pop_due(u64::MAX) {
+            popped.push(h);
+        }
+        popped.sort_unstable();
+        let mut want: Vec<JobHandle> = hs.iter().skip(2).step_by(3).copied().collect();
+        want.sort_unstable();
+        assert_eq!(popped, want);
+    }
+
+    /// Only the newest entries of a bucket are searched: an old one is
+    /// left stale, and skipped when popped.
+    #[test]
+    fn a_timer_deep_in_a_large_bucket_is_left_stale_and_skipped() {
+        let mut s = JobStore::default();
+        let mut hs = Vec::new();
+        for n in 0..(DROP_SCAN as u32 + 100) {
+            let h = s.insert_new(job(n)).expect("new");
+            s.schedule(h, 5_000);
+            hs.push(h);
+        }
+        s.remove(hs[0]);
+        assert_eq!(entries(&s), hs.len(), "stale, not searched for");
+        let mut n = 0;
+        while s.pop_due(5_000).is_some() {
+            n += 1;
+        }
+        assert_eq!(n, hs.len() - 1);
+    }
+
+    const COLD: u32 = 1 << 31;
 }
