@@ -277,20 +277,92 @@ struct Replay {
     /// a job, all a replay of copies alone (a restart without the recipe)
     /// keeps.
     checks: Chunked<u32, REPLAY_CHUNK_BITS>,
-    /// The queue of each queued job's slot (a copy's slot says it is
-    /// one): a later record naming the job (its DELJOB) must take it out
-    /// of its queue's count, and a slot does not say which.
-    queues: Chunked<u32, REPLAY_CHUNK_BITS>,
-    /// The creation time of each queued job's slot: a replay meets a
-    /// queue's jobs out of order (a rewrite lists the job table in slot
-    /// order), and with it a job joins the run whose span it falls in, in
-    /// its place (`ColdTier::insert`), instead of staying in RAM.
-    ctimes: Chunked<u64, REPLAY_CHUNK_BITS>,
+    /// The creation time of each queued job's slot, as a 4-byte key
+    /// (`ctime_key`, from `base`): a replay meets a queue's jobs out of
+    /// order (a rewrite lists the job table in slot order), and with it a
+    /// job joins the run whose span it falls in, in its place
+    /// (`ColdTier::insert`), instead of staying in RAM.
+    ctimes: Chunked<u32, REPLAY_CHUNK_BITS>,
+    /// The first creation time noted: keys are relative to it.
+    base: Option<u64>,
+    /// Queued jobs on disk a later record dropped (their DELJOB): the
+    /// notes do not say which queue a slot is in, so their queues' counts
+    /// come down when the replay ends (`cold_replay_end`), in one walk of
+    /// the runs. One bit a slot, set as they are dropped.
+    orphans: Chunked<u64, ORPHAN_CHUNK_BITS>,
+    orphaned: u64,
 }
 
-/// A replay's tables in chunks of a million slots (4 or 8 MiB): freed at
-/// its end, they go back to the kernel whole (`Chunked`).
+/// A replay's tables in chunks of a million slots (4 MiB): freed at its
+/// end, they go back to the kernel whole (`Chunked`).
 const REPLAY_CHUNK_BITS: u32 = 20;
+
+/// The orphans' bitmap in words of 64 slots, 16,384 words (8 MiB of
+/// slots) a chunk.
+const ORPHAN_CHUNK_BITS: u32 = 14;
+
+/// Bits of exact distance in `ctime_key`: below 2^26 units (67 ms of
+/// creation times) a key is the distance itself.
+const KEY_EXACT_BITS: u32 = 26;
+
+/// A non-negative distance `d` in 31 bits, order kept (a larger `d`
+/// never gets a smaller code): exact below 2^26, beyond it a float with
+/// 25 bits of mantissa (a day away, within 2.6 ms; an hour, 0.1 ms).
+fn far_code(d: u64) -> u32 {
+    const M: u32 = KEY_EXACT_BITS;
+    if d < 1 << M {
+        return d as u32;
+    }
+    let shift = 64 - d.leading_zeros() - M;
+    let mant = (d >> shift) as u32 - (1 << (M - 1));
+    (1 << M) + (shift - 1) * (1 << (M - 1)) + mant
+}
+
+/// The distances `far_code` maps to `c`: the least and the greatest.
+fn far_span(c: u32) -> (u64, u64) {
+    const M: u32 = KEY_EXACT_BITS;
+    if c < 1 << M {
+        return (u64::from(c), u64::from(c));
+    }
+    let over = c - (1 << M);
+    // Codes past the largest `far_code` makes (none is) stay in range.
+    let shift = (over / (1 << (M - 1)) + 1).min(64 - M);
+    let mant = u64::from(over % (1 << (M - 1)));
+    let lo = ((1u64 << (M - 1)) + mant) << shift;
+    (lo, lo.saturating_add((1u64 << shift) - 1))
+}
+
+const KEY_ZERO: u32 = 1 << 31;
+
+/// A creation time as a 4-byte key relative to `base`, order kept: a
+/// later time never gets a smaller key (equal keys keep the replay's
+/// order). Half the size of the time itself, for the one table a replay
+/// holds per queued job until its end.
+fn ctime_key(base: u64, ctime: u64) -> u32 {
+    if ctime >= base {
+        KEY_ZERO + far_code(ctime - base)
+    } else {
+        KEY_ZERO - far_code(base - ctime)
+    }
+}
+
+/// The creation times `ctime_key` maps to `k`: the earliest and the
+/// latest (a run's bounds after a split must hold every job in it).
+fn key_span(base: u64, k: u32) -> (u64, u64) {
+    if k >= KEY_ZERO {
+        let (lo, hi) = far_span(k - KEY_ZERO);
+        (base.saturating_add(lo), base.saturating_add(hi))
+    } else {
+        let (lo, hi) = far_span(KEY_ZERO - k);
+        (base.saturating_sub(hi), base.saturating_sub(lo))
+    }
+}
+
+impl Replay {
+    fn key(&self, ctime: u64) -> u32 {
+        ctime_key(self.base.unwrap_or(ctime), ctime)
+    }
+}
 
 impl ColdTier {
     pub(crate) fn set_replay(&mut self, on: bool) {
@@ -298,15 +370,15 @@ impl ColdTier {
     }
 
     /// Note what a replay knows of `slot`: its job's ID check, and for a
-    /// queued job its queue and creation time.
-    fn note_replayed(&mut self, slot: u32, check: u32, queued: Option<(u32, u64)>) {
+    /// queued job its creation time.
+    fn note_replayed(&mut self, slot: u32, check: u32, ctime: Option<u64>) {
         let Some(r) = &mut self.replay else {
             return;
         };
         r.checks.set(slot, check);
-        if let Some((qh, ctime)) = queued {
-            r.queues.set(slot, qh);
-            r.ctimes.set(slot, ctime);
+        if let Some(ctime) = ctime {
+            let base = *r.base.get_or_insert(ctime);
+            r.ctimes.set(slot, ctime_key(base, ctime));
         }
     }
 
@@ -325,6 +397,8 @@ impl ColdTier {
             return;
         };
         let of = |s: u32| rp.ctimes.get(s).copied().unwrap_or(0);
+        let base = rp.base.unwrap_or(ctime);
+        let key = rp.key(ctime);
         let Some(cq) = self.queues.get_mut(&qh) else {
             return;
         };
@@ -332,16 +406,20 @@ impl ColdTier {
             return;
         };
         // `push` only inserts inside the span: `first` and `last` hold.
-        let at = r.slots.partition_point(|&s| of(s) <= ctime);
+        let at = r.slots.partition_point(|&s| of(s) <= key);
         r.slots.insert(at, slot);
         r.min_etime = r.min_etime.min(etime);
         if r.slots.len() <= RUN_SLOTS {
             return;
         }
         let tail = r.slots.split_off(RUN_SLOTS / 2);
-        r.last = r.slots.last().map_or(r.first, |&s| of(s));
-        let first = tail.first().map_or(r.last, |&s| of(s));
-        let last = tail.last().map_or(first, |&s| of(s));
+        // A key stands for a span of times: bounds that take its whole
+        // span still hold every job of the run.
+        let lo = |s: u32| key_span(base, of(s)).0;
+        let hi = |s: u32| key_span(base, of(s)).1;
+        r.last = r.slots.last().map_or(r.first, |&s| hi(s));
+        let first = tail.first().map_or(r.last, |&s| lo(s));
+        let last = tail.last().map_or(first, |&s| hi(s));
         let slots = &self.slots;
         let min_etime = |v: &[u32]| {
             v.iter()
@@ -591,7 +669,7 @@ impl Engine {
         };
         if self.cold.replay.is_some() {
             let check = super::store::JobStore::id_check(&id);
-            self.cold.note_replayed(slot, check, Some((qh, ctime)));
+            self.cold.note_replayed(slot, check, Some(ctime));
         }
         let removed = self
             .queues
@@ -1463,21 +1541,14 @@ impl Engine {
         self.replayed_slot(id).is_some()
     }
 
-    /// The cold slot of a job this replay sent to disk whole, and its
-    /// queue.
-    fn replayed_slot(&self, id: &JobId) -> Option<(u32, u32)> {
+    /// The cold slot of a job this replay sent to disk whole.
+    fn replayed_slot(&self, id: &JobId) -> Option<u32> {
         let r = self.cold.replay.as_ref().filter(|_| self.cold.live > 0)?;
         let check = super::store::JobStore::id_check(id);
         let e = self.store.cold_find(id, |e| {
             e & COLD_TAG != 0 && r.checks.get(e & !COLD_TAG) == Some(&check)
         })?;
-        let slot = e & !COLD_TAG;
-        let qh = if self.cold.get(slot)?.is_copy() {
-            COPIES
-        } else {
-            *r.queues.get(slot)?
-        };
-        Some((slot, qh))
+        Some(e & !COLD_TAG)
     }
 
     /// During a replay: forget the copy on disk of a job this replay sent
@@ -1486,11 +1557,56 @@ impl Engine {
     /// acknowledged after its ADDJOB and before the next rewrite has both
     /// records in the file, and must not come back. True if one was there.
     pub fn drop_replayed_cold(&mut self, id: &JobId) -> bool {
-        let Some((slot, qh)) = self.replayed_slot(id) else {
+        let Some(slot) = self.replayed_slot(id) else {
             return false;
         };
-        self.cold_drop(slot, qh);
+        let copy = self.cold.get(slot).is_some_and(|s| s.is_copy());
+        if copy {
+            self.cold_drop(slot, COPIES);
+            return true;
+        }
+        // Its queue's count comes down when the replay ends.
+        if let Some(r) = &mut self.cold.replay {
+            let word = r.orphans.get(slot / 64).copied().unwrap_or(0);
+            r.orphans.set(slot / 64, word | 1 << (slot % 64));
+            r.orphaned += 1;
+        }
+        self.cold_drop(slot, NO_QUEUE);
         true
+    }
+
+    /// A replay ends: its notes go, and the queues of the jobs on disk
+    /// that later records dropped count them out, found in one walk of
+    /// the runs (a dropped slot stays in its run, dead, until the run is
+    /// read).
+    pub(crate) fn cold_replay_end(&mut self) {
+        let Some(r) = self.cold.replay.take() else {
+            return;
+        };
+        if r.orphaned == 0 {
+            return;
+        }
+        let Replay { mut orphans, .. } = r;
+        for (&qh, cq) in &self.cold.queues {
+            if qh == COPIES {
+                continue;
+            }
+            let mut n = 0;
+            for &slot in cq.runs.iter().flat_map(|r| r.slots.iter()) {
+                let Some(word) = orphans.get_mut(slot / 64) else {
+                    continue;
+                };
+                let bit = 1u64 << (slot % 64);
+                // Dead still: not reused since (a slot in a run never is).
+                if *word & bit != 0 && self.cold.get(slot).is_some_and(|s| s.state() == DEAD) {
+                    *word &= !bit;
+                    n += 1;
+                }
+            }
+            if let Some(q) = self.queues.get_mut(qh) {
+                q.cold = q.cold.saturating_sub(n);
+            }
+        }
     }
 
     /// Whether a job with this ID may be stored whole on disk (existence
@@ -1728,6 +1844,41 @@ mod tests {
             .iter()
             .zip(runs.iter().skip(1))
             .all(|(a, b)| a.first <= b.first));
+    }
+
+    #[test]
+    fn creation_time_keys_keep_order_and_know_their_span() {
+        let base = 1_765_000_000_000u64 * 1_000_000;
+        let day = 86_400_000u64 * 1_000_000;
+        let mut times: Vec<u64> = vec![0, 1, base / 2, u64::MAX, base, base + 1];
+        for i in 0..20_000u64 {
+            // Nanoseconds to weeks either side of the base.
+            let d = i.wrapping_mul(0x9e37_79b9_7f4a_7c15) % (1u64 << (i % 60 + 1));
+            times.push(base.saturating_add(d));
+            times.push(base.saturating_sub(d));
+        }
+        times.sort_unstable();
+        // Any key at all has a span (a slot never noted reads as 0).
+        for k in [0, 1, u32::MAX, KEY_ZERO - 1, KEY_ZERO + 1] {
+            let (lo, hi) = key_span(base, k);
+            assert!(lo <= hi);
+        }
+        let mut last = 0;
+        for &t in &times {
+            let k = ctime_key(base, t);
+            assert!(k >= last, "{t}: key {k} after {last}");
+            last = k;
+            let (lo, hi) = key_span(base, k);
+            assert!(lo <= t && t <= hi, "{t} outside [{lo}, {hi}]");
+            assert_eq!(key_span(base, k), key_span(base, ctime_key(base, lo)));
+            let d = t.abs_diff(base);
+            if d < 1 << KEY_EXACT_BITS {
+                assert_eq!((lo, hi), (t, t), "exact near the base");
+            } else if d <= day {
+                // Within a day of the base: within 2.6 ms.
+                assert!(hi - lo < 2_600_000, "{t}: span {}", hi - lo);
+            }
+        }
     }
 
     #[test]

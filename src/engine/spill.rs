@@ -775,7 +775,11 @@ impl Engine {
     /// once reach their cap and `spill_backlogged` holds the replay back.
     pub fn set_spill_replay(&mut self, on: bool) {
         self.spill.replay = on;
-        self.cold.set_replay(on);
+        if on {
+            self.cold.set_replay(true);
+        } else {
+            self.cold_replay_end();
+        }
     }
 
     /// Between two batches of an AOF replay (the cron starts after it):
@@ -2344,13 +2348,62 @@ mod tests {
         }
     }
 
+    /// The same with creation times days apart (the replay's notes keep
+    /// them in four bytes) and a third of the jobs deleted by later
+    /// records: the rest come back in order, their queue counting them
+    /// alone.
+    #[test]
+    fn a_replay_over_days_with_deljobs_keeps_order_and_count() {
+        let mut e = whole();
+        let mut disk = Disk::default();
+        e.set_spill_replay(true);
+        let n = 6000u64;
+        let ms = 1_000_000;
+        let mut made = Vec::new();
+        for i in 0..n {
+            // A job a minute or so, over four days, met out of order.
+            let t = 10_000 + (i * 7919) % n;
+            let ctime = 1_765_000_000_000 * ms + t * 59_981 * ms + i % 7;
+            made.push((ctime, t, load_queued_at(&mut e, t, ctime, 20_000)));
+            if i % 500 == 0 {
+                disk.run(&mut e, 20_000);
+            }
+        }
+        disk.run(&mut e, 20_000);
+        made.sort();
+        let mut kept = Vec::new();
+        for (k, (_, t, id)) in made.iter().enumerate() {
+            if k % 3 != 1 {
+                kept.push((*t, *id));
+                continue;
+            }
+            match e.lookup(id) {
+                Some(h) => e.delete_job(h, 20_000),
+                None => assert!(e.drop_replayed_cold(id), "{id:?} nowhere"),
+            }
+        }
+        e.set_spill_replay(false);
+        assert_eq!(e.queue_len(b"q"), kept.len(), "the queue's count");
+        let got = drain(&mut e, &mut disk, b"q", 20_000);
+        assert_eq!(got.len(), kept.len());
+        for ((t, id), (gid, body)) in kept.iter().zip(&got) {
+            assert_eq!(gid, id, "job made at {t} out of order");
+            assert_eq!(&body[..], format!("b{t}").as_bytes());
+        }
+    }
+
     /// What the AOF loader does with a queued job's LOADJOB (created at
     /// `t`, body `b{t}`).
     fn load_queued(e: &mut Engine, t: u64, now: u64) -> JobId {
+        load_queued_at(e, t, t, now)
+    }
+
+    /// The same, created at `ctime`.
+    fn load_queued_at(e: &mut Engine, t: u64, ctime: u64, now: u64) -> JobId {
         let mut id = *b"D-ad249f8c-OF1sLDglZX7WluoLS7rcXAGl-05a1";
         id[28..34].copy_from_slice(format!("{t:06}").as_bytes());
         let mut j = Engine::new_job(JobId(id));
-        j.ctime = t;
+        j.ctime = ctime;
         j.etime = 1_000_000;
         j.retry = 300;
         j.qtime = 1;
