@@ -31,7 +31,8 @@
 #          lost, time to the first GETJOB and to the whole load, then every
 #          job drained with its body (see `restart` below). KEEP_AOF=<dir>
 #          keeps the crashed node's files; FROM_AOF=<dir> restarts from
-#          them instead of filling (two builds replay the same file).
+#          them instead of filling (two builds replay the same file);
+#          DRAIN=no stops after the load.
 #
 #  churn - disk bytes against live bytes over DURATION seconds [3600] of
 #          acks, NACK loops and long-TTL stragglers at RATE [2000] jobs/s
@@ -329,6 +330,11 @@ restart() {
     local active
     active=$(field jobs registered_jobs)
     echo "after: back=$back registered=$active lost=$(( n - active )) first_getjob_s=$(python3 -c "print(round($first - $t0, 2))") loaded_s=$(python3 -c "print(round($loaded - $t0, 2))") rss=$(rss) peak_rss=$(peak_rss) spilled=$(field spill spilled_jobs) whole=$(field spill spilled_whole_jobs) used_memory=$(field memory used_memory) used_memory_peak=$(field memory used_memory_peak)"
+    # DRAIN=no: the load's figures alone (a second round of the same file).
+    if [[ ${DRAIN:-yes} == no ]]; then
+        stop
+        return 0
+    fi
     # An empty NOHANG reply (the head being read back) counts as an
     # operation: rounds until the queue is empty.
     local left=$back d0 round=0
