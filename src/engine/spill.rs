@@ -2326,20 +2326,10 @@ mod tests {
         // An AOF replay meets a queue's jobs out of order (a rewrite lists
         // the job table in slot order): each still joins its queue's runs,
         // in its place; runs grown past their size split.
-        e.set_spill_replay(true);
         let n = 5000u64;
-        let mut made = Vec::new();
-        for i in 0..n {
-            let t = 10_000 + (i * 7919) % n;
-            made.push((t, load_queued(&mut e, t, 20_000)));
-            if i % 500 == 0 {
-                disk.run(&mut e, 20_000);
-            }
-        }
-        disk.run(&mut e, 20_000);
+        let made = replay_shuffled(&mut e, &mut disk, n, |t| t);
         e.set_spill_replay(false);
         assert_eq!(e.cold_jobs(), n - HEAD_WINDOW as u64, "jobs left whole");
-        made.sort();
         let got = drain(&mut e, &mut disk, b"q", 20_000);
         assert_eq!(got.len() as u64, n);
         for ((t, id), (gid, body)) in made.iter().zip(&got) {
@@ -2356,23 +2346,11 @@ mod tests {
     fn a_replay_over_days_with_deljobs_keeps_order_and_count() {
         let mut e = whole();
         let mut disk = Disk::default();
-        e.set_spill_replay(true);
-        let n = 6000u64;
-        let ms = 1_000_000;
-        let mut made = Vec::new();
-        for i in 0..n {
-            // A job a minute or so, over four days, met out of order.
-            let t = 10_000 + (i * 7919) % n;
-            let ctime = 1_765_000_000_000 * ms + t * 59_981 * ms + i % 7;
-            made.push((ctime, t, load_queued_at(&mut e, t, ctime, 20_000)));
-            if i % 500 == 0 {
-                disk.run(&mut e, 20_000);
-            }
-        }
-        disk.run(&mut e, 20_000);
-        made.sort();
+        // A job a minute or so (ms * 1e6), over four days.
+        let day0 = 1_765_000_000_000 * 1_000_000;
+        let made = replay_shuffled(&mut e, &mut disk, 6000, |t| day0 + t * 59_981_000_000);
         let mut kept = Vec::new();
-        for (k, (_, t, id)) in made.iter().enumerate() {
+        for (k, (t, id)) in made.iter().enumerate() {
             if k % 3 != 1 {
                 kept.push((*t, *id));
                 continue;
@@ -2390,6 +2368,31 @@ mod tests {
             assert_eq!(gid, id, "job made at {t} out of order");
             assert_eq!(&body[..], format!("b{t}").as_bytes());
         }
+    }
+
+    /// A replay (left running) of `n` queued jobs of queue `q`, met out
+    /// of creation order: job `t` (10,000 on) is created at `ctime(t)`.
+    /// Their `t` and IDs in creation order.
+    fn replay_shuffled(
+        e: &mut Engine,
+        disk: &mut Disk,
+        n: u64,
+        ctime: impl Fn(u64) -> u64,
+    ) -> Vec<(u64, JobId)> {
+        e.set_spill_replay(true);
+        let mut made = Vec::new();
+        for i in 0..n {
+            // From the middle on: some jobs met later are older than the
+            // first one.
+            let t = 10_000 + (i * 7919 + n / 2) % n;
+            made.push((t, load_queued_at(e, t, ctime(t), 20_000)));
+            if i % 500 == 0 {
+                disk.run(e, 20_000);
+            }
+        }
+        disk.run(e, 20_000);
+        made.sort_by_key(|&(t, _)| ctime(t));
+        made
     }
 
     /// What the AOF loader does with a queued job's LOADJOB (created at
