@@ -358,12 +358,6 @@ fn key_span(base: u64, k: u32) -> (u64, u64) {
     }
 }
 
-impl Replay {
-    fn key(&self, ctime: u64) -> u32 {
-        ctime_key(self.base.unwrap_or(ctime), ctime)
-    }
-}
-
 impl ColdTier {
     pub(crate) fn set_replay(&mut self, on: bool) {
         self.replay = on.then(Replay::default);
@@ -398,7 +392,7 @@ impl ColdTier {
         };
         let of = |s: u32| rp.ctimes.get(s).copied().unwrap_or(0);
         let base = rp.base.unwrap_or(ctime);
-        let key = rp.key(ctime);
+        let key = ctime_key(base, ctime);
         let Some(cq) = self.queues.get_mut(&qh) else {
             return;
         };
