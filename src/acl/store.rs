@@ -411,8 +411,7 @@ mod tests {
 
     #[test]
     fn state_round_trips() {
-        let dir = std::env::temp_dir().join(format!("acl-state-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = crate::support::temp_dir::TempDir::new("acl-state");
         let path = dir.join("nodes.users");
         let mut a = Acl::default();
         a.set_me([b'a'; 40]);
@@ -439,6 +438,5 @@ mod tests {
         assert!(acl.contains("user default on nopass ~* &* +@all"), "{acl}");
         std::fs::write(&path, "clock x\n").unwrap();
         assert!(load_state(&mut Acl::default(), &path).is_err());
-        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -258,6 +258,7 @@ mod tests {
     use crate::domain::job::JobId;
     use crate::engine::records::record_of;
     use crate::engine::AofRecord;
+    use crate::support::temp_dir::TempDir;
 
     const NOW: u64 = 1_700_000_000_000;
 
@@ -286,32 +287,12 @@ mod tests {
         v
     }
 
-    /// A test's AOF file, removed when the test is done with it.
-    struct TempAof(std::path::PathBuf);
-
-    impl std::ops::Deref for TempAof {
-        type Target = Path;
-        fn deref(&self) -> &Path {
-            &self.0
-        }
-    }
-
-    impl AsRef<Path> for TempAof {
-        fn as_ref(&self) -> &Path {
-            &self.0
-        }
-    }
-
-    impl Drop for TempAof {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_file(&self.0);
-        }
-    }
-
-    fn write(name: &str, data: &[u8]) -> TempAof {
-        let p = std::env::temp_dir().join(format!("disque-load-{name}-{}.aof", std::process::id()));
+    /// A test's AOF file, in a directory removed when the test drops it.
+    fn write(name: &str, data: &[u8]) -> (TempDir, PathBuf) {
+        let dir = TempDir::new("load");
+        let p = dir.path().join(format!("{name}.aof"));
         std::fs::write(&p, data).unwrap();
-        TempAof(p)
+        (dir, p)
     }
 
     /// The spill thread's answers to the writes the engine asked for.
@@ -448,7 +429,7 @@ mod tests {
             AofRecord::LoadJob(job_blob(&e0, 4, JobState::Queued, 30, (NOW / 1000) as u32)),
             AofRecord::LoadJob(job_blob(&e0, 3, JobState::Active, 30, far)),
         ];
-        let path = write("q", &file_of(&recs));
+        let (_dir, path) = write("q", &file_of(&recs));
         for enqueue in [false, true] {
             let mut e = engine();
             let opts = LoadOptions {
@@ -473,7 +454,7 @@ mod tests {
         let recs: Vec<AofRecord> = (1..=3)
             .map(|n| AofRecord::LoadJob(job_blob(&e0, n, JobState::Queued, 30, far)))
             .collect();
-        let path = write(name, &file_of(&recs));
+        let (_dir, path) = write(name, &file_of(&recs));
         let mut e = engine();
         // Watermark 0: spilling from the first job on.
         e.set_spill(true, 0, 0);
@@ -562,7 +543,7 @@ mod tests {
         ]);
         let full = data.len() as u64;
         data.extend_from_slice(b"*2\r\n$6\r\nDEL");
-        let path = write("t", &data);
+        let (_dir, path) = write("t", &data);
         let strict = LoadOptions {
             truncated_ok: false,
             enqueue: false,

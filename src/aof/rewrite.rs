@@ -193,9 +193,7 @@ mod tests {
 
     #[test]
     fn records_reach_the_temp_file_as_they_come_and_in_engine_order() {
-        let dir = std::env::temp_dir().join(format!("disque-rewrite-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = crate::support::temp_dir::TempDir::new("rewrite");
         let aof = dir.join("a.aof");
         let mut rw = Rewrite::begin(&aof, true);
         rw.capture(&AofRecord::DelJob(id(0)));
@@ -221,6 +219,5 @@ mod tests {
         }
         let want: Vec<JobId> = (0..n).map(id).collect();
         assert_eq!(got, want);
-        let _ = std::fs::remove_dir_all(&dir);
     }
 }

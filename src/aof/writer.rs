@@ -457,6 +457,7 @@ mod tests {
     use super::*;
     use crate::aof::reader::{AofReader, Record, AOF_FORMAT_VERSION};
     use crate::domain::job::JobId;
+    use crate::support::temp_dir::TempDir;
 
     fn id(n: u8) -> JobId {
         let mut b = *b"D-ad249f8c-OF1sLDglZX7WluoLS7rcXAGl-003d";
@@ -479,7 +480,7 @@ mod tests {
 
     #[test]
     fn new_files_start_with_the_version_and_old_ones_are_kept_as_they_are() {
-        let dir = tmpdir("version");
+        let dir = TempDir::new("aof-version");
         let fresh = dir.join("new.aof");
         let w = Writer::start(fresh.clone(), AppendFsync::Always, true).unwrap();
         assert_eq!(w.stop(Duration::from_secs(10)), Ok(28));
@@ -494,16 +495,9 @@ mod tests {
         assert_eq!(std::fs::read(&old).unwrap(), before);
     }
 
-    fn tmpdir(name: &str) -> PathBuf {
-        let d = std::env::temp_dir().join(format!("disque-aof-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
-        std::fs::create_dir_all(&d).unwrap();
-        d
-    }
-
     #[test]
     fn always_publishes_synced_after_write() {
-        let dir = tmpdir("always");
+        let dir = TempDir::new("aof-always");
         let path = dir.join("a.aof");
         let w = Writer::start(path.clone(), AppendFsync::Always, true).unwrap();
         let recs = vec![AofRecord::DelJob(id(1)), AofRecord::DelJob(id(2))];
@@ -526,7 +520,7 @@ mod tests {
 
     #[test]
     fn rewrite_keeps_records_produced_during_it() {
-        let dir = tmpdir("rewrite");
+        let dir = TempDir::new("aof-rewrite");
         let path = dir.join("b.aof");
         // The rename target is relative to the cwd in production; use an
         // absolute path here and accept the temp file in the cwd.
@@ -571,7 +565,7 @@ mod tests {
 
     #[test]
     fn disabled_writer_does_not_block_waiters() {
-        let dir = tmpdir("off");
+        let dir = TempDir::new("aof-off");
         let path = dir.join("c.aof");
         let w = Writer::start(path.clone(), AppendFsync::Always, false).unwrap();
         w.send(Msg::Records {

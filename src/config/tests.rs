@@ -11,8 +11,7 @@
 )]
 
 use super::*;
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::path::PathBuf;
 use std::sync::{Mutex, MutexGuard};
 
 /// Tests that chdir (or compare whole configs, whose `dir` comes from the
@@ -38,34 +37,7 @@ pub(super) fn cwd_guard() -> CwdGuard {
     }
 }
 
-/// A unique directory under the system temp dir, removed on drop.
-pub(super) struct TempDir(pub PathBuf);
-
-impl TempDir {
-    pub(super) fn new(tag: &str) -> TempDir {
-        static N: AtomicUsize = AtomicUsize::new(0);
-        let n = N.fetch_add(1, Ordering::SeqCst);
-        let p = std::env::temp_dir().join(format!(
-            "disque-config-test-{}-{}-{}",
-            std::process::id(),
-            tag,
-            n
-        ));
-        let _ = std::fs::remove_dir_all(&p);
-        std::fs::create_dir_all(&p).unwrap();
-        TempDir(p.canonicalize().unwrap())
-    }
-
-    pub(super) fn path(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
+pub(super) use crate::support::temp_dir::TempDir;
 
 fn parse(text: &str) -> Result<Config, ConfigError> {
     parse_str(text, Config::default())

@@ -148,9 +148,7 @@ mod tests {
 
     #[test]
     fn an_older_table_never_replaces_a_newer_one() {
-        let dir = std::env::temp_dir().join(format!("disque-nodes-conf-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = crate::support::temp_dir::TempDir::new("nodes-conf");
         let path = dir.join("nodes.conf");
         let path = path.to_str().unwrap();
         let (mut nc, loaded) = NodesConf::open(path, 0).unwrap();
@@ -162,6 +160,5 @@ mod tests {
         nc.save(3, "newest").unwrap();
         assert_eq!(std::fs::read_to_string(path).unwrap(), "newest");
         drop(nc);
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -6,3 +6,5 @@ pub mod clock;
 pub mod histogram;
 pub mod slab;
 pub mod strings;
+#[cfg(test)]
+pub mod temp_dir;
