@@ -58,6 +58,11 @@ impl<T: Copy + Default, const BITS: u32> Chunked<T, BITS> {
         chunk[k] = v;
     }
 
+    /// Whether no key was ever written.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.chunks.iter().all(Option::is_none)
+    }
+
     /// Bytes allocated for entries.
     pub(crate) fn bytes(&self) -> usize {
         self.chunks.iter().flatten().count() * Self::CHUNK * std::mem::size_of::<T>()

@@ -290,7 +290,6 @@ struct Replay {
     /// come down when the replay ends (`cold_replay_end`), in one walk of
     /// the runs. One bit a slot, set as they are dropped.
     orphans: Chunked<u64, ORPHAN_CHUNK_BITS>,
-    orphaned: u64,
 }
 
 /// A replay's tables in chunks of a million slots (4 MiB): freed at its
@@ -359,8 +358,10 @@ fn key_span(base: u64, k: u32) -> (u64, u64) {
 }
 
 impl ColdTier {
-    pub(crate) fn set_replay(&mut self, on: bool) {
-        self.replay = on.then(Replay::default);
+    /// A replay starts: its notes begin empty (`cold_replay_end` drops
+    /// them).
+    pub(crate) fn begin_replay(&mut self) {
+        self.replay = Some(Replay::default());
     }
 
     /// Note what a replay knows of `slot`: its job's ID check, and for a
@@ -1555,17 +1556,17 @@ impl Engine {
             return false;
         };
         let copy = self.cold.get(slot).is_some_and(|s| s.is_copy());
-        if copy {
-            self.cold_drop(slot, COPIES);
-            return true;
-        }
-        // Its queue's count comes down when the replay ends.
-        if let Some(r) = &mut self.cold.replay {
-            let word = r.orphans.get(slot / 64).copied().unwrap_or(0);
-            r.orphans.set(slot / 64, word | 1 << (slot % 64));
-            r.orphaned += 1;
-        }
-        self.cold_drop(slot, NO_QUEUE);
+        let qh = match &mut self.cold.replay {
+            Some(_) if copy => COPIES,
+            // Its queue's count comes down when the replay ends.
+            Some(r) => {
+                let word = r.orphans.get(slot / 64).copied().unwrap_or(0);
+                r.orphans.set(slot / 64, word | 1 << (slot % 64));
+                NO_QUEUE
+            }
+            None => return false,
+        };
+        self.cold_drop(slot, qh);
         true
     }
 
@@ -1577,10 +1578,10 @@ impl Engine {
         let Some(r) = self.cold.replay.take() else {
             return;
         };
-        if r.orphaned == 0 {
+        let Replay { mut orphans, .. } = r;
+        if orphans.is_empty() {
             return;
         }
-        let Replay { mut orphans, .. } = r;
         for (&qh, cq) in &self.cold.queues {
             if qh == COPIES {
                 continue;

@@ -776,7 +776,7 @@ impl Engine {
     pub fn set_spill_replay(&mut self, on: bool) {
         self.spill.replay = on;
         if on {
-            self.cold.set_replay(true);
+            self.cold.begin_replay();
         } else {
             self.cold_replay_end();
         }

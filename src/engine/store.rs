@@ -366,7 +366,8 @@ mod tests {
                 }
                 // Sent to disk whole.
                 1 => {
-                    s.evict(h, COLD | i as u32).expect("evicted");
+                    s.evict(h, crate::engine::cold::COLD_TAG | i as u32)
+                        .expect("evicted");
                 }
                 // Left scheduled.
                 _ => {}
@@ -402,6 +403,4 @@ mod tests {
         }
         assert_eq!(n, hs.len() - 1);
     }
-
-    const COLD: u32 = 1 << 31;
 }
