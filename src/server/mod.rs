@@ -21,6 +21,7 @@ pub mod persistence;
 pub mod signals;
 mod spill;
 pub mod ticker;
+mod turn;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
