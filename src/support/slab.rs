@@ -109,38 +109,28 @@ impl<T> Slab<T> {
 
     pub fn insert(&mut self, value: T) -> u32 {
         self.len += 1;
-        while let Some(&si) = self.open.last() {
-            let Some(seg) = self.segs.get_mut(si as usize) else {
-                self.open.pop();
-                continue;
-            };
-            let h = seg.free;
-            let Some(slot) = seg
-                .slots
-                .get_mut(h as usize & SEG_MASK)
-                .filter(|_| h != NONE)
-            else {
-                // Full, or released since it was listed.
-                seg.listed = false;
-                self.open.pop();
-                continue;
-            };
-            seg.free = match *slot {
-                Slot::Free(n) => n,
-                Slot::Used(_) => NONE,
-            };
-            *slot = Slot::Used(value);
-            if seg.idle {
-                seg.idle = false;
-                self.idle -= 1;
+        let mut open = self.open_segment();
+        if open.is_none() {
+            if let Some(si) = self.released.pop() {
+                self.reallocate(si);
+                open = self.open_segment();
             }
-            seg.used += 1;
-            return h;
         }
-        if let Some(si) = self.released.pop() {
-            self.reallocate(si);
-            self.len -= 1;
-            return self.insert(value);
+        if let Some(seg) = open.and_then(|si| self.segs.get_mut(si)) {
+            let h = seg.free;
+            if let Some(slot) = seg.slots.get_mut(h as usize & SEG_MASK) {
+                seg.free = match *slot {
+                    Slot::Free(n) => n,
+                    Slot::Used(_) => NONE,
+                };
+                *slot = Slot::Used(value);
+                if seg.idle {
+                    seg.idle = false;
+                    self.idle -= 1;
+                }
+                seg.used += 1;
+                return h;
+            }
         }
         let h = self.slots;
         if self.segs.last().is_none_or(|seg| seg.slots.len() >= SEG) {
@@ -159,6 +149,20 @@ impl<T> Slab<T> {
         }
         self.slots += 1;
         h as u32
+    }
+
+    /// The listed segment with a free slot on top of `open`, dropping
+    /// the entries of segments that filled up or were released since.
+    fn open_segment(&mut self) -> Option<usize> {
+        while let Some(&si) = self.open.last() {
+            match self.segs.get_mut(si as usize) {
+                Some(g) if g.free != NONE && !g.slots.is_empty() => return Some(si as usize),
+                Some(g) => g.listed = false,
+                None => {}
+            }
+            self.open.pop();
+        }
+        None
     }
 
     /// Give a released segment its slots back, all free, and list it.
