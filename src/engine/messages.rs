@@ -137,6 +137,19 @@ impl Engine {
         frames
     }
 
+    /// Start loading the ID-index place a REPLJOB's copy will take, so
+    /// that a batch's frames prefetched before they run do not each wait
+    /// for memory (the index is far larger than the cache: the lookup of
+    /// a new copy's ID was the largest user-space item of replication,
+    /// 3-4 % of the three nodes' samples).
+    pub fn prefetch_message(&self, msg: &Message) {
+        if let Body::ReplJob { job } = &msg.body {
+            if let Some(id) = crate::protocol::job_codec::peek_id(job) {
+                self.store.prefetch_slot(&JobId(*id));
+            }
+        }
+    }
+
     /// Entry point for every bus frame. Returns a reply for the same connection.
     pub fn on_bus_message(
         &mut self,

@@ -195,6 +195,12 @@ impl<'a> RecordRef<'a, RawNodes<'a>> {
     }
 }
 
+/// The job ID of the record at the front of `src`, without decoding the
+/// rest (unchecked: a hint for prefetching, never trusted).
+pub fn peek_id(src: &[u8]) -> Option<&[u8; 40]> {
+    src.get(4..44).and_then(|s| s.try_into().ok())
+}
+
 /// Why a record could not be decoded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CodecError {
