@@ -22,6 +22,11 @@ pub const HOLD_BACK_MAX_MS: u64 = 60_000;
 /// While holding back, the holders are asked again (WILLQUEUE) this often.
 const HOLD_RECHECK_MS: u64 = 1000;
 
+/// Timer entries a compaction step visits per 100 ms cron (each a look
+/// at its job's record, a cache miss in a large table: about a
+/// millisecond).
+const TIMER_COMPACT_BUDGET: usize = 16_384;
+
 impl Engine {
     /// Run all due timers. Returns nothing; effects land in `self.out`.
     pub fn tick(&mut self, now: u64) {
@@ -46,6 +51,7 @@ impl Engine {
             self.schedule_cron(now);
             self.batch_cron(now);
             self.after_cron(now);
+            self.store.compact_timers(TIMER_COMPACT_BUDGET);
         }
         if now.saturating_sub(self.last_queue_evict) >= 100 {
             self.last_queue_evict = now;

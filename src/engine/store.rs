@@ -19,7 +19,9 @@
 //! stale, those entries held 4-6 bytes for every job a backlog on disk
 //! took in the last RETRY (300 s by default). A job that only moves to
 //! another bucket leaves its old entry stale: searching for it would cost
-//! every GETJOB of a job queued long ago a fruitless scan.
+//! every GETJOB of a job queued long ago a fruitless scan. Once stale
+//! entries are half of them, a compaction pass in steps of the 100 ms
+//! cron drops them (`compact_timers`).
 
 use std::collections::BTreeMap;
 use std::hash::BuildHasher;
@@ -59,6 +61,13 @@ pub struct JobStore {
     hasher: foldhash::fast::RandomState,
     /// bucket end time (ms) -> handles that may be due by then.
     awake: BTreeMap<u64, Vec<JobHandle>>,
+    /// Entries in `awake`, and of them how many went stale (an estimate:
+    /// counted as they are left behind, uncounted as they are popped or
+    /// compacted away).
+    timer_entries: usize,
+    timer_stale: usize,
+    /// The bucket a compaction pass resumes at; None between passes.
+    compact_at: Option<u64>,
 }
 
 /// Index shards: a power of two up to 256 (the shard is a hash byte).
@@ -87,9 +96,15 @@ impl Default for JobStore {
             index: empty_index(),
             hasher: foldhash::fast::RandomState::default(),
             awake: BTreeMap::new(),
+            timer_entries: 0,
+            timer_stale: 0,
+            compact_at: None,
         }
     }
 }
+
+/// Stale timer entries below which no compaction pass starts.
+const COMPACT_MIN_STALE: usize = 4096;
 
 impl JobStore {
     /// The index shard and 32 stored bits of a keyed hash of the ID. The
@@ -165,6 +180,9 @@ impl JobStore {
         // Order within a bucket does not matter: pop takes any.
         if let Some(i) = v[from..].iter().rposition(|&x| x == h) {
             v.swap_remove(from + i);
+            self.timer_entries = self.timer_entries.saturating_sub(1);
+        } else {
+            self.timer_stale += 1;
         }
         if v.is_empty() {
             self.awake.remove(&b);
@@ -258,9 +276,70 @@ impl JobStore {
         }
         let old = job.awakeme;
         job.awakeme = when;
+        if old != 0 && (when == 0 || bucket(old) != bucket(when)) {
+            // Left where it is: searching a bucket for it would cost the
+            // GETJOB of a job queued long ago a fruitless scan.
+            self.timer_stale += 1;
+        }
         if when != 0 && (old == 0 || bucket(old) != bucket(when)) {
             self.awake.entry(bucket(when)).or_default().push(h);
+            self.timer_entries += 1;
         }
+    }
+
+    /// Part of a pass that drops stale timer entries (each a job since
+    /// rescheduled into another bucket, or gone), so that they do not
+    /// hold 4 bytes each until their bucket comes due: one for every job
+    /// delivered in the last RETRY (300 s by default) after waiting in a
+    /// backlog, tens of megabytes under a steady load. A pass starts once
+    /// at least half the entries (and `COMPACT_MIN_STALE`) are stale and
+    /// visits whole buckets, about `budget` entries a call, in key order.
+    /// It drops exactly the entries `pop_due` would skip. Returns the
+    /// entries dropped.
+    pub fn compact_timers(&mut self, budget: usize) -> usize {
+        let from = match self.compact_at {
+            Some(b) => b,
+            None if self.timer_stale >= COMPACT_MIN_STALE
+                && self.timer_stale * 2 >= self.timer_entries =>
+            {
+                0
+            }
+            None => return 0,
+        };
+        let slab = &self.slab;
+        let mut seen = 0usize;
+        let mut dropped = 0usize;
+        let mut emptied = Vec::new();
+        let mut next = None;
+        for (&b, v) in self.awake.range_mut(from..) {
+            if seen >= budget {
+                next = Some(b);
+                break;
+            }
+            seen += v.len();
+            let before = v.len();
+            v.retain(|&h| {
+                slab.get(h)
+                    .is_some_and(|j| j.awakeme != 0 && bucket(j.awakeme) == b)
+            });
+            dropped += before - v.len();
+            if v.is_empty() {
+                emptied.push(b);
+            } else if v.capacity() > 2 * v.len() + 16 {
+                v.shrink_to_fit();
+            }
+        }
+        for b in emptied {
+            self.awake.remove(&b);
+        }
+        self.compact_at = next;
+        self.timer_entries = self.timer_entries.saturating_sub(dropped);
+        self.timer_stale = if next.is_none() {
+            0
+        } else {
+            self.timer_stale.saturating_sub(dropped)
+        };
+        dropped
     }
 
     /// Earliest bucket that may hold a due job (possibly only stale entries).
@@ -283,12 +362,14 @@ impl JobStore {
             if entry.get().is_empty() {
                 entry.remove();
             }
+            self.timer_entries = self.timer_entries.saturating_sub(1);
             if let Some(j) = self.slab.get_mut(h) {
                 if j.awakeme != 0 && bucket(j.awakeme) == b {
                     j.awakeme = 0;
                     return Some(h);
                 }
             }
+            self.timer_stale = self.timer_stale.saturating_sub(1);
         }
     }
 
@@ -328,6 +409,9 @@ impl JobStore {
         self.slab.clear();
         self.index = empty_index();
         self.awake.clear();
+        self.timer_entries = 0;
+        self.timer_stale = 0;
+        self.compact_at = None;
     }
 }
 
@@ -402,5 +486,139 @@ mod tests {
             n += 1;
         }
         assert_eq!(n, hs.len() - 1);
+    }
+
+    /// Jobs delivered long after they were queued leave their first
+    /// entries behind: once they are most of the entries, the compaction
+    /// drops them (and those of jobs gone), a budget at a time, and keeps
+    /// every live one, each popped once when due.
+    #[test]
+    fn stale_timer_entries_are_compacted_away_and_live_ones_kept() {
+        let mut s = JobStore::default();
+        let n = 3 * COMPACT_MIN_STALE as u32;
+        let hs: Vec<JobHandle> = (0..n)
+            .map(|i| {
+                let h = s.insert_new(job(i)).expect("new");
+                s.schedule(h, 300_000 + u64::from(i % 50) * 10);
+                h
+            })
+            .collect();
+        // Each moves to a later bucket of its own (its first entry now
+        // stale), and a third then leave the table (taking their new
+        // entries along).
+        for (i, &h) in hs.iter().enumerate() {
+            s.schedule(h, 600_000 + i as u64 * 10);
+        }
+        for &h in hs.iter().step_by(3) {
+            s.remove(h);
+        }
+        let live = hs.len() - hs.len().div_ceil(3);
+        assert_eq!(entries(&s), 2 * hs.len() - hs.len().div_ceil(3));
+        let before = s.footprint().timers;
+        let mut calls = 0;
+        loop {
+            s.compact_timers(1000);
+            calls += 1;
+            if s.compact_at.is_none() {
+                break;
+            }
+        }
+        assert!(calls > 5, "a budget at a time: {calls} calls");
+        assert_eq!(entries(&s), live);
+        assert_eq!(s.timer_entries, live);
+        assert!(s.footprint().timers < before, "the buckets shrank");
+        // Nothing stale is left to start another pass.
+        assert_eq!(s.compact_timers(1000), 0);
+        assert_eq!(s.pop_due(599_999), None);
+        let mut popped = Vec::new();
+        while let Some(h) = s.pop_due(u64::MAX) {
+            popped.push(h);
+        }
+        popped.sort_unstable();
+        let mut want: Vec<JobHandle> = hs
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| i % 3 != 0)
+            .map(|(_, &h)| h)
+            .collect();
+        want.sort_unstable();
+        assert_eq!(popped, want);
+    }
+
+    /// Random scheduling, removals, compaction steps and pops against a
+    /// model of each job's wake-up time: every pop is a job due then,
+    /// and every job due is popped exactly once.
+    #[test]
+    fn compaction_never_changes_what_comes_due() {
+        use rand::{Rng, SeedableRng};
+        for seed in 0..8u64 {
+            let mut rng = rand::rngs::SmallRng::seed_from_u64(seed);
+            let mut s = JobStore::default();
+            let mut model: std::collections::HashMap<JobHandle, u64> = Default::default();
+            let mut next_id = 0u32;
+            let mut now = 1_000u64;
+            for _ in 0..8_000 {
+                match rng.gen_range(0..100) {
+                    0..30 => {
+                        if let Some(h) = s.insert_new(job(next_id)) {
+                            let when = now + rng.gen_range(1..5_000);
+                            s.schedule(h, when);
+                            model.insert(h, when);
+                        }
+                        next_id += 1;
+                    }
+                    30..60 if !model.is_empty() => {
+                        let h = *model
+                            .keys()
+                            .nth(rng.gen_range(0..model.len()))
+                            .expect("some");
+                        let when = match rng.gen_range(0..4) {
+                            0 => 0,
+                            _ => now + rng.gen_range(1..5_000),
+                        };
+                        s.schedule(h, when);
+                        model.insert(h, when);
+                    }
+                    60..75 if !model.is_empty() => {
+                        let h = *model
+                            .keys()
+                            .nth(rng.gen_range(0..model.len()))
+                            .expect("some");
+                        s.remove(h);
+                        model.remove(&h);
+                    }
+                    75..85 => {
+                        // Small thresholds' worth: force passes often.
+                        s.timer_stale = s.timer_stale.max(COMPACT_MIN_STALE);
+                        s.timer_stale = s.timer_stale.max(s.timer_entries.div_ceil(2));
+                        s.compact_timers(rng.gen_range(1..200));
+                    }
+                    _ => {
+                        now += rng.gen_range(0..200);
+                        let mut got = Vec::new();
+                        while let Some(h) = s.pop_due(now) {
+                            got.push(h);
+                        }
+                        for h in &got {
+                            let when = model.get(h).copied().unwrap_or(0);
+                            assert!(
+                                when != 0 && bucket(when) <= now,
+                                "seed {seed}: popped {h} due at {when}, now {now}"
+                            );
+                            model.insert(*h, 0);
+                        }
+                        let missed = model
+                            .iter()
+                            .filter(|(_, &w)| w != 0 && bucket(w) <= now)
+                            .count();
+                        assert_eq!(missed, 0, "seed {seed}: due jobs not popped at {now}");
+                        assert_eq!(
+                            got.len(),
+                            got.iter().collect::<std::collections::HashSet<_>>().len()
+                        );
+                    }
+                }
+            }
+        }
     }
 }
