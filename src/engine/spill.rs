@@ -48,7 +48,7 @@ const APPEND_MAX: usize = 1 << 20;
 /// `u32 LE payload length | u32 checksum | 40-byte ID | payload`, the
 /// checksum zero until the spill thread seals it
 /// (`spill::segment::seal`). The payload's length.
-pub fn put_record(out: &mut BytesMut, id: &JobId, payload: impl FnOnce(&mut BytesMut)) -> usize {
+fn put_record(out: &mut BytesMut, id: &JobId, payload: impl FnOnce(&mut BytesMut)) -> usize {
     let start = out.len();
     out.put_u64_le(0);
     out.put_slice(&id.0);

@@ -13,7 +13,7 @@ use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
-use bytes::{Bytes, BytesMut};
+use bytes::{BufMut, Bytes, BytesMut};
 
 use crate::domain::job::JobId;
 use crate::engine::spill::{Loc, RECORD_HEADER};
@@ -81,19 +81,20 @@ pub fn is_segment_name(name: &str) -> bool {
         .is_some_and(|n| n.len() == 8 && n.bytes().all(|c| c.is_ascii_digit()))
 }
 
-/// The checksum of a record: CRC32 of its ID and body, which follow the
-/// first 8 bytes of the record back to back.
-fn checksum(rec: &[u8]) -> u32 {
-    crc32fast::hash(rec.get(8..).unwrap_or_default())
+fn checksum(id: &JobId, body: &[u8]) -> u32 {
+    let mut h = crc32fast::Hasher::new();
+    h.update(&id.0);
+    h.update(body);
+    h.finalize()
 }
 
-/// Append one record to `out`, sealed (the layout is the engine's
-/// `put_record`, as for the records it appends itself).
+/// Append one record to `out`.
 pub fn encode(id: &JobId, body: &[u8], out: &mut BytesMut) {
-    let start = out.len();
     out.reserve(RECORD_HEADER as usize + body.len());
-    crate::engine::spill::put_record(out, id, |o| o.extend_from_slice(body));
-    seal(&mut out[start..]);
+    out.put_u32_le(u32::try_from(body.len()).unwrap_or(u32::MAX));
+    out.put_u32_le(checksum(id, body));
+    out.put_slice(&id.0);
+    out.put_slice(body);
 }
 
 /// Fill in the checksums of records laid out back to back by the engine
@@ -109,7 +110,7 @@ pub fn seal(recs: &mut [u8]) {
         let Some(rec) = recs.get(at..end) else {
             return;
         };
-        let crc = checksum(rec).to_le_bytes();
+        let crc = crc32fast::hash(&rec[8..]).to_le_bytes();
         recs[at + 4..at + 8].copy_from_slice(&crc);
         at = end;
     }
@@ -136,7 +137,7 @@ fn check<'a>(buf: &'a [u8], id: &JobId, loc: Loc) -> Result<&'a [u8], &'static s
         return Err("job ID mismatch");
     }
     let body = &buf[header..];
-    if checksum(buf) != crc {
+    if checksum(id, body) != crc {
         return Err("checksum mismatch");
     }
     Ok(body)
