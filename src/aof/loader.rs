@@ -257,7 +257,6 @@ mod tests {
     use super::*;
     use crate::domain::job::JobId;
     use crate::engine::records::record_of;
-    use crate::engine::spill::{appended, SpillDone, SpillOp};
     use crate::engine::AofRecord;
     use crate::support::temp_dir::TempDir;
 
@@ -297,12 +296,14 @@ mod tests {
     }
 
     /// The spill thread's answers to the writes the engine asked for.
-    fn writes_done(ops: Vec<SpillOp>) -> Vec<SpillDone> {
-        ops.into_iter()
+    fn writes_done(e: &mut Engine) -> Vec<crate::engine::spill::SpillDone> {
+        use crate::engine::spill::{SpillDone, SpillOp};
+        e.take_spill_ops()
+            .into_iter()
             .filter_map(|op| match op {
-                SpillOp::Append { seg, off, recs } => Some(SpillDone::Written {
-                    seg,
-                    end: off + recs.len() as u32,
+                SpillOp::Write { loc, .. } => Some(SpillDone::Written {
+                    seg: loc.seg,
+                    end: loc.off + loc.record_len() as u32,
                 }),
                 _ => None,
             })
@@ -312,7 +313,7 @@ mod tests {
     /// The spill thread's part: every write lands.
     fn writes_land(e: &mut Engine) {
         loop {
-            let done = writes_done(e.take_spill_ops());
+            let done = writes_done(e);
             if done.is_empty() {
                 return;
             }
@@ -463,16 +464,8 @@ mod tests {
         };
         let l = load_file(&mut e, &path, opts, NOW).unwrap();
         assert_eq!(l.jobs, 3);
-        let ops = e.take_spill_ops();
-        let written: usize = ops
-            .iter()
-            .map(|op| match op {
-                SpillOp::Append { seg, off, recs } => appended(*seg, *off, recs).len(),
-                _ => 0,
-            })
-            .sum();
-        assert_eq!(written, 3, "every active job's body is written");
-        let done = writes_done(ops);
+        let done = writes_done(&mut e);
+        assert_eq!(done.len(), 3, "every active job's body is written");
         (e, done)
     }
 

@@ -637,6 +637,12 @@ impl Engine {
         self.cold.fits_in_order(qh, j.ctime).then_some(qh)
     }
 
+    /// The storage record of a job leaving whole.
+    pub(crate) fn cold_record(&self, h: JobHandle) -> Option<Bytes> {
+        let j = self.store.get(h)?;
+        Some(super::records::storage_bytes(j, None, &self.cluster))
+    }
+
     /// The write of job `h`'s whole record at `loc` is on disk: the job
     /// leaves RAM. False when it changed meanwhile (it stays).
     pub(crate) fn cold_evict(&mut self, h: JobHandle, id: JobId, loc: Loc) -> bool {

@@ -90,12 +90,6 @@ pub fn storage_bytes(j: &Job, ext: Option<&JobExt>, cluster: &super::Cluster) ->
     encode_job(j, ext, cluster, Flavor::Storage, 0)
 }
 
-/// Append the job's storage record (no extension section: the spill
-/// tier's whole jobs are plain) to `out`.
-pub fn put_storage_record(j: &Job, cluster: &super::Cluster, out: &mut bytes::BytesMut) {
-    with_record(j, None, cluster, Flavor::Storage, 0, |rec| rec.encode(out));
-}
-
 /// Call `f` with the job's storage record, borrowed: an AOF rewrite
 /// encodes it straight into its chunk (`storage_bytes` would give every
 /// job a buffer of its own, copied once more and freed).

@@ -30,7 +30,7 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
-use bytes::{BufMut, Bytes, BytesMut};
+use bytes::Bytes;
 
 use super::spill_slots::{Slot, SlotState, SlotTable, MAX_LEN};
 use super::{Engine, JobHandle, Map};
@@ -39,49 +39,6 @@ use crate::domain::job::{JobId, JobState, F_DELIVERED};
 /// Bytes in front of each body in a segment record: body length (u32),
 /// CRC32 of ID and body (u32), the 40-byte job ID.
 pub const RECORD_HEADER: u64 = 4 + 4 + 40;
-
-/// Bytes of records one `SpillOp::Append` gathers before the next starts
-/// (one write each on the spill thread).
-const APPEND_MAX: usize = 1 << 20;
-
-/// Append a record for `id` to `out`, its payload written by `payload`:
-/// `u32 LE payload length | u32 checksum | 40-byte ID | payload`, the
-/// checksum zero until the spill thread seals it
-/// (`spill::segment::seal`). The payload's length.
-fn put_record(out: &mut BytesMut, id: &JobId, payload: impl FnOnce(&mut BytesMut)) -> usize {
-    let start = out.len();
-    out.put_u64_le(0);
-    out.put_slice(&id.0);
-    payload(out);
-    let len = out.len() - start - RECORD_HEADER as usize;
-    let n = u32::try_from(len).unwrap_or(u32::MAX).to_le_bytes();
-    out[start..start + 4].copy_from_slice(&n);
-    len
-}
-
-/// The records of an `Append` op (tests and the simulation): each one's
-/// location, ID and payload. Stops at a record that does not fit.
-pub fn appended(seg: u32, off: u32, recs: &[u8]) -> Vec<(Loc, JobId, Bytes)> {
-    let header = RECORD_HEADER as usize;
-    let mut out = Vec::new();
-    let mut at = 0usize;
-    while let Some(h) = recs.get(at..at + header) {
-        let len = u32::from_le_bytes([h[0], h[1], h[2], h[3]]);
-        let Some(payload) = recs.get(at + header..at + header + len as usize) else {
-            break;
-        };
-        let mut id = [0u8; 40];
-        id.copy_from_slice(&h[8..header]);
-        let loc = Loc {
-            seg,
-            off: off + at as u32,
-            len,
-        };
-        out.push((loc, JobId(id), Bytes::copy_from_slice(payload)));
-        at += header + len as usize;
-    }
-    out
-}
 
 /// How many results (and landed writes) ahead of the one being handled
 /// the owner starts loading ID-index places: enough to cover a memory
@@ -180,12 +137,8 @@ impl Loc {
 /// Work for the spill thread, in the order it must be done.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SpillOp {
-    /// Append records at `off` of segment `seg` (segments are written
-    /// strictly in order): `recs` holds them back to back, encoded by
-    /// the owner straight into this buffer (`put_record`) with their
-    /// checksums left zero for the spill thread to fill in, so a record
-    /// is neither a buffer of its own nor copied again before its write.
-    Append { seg: u32, off: u32, recs: BytesMut },
+    /// Append a record at `loc` (segments are written strictly in order).
+    Write { loc: Loc, id: JobId, body: Bytes },
     /// Read a body back (page-in).
     Read { h: JobHandle, id: JobId, loc: Loc },
     /// Copy a record to a new place (compaction).
@@ -208,20 +161,6 @@ pub enum SpillOp {
     },
     /// Copy a whole job's record to a new place (compaction).
     MoveCold { slot: u32, from: Loc, to: Loc },
-}
-
-impl SpillOp {
-    /// An append of one record (tests).
-    #[cfg(test)]
-    pub fn write(loc: Loc, id: JobId, body: &[u8]) -> SpillOp {
-        let mut recs = BytesMut::new();
-        put_record(&mut recs, &id, |out| out.extend_from_slice(body));
-        SpillOp::Append {
-            seg: loc.seg,
-            off: loc.off,
-            recs,
-        }
-    }
 }
 
 /// Why a record could not be used.
@@ -429,10 +368,6 @@ pub struct SpillState {
     /// Jobs whose AOF record must be rewritten once their body is back.
     relog: Map<JobHandle, ()>,
     ops: Vec<SpillOp>,
-    /// Bytes of records the last op list carried: the next one's first
-    /// append starts at that capacity instead of growing by doubling
-    /// (a copy of everything so far at each step).
-    append_hint: usize,
     /// Slots whose body is not in RAM (not `Pending`).
     cold: u64,
     /// Where the parked backfill goes on in the job table, and whether its
@@ -477,7 +412,6 @@ impl Default for SpillState {
             due: None,
             relog: Map::default(),
             ops: Vec::new(),
-            append_hint: 0,
             cold: 0,
             parked_cursor: 0,
             parked_more: false,
@@ -576,18 +510,7 @@ impl Engine {
 
     /// Reads, writes and unlinks for the spill thread, in order.
     pub fn take_spill_ops(&mut self) -> Vec<SpillOp> {
-        let ops = std::mem::take(&mut self.spill.ops);
-        let appended: usize = ops
-            .iter()
-            .map(|op| match op {
-                SpillOp::Append { recs, .. } => recs.len(),
-                _ => 0,
-            })
-            .sum();
-        if appended > 0 {
-            self.spill.append_hint = appended.min(APPEND_MAX);
-        }
-        ops
+        std::mem::take(&mut self.spill.ops)
     }
 
     /// Where the body of a job lives when it is not in RAM: the ID (to
@@ -715,75 +638,39 @@ impl Engine {
             return false;
         }
         let whole = match kind {
-            Kind::Body => self.cold_eligible(h),
-            Kind::Parked { .. } => self.cold_copy_eligible(h, now),
-            _ => false,
+            Kind::Body if self.cold_eligible(h) => self.cold_record(h),
+            Kind::Parked { .. } if self.cold_copy_eligible(h, now) => self.cold_record(h),
+            _ => None,
         };
         let kind = match kind {
-            _ if !whole => kind,
+            _ if whole.is_none() => kind,
             Kind::Parked { qtime } => Kind::WholeCopy { qtime, nodes },
             _ => Kind::Whole,
         };
-        // The record goes straight into the op list's last append.
-        let Some(j) = self.store.get(h) else {
+        let body = match whole {
+            Some(rec) => rec,
+            None => match self.store.get(h).and_then(|j| j.body.as_deref()) {
+                Some(b) => Bytes::copy_from_slice(b),
+                None => return false,
+            },
+        };
+        let Ok(len) = u32::try_from(body.len()) else {
             return false;
         };
-        match &j.body {
-            Some(b) if b.len() > MAX_LEN as usize => return false,
-            None if !whole => return false,
-            _ => {}
-        }
-        let ops = &mut self.spill.ops;
-        if !matches!(ops.last(), Some(SpillOp::Append { .. })) {
-            ops.push(SpillOp::Append {
-                seg: 0,
-                off: 0,
-                recs: BytesMut::with_capacity(self.spill.append_hint),
-            });
-        }
-        let Some(SpillOp::Append { recs, .. }) = ops.last_mut() else {
+        if len > MAX_LEN {
             return false;
-        };
-        let start = recs.len();
-        let cluster = &self.cluster;
-        let len = put_record(recs, &id, |out| match &j.body {
-            _ if whole => super::records::put_storage_record(j, cluster, out),
-            Some(b) => out.extend_from_slice(b),
-            None => {}
-        });
+        }
+        let rec = RECORD_HEADER + u64::from(len);
+        if rec > u64::from(self.spill.seg_size) {
+            return false;
+        }
         let s = &mut self.spill;
-        let rec = RECORD_HEADER + len as u64;
-        let fits = u32::try_from(len).is_ok_and(|l| l <= MAX_LEN) && rec <= u64::from(s.seg_size);
-        let room = s.max_disk == 0 || s.disk_bytes() + rec <= s.max_disk;
-        if !(fits && room) {
-            if let Some(SpillOp::Append { recs, .. }) = s.ops.last_mut() {
-                recs.truncate(start);
-                if recs.is_empty() {
-                    s.ops.pop();
-                }
-            }
-            if fits {
-                s.stats.disk_budget_full = true;
-            }
+        if s.max_disk != 0 && s.disk_bytes() + rec > s.max_disk {
+            s.stats.disk_budget_full = true;
             return false;
         }
         s.stats.disk_budget_full = false;
-        let loc = s.allocate(len as u32);
-        if let Some(SpillOp::Append { seg, off, recs }) = s.ops.last_mut() {
-            if start == 0 {
-                (*seg, *off) = (loc.seg, loc.off);
-            } else if *seg != loc.seg
-                || u64::from(*off) + start as u64 != u64::from(loc.off)
-                || start >= APPEND_MAX
-            {
-                let tail = recs.split_off(start);
-                s.ops.push(SpillOp::Append {
-                    seg: loc.seg,
-                    off: loc.off,
-                    recs: tail,
-                });
-            }
-        }
+        let loc = s.allocate(len);
         s.slots.insert(
             h,
             Slot {
@@ -793,6 +680,7 @@ impl Engine {
         );
         s.pending.push_back((h, id, loc, kind));
         s.pending_bytes += rec;
+        s.ops.push(SpillOp::Write { loc, id, body });
         true
     }
 
@@ -1760,19 +1648,20 @@ mod tests {
                 let mut done = Vec::new();
                 for op in ops {
                     match op {
-                        SpillOp::Append { seg, off, recs } => {
+                        SpillOp::Write { loc, id, body } => {
                             if self.fail_writes {
                                 done.push(SpillDone::WriteFailed {
-                                    seg,
+                                    seg: loc.seg,
                                     fault: SpillFault::DiskFull,
                                 });
                                 continue;
                             }
-                            let end = off + recs.len() as u32;
-                            for (loc, id, body) in appended(seg, off, &recs) {
-                                self.recs.insert((loc.seg, loc.off), (id, body));
-                            }
-                            done.push(SpillDone::Written { seg, end });
+                            assert_eq!(body.len() as u32, loc.len);
+                            self.recs.insert((loc.seg, loc.off), (id, body));
+                            done.push(SpillDone::Written {
+                                seg: loc.seg,
+                                end: loc.off + loc.record_len() as u32,
+                            });
                         }
                         SpillOp::Read { h, id, loc } if self.io_fail_reads > 0 => {
                             self.io_fail_reads -= 1;
@@ -2135,14 +2024,11 @@ mod tests {
         add(&mut e, b"q", "b300".into(), 1001);
         assert!(e.spill_due().is_some_and(|t| t <= 1001));
         e.tick(1001);
-        let writes: usize = e
+        let writes = e
             .take_spill_ops()
             .iter()
-            .map(|op| match op {
-                SpillOp::Append { seg, off, recs } => appended(*seg, *off, recs).len(),
-                _ => 0,
-            })
-            .sum();
+            .filter(|op| matches!(op, SpillOp::Write { .. }))
+            .count();
         assert_eq!(writes, 301 - HEAD_WINDOW);
     }
 
@@ -3051,46 +2937,6 @@ mod tests {
         assert_eq!(e.spill_stats().fault, None);
         let got = drain(&mut e, &mut disk, b"q", 20_000);
         assert_eq!(got.len(), 201);
-    }
-
-    /// The owner encodes records straight into the op list: one append per
-    /// stretch of a segment, a new one where a record opens the next
-    /// segment, every record where its location says, and nothing of a
-    /// record refused (here by the disk budget) left behind.
-    #[test]
-    fn records_are_appended_back_to_back_and_split_at_segment_ends() {
-        let mut e = engine();
-        e.set_spill_segment_bytes(4096);
-        let per_seg = 4096 / (RECORD_HEADER as usize + 100);
-        e.set_spill(true, 30 * (RECORD_HEADER + 100), 0);
-        let ids: Vec<JobId> = (0..HEAD_WINDOW + 40)
-            .map(|i| add(&mut e, b"q", format!("{i:0>100}"), 1000))
-            .collect();
-        let ops = e.take_spill_ops();
-        let mut recs = Vec::new();
-        for op in &ops {
-            let SpillOp::Append {
-                seg,
-                off,
-                recs: bytes,
-            } = op
-            else {
-                continue;
-            };
-            let got = appended(*seg, *off, bytes);
-            let len: u64 = got.iter().map(|(l, _, _)| l.record_len()).sum();
-            assert_eq!(len, bytes.len() as u64, "nothing but whole records");
-            recs.extend(got);
-        }
-        assert_eq!(recs.len(), 30, "the budget's worth, no more");
-        let segs: std::collections::BTreeSet<u32> = recs.iter().map(|(l, _, _)| l.seg).collect();
-        assert_eq!(segs.len(), 30usize.div_ceil(per_seg));
-        for ((loc, id, body), want) in recs.iter().zip(&ids[HEAD_WINDOW..]) {
-            assert_eq!(id, want);
-            let h = e.store.lookup(id).expect("still in the table");
-            assert_eq!(e.spill.slots.get(h).map(|s| s.loc), Some(*loc));
-            assert_eq!(body.len(), 100);
-        }
     }
 
     #[test]

@@ -1,6 +1,4 @@
-//! Small operating-system calls: queries for INFO (uname, RSS, CPU
-//! times), the heap trim, and the vectored positional write of the spill
-//! thread.
+//! Small operating-system queries for INFO: uname, RSS, CPU times.
 
 /// `<sysname> <release> <machine>`.
 pub fn os_string() -> String {
@@ -53,40 +51,4 @@ pub fn cpu_times() -> (f64, f64) {
 pub fn release_free_heap() {
     // SAFETY: mi_collect only walks mimalloc's own heaps and free lists.
     unsafe { libmimalloc_sys::mi_collect(true) }
-}
-
-/// Write `bufs` back to back at `off` of `file` (`pwritev`, looping over
-/// short writes), as `FileExt::write_all_at` does for one buffer.
-pub fn write_all_vectored_at(
-    file: &std::fs::File,
-    bufs: &[&[u8]],
-    mut off: u64,
-) -> std::io::Result<()> {
-    use std::io::{Error, ErrorKind, IoSlice};
-    use std::os::fd::AsRawFd;
-    let mut slices: Vec<IoSlice<'_>> = bufs.iter().map(|b| IoSlice::new(b)).collect();
-    let mut rest = &mut slices[..];
-    IoSlice::advance_slices(&mut rest, 0);
-    while !rest.is_empty() {
-        // At most IOV_MAX (1024 on Linux) buffers a call.
-        let n = rest.len().min(1024) as libc::c_int;
-        let at = libc::off_t::try_from(off).map_err(|_| Error::from(ErrorKind::InvalidInput))?;
-        // SAFETY: `IoSlice` is ABI-compatible with `struct iovec` on Unix
-        // (std guarantees it); the `n` slices are live borrows for the
-        // duration of the call, and the kernel only reads them.
-        let r = unsafe { libc::pwritev(file.as_raw_fd(), rest.as_ptr().cast(), n, at) };
-        if r < 0 {
-            let e = Error::last_os_error();
-            if e.kind() == ErrorKind::Interrupted {
-                continue;
-            }
-            return Err(e);
-        }
-        if r == 0 {
-            return Err(ErrorKind::WriteZero.into());
-        }
-        off += r as u64;
-        IoSlice::advance_slices(&mut rest, r as usize);
-    }
-    Ok(())
 }

@@ -194,19 +194,6 @@ impl Files<'_> {
         })
     }
 
-    /// `write` of several buffers back to back, with one system call.
-    fn write_vectored(&mut self, seg: u32, off: u32, bufs: &[&[u8]]) -> Result<(), SegmentError> {
-        crate::os::faults::before_write();
-        let f = self.get(seg, true)?;
-        crate::os::sys::write_all_vectored_at(f, bufs, u64::from(off)).map_err(|source| {
-            SegmentError::Write {
-                path: segment::path(self.dir, seg),
-                off: u64::from(off),
-                source,
-            }
-        })
-    }
-
     fn write(&mut self, seg: u32, off: u32, buf: &[u8]) -> Result<(), SegmentError> {
         crate::os::faults::before_write();
         let f = self.get(seg, true)?;
@@ -321,6 +308,9 @@ fn run(dir: &Path, rx: &mpsc::Receiver<Req>, sink: &Sink, stats: &IoStats) {
         open: HashMap::new(),
         span: Vec::new(),
     };
+    // Appends gather here before each write; kept from burst to burst
+    // (grown once, not from empty by doubling every burst).
+    let mut wbuf = BytesMut::new();
     let mut trimmed = Instant::now();
     let mut queued = Queued::default();
     // Segments a write failed in: the engine abandons them, so the writes
@@ -348,13 +338,13 @@ fn run(dir: &Path, rx: &mpsc::Receiver<Req>, sink: &Sink, stats: &IoStats) {
         while !queued.reads.is_empty() {
             let n = queued.reads.len().min(READ_SLICE);
             let slice: Vec<SpillOp> = queued.reads.drain(..n).collect();
-            apply(&mut files, slice, stats, &mut done, &mut failed);
+            apply(&mut files, slice, stats, &mut done, &mut wbuf, &mut failed);
             queued.hand_back(&mut done);
             sink(std::mem::take(&mut done));
         }
         let n = queued.backlog.len().min(SLICE);
         let slice: Vec<SpillOp> = queued.backlog.drain(..n).collect();
-        apply(&mut files, slice, stats, &mut done, &mut failed);
+        apply(&mut files, slice, stats, &mut done, &mut wbuf, &mut failed);
         queued.hand_back(&mut done);
         if failed.len() > 64 {
             failed.drain(..failed.len() - 64);
@@ -417,46 +407,33 @@ fn take(req: Req, files: &mut Files, stats: &IoStats, queued: &mut Queued) {
     }
 }
 
-/// Bytes of appends gathered into one write at most.
-const WRITE_MAX: usize = 1 << 20;
-
-/// Appends next to each other on disk, written together with one
-/// `pwritev` from the owner's buffers (no copy).
-#[derive(Default)]
-struct Run {
-    /// Segment and offset of the first append's records.
-    at: Option<(u32, u32)>,
-    pieces: Vec<BytesMut>,
-    bytes: usize,
-}
-
-impl Run {
-    /// Where the next append must start to join this run.
-    fn end(&self) -> Option<(u32, u64)> {
-        self.at
-            .map(|(seg, off)| (seg, u64::from(off) + self.bytes as u64))
-    }
-
-    fn flush(
-        &mut self,
-        files: &mut Files,
-        stats: &IoStats,
-        failed: &mut Vec<u32>,
-        done: &mut Vec<SpillDone>,
-        spent: &mut Vec<Bytes>,
-    ) {
-        let Some((seg, start)) = self.at.take() else {
+/// Perform ops in order; consecutive appends to one segment become one
+/// write.
+fn apply(
+    files: &mut Files,
+    ops: Vec<SpillOp>,
+    stats: &IoStats,
+    done: &mut Vec<SpillDone>,
+    buf: &mut BytesMut,
+    failed: &mut Vec<u32>,
+) {
+    buf.clear();
+    // (segment, start offset, end offset) of the appends in `buf`.
+    let mut run: Option<(u32, u32, u32)> = None;
+    let flush = |files: &mut Files,
+                 buf: &mut BytesMut,
+                 run: &mut Option<(u32, u32, u32)>,
+                 failed: &mut Vec<u32>,
+                 done: &mut Vec<SpillDone>| {
+        let Some((seg, start, end)) = run.take() else {
             return;
         };
-        let bufs: Vec<&[u8]> = self.pieces.iter().map(|p| &p[..]).collect();
-        match files.write_vectored(seg, start, &bufs) {
+        match files.write(seg, start, buf) {
             Ok(()) => {
                 stats.writes.fetch_add(1, Ordering::Relaxed);
                 stats
                     .write_bytes
-                    .fetch_add(self.bytes as u64, Ordering::Relaxed);
-                let end = u64::from(start) + self.bytes as u64;
-                let end = u32::try_from(end).unwrap_or(u32::MAX);
+                    .fetch_add(buf.len() as u64, Ordering::Relaxed);
                 done.push(SpillDone::Written { seg, end });
             }
             Err(e) => {
@@ -470,40 +447,35 @@ impl Run {
                 done.push(SpillDone::WriteFailed { seg, fault });
             }
         }
-        spent.extend(self.pieces.drain(..).map(BytesMut::freeze));
-        self.bytes = 0;
-    }
-}
-
-/// Perform ops in order; appends next to each other on disk become one
-/// write.
-fn apply(
-    files: &mut Files,
-    ops: Vec<SpillOp>,
-    stats: &IoStats,
-    done: &mut Vec<SpillDone>,
-    failed: &mut Vec<u32>,
-) {
-    let mut run = Run::default();
+        buf.clear();
+    };
     // Written bodies go back to the owner to be freed (`SpillDone::Spent`).
     let mut spent = Vec::new();
     let mut ops = ops.into_iter().peekable();
     while let Some(op) = ops.next() {
         match op {
-            SpillOp::Append { seg, off, mut recs } => {
-                if failed.contains(&seg) {
+            SpillOp::Write { loc, id, body } => {
+                if failed.contains(&loc.seg) {
                     continue;
                 }
-                segment::seal(&mut recs);
-                if run.end() != Some((seg, u64::from(off))) || run.bytes >= WRITE_MAX {
-                    run.flush(files, stats, failed, done, &mut spent);
-                    run.at = Some((seg, off));
+                let rec_end = loc.off.saturating_add(loc.record_len() as u32);
+                match run {
+                    Some((seg, _, ref mut end)) if seg == loc.seg && *end == loc.off => {
+                        *end = rec_end;
+                    }
+                    _ => {
+                        flush(files, buf, &mut run, failed, done);
+                        run = Some((loc.seg, loc.off, rec_end));
+                    }
                 }
-                run.bytes += recs.len();
-                run.pieces.push(recs);
+                segment::encode(&id, &body, buf);
+                spent.push(body);
+                if buf.len() >= 1 << 20 {
+                    flush(files, buf, &mut run, failed, done);
+                }
             }
             SpillOp::Read { h, id, loc } => {
-                run.flush(files, stats, failed, done, &mut spent);
+                flush(files, buf, &mut run, failed, done);
                 let result = files.read(&id, loc).map_err(|e| {
                     stats.error(&e);
                     failure(&e)
@@ -511,7 +483,7 @@ fn apply(
                 done.push(SpillDone::Read { h, id, loc, result });
             }
             SpillOp::Move { h, id, from, to } => {
-                run.flush(files, stats, failed, done, &mut spent);
+                flush(files, buf, &mut run, failed, done);
                 let result = match files.read(&id, from) {
                     Ok(body) => {
                         let mut rec = BytesMut::new();
@@ -543,7 +515,7 @@ fn apply(
                 qh,
                 run: r,
             } => {
-                run.flush(files, stats, failed, done, &mut spent);
+                flush(files, buf, &mut run, failed, done);
                 // A prefetch reads a run's records, mostly next to each
                 // other on disk: one read for each stretch of them.
                 let mut group = vec![(slot, loc, qh, r)];
@@ -583,7 +555,7 @@ fn apply(
                 }
             }
             SpillOp::MoveCold { slot, from, to } => {
-                run.flush(files, stats, failed, done, &mut spent);
+                flush(files, buf, &mut run, failed, done);
                 let result = match files.read_any(from) {
                     Ok((id, payload)) => {
                         let mut rec = BytesMut::new();
@@ -606,7 +578,7 @@ fn apply(
                 });
             }
             SpillOp::Unlink { seg } => {
-                run.flush(files, stats, failed, done, &mut spent);
+                flush(files, buf, &mut run, failed, done);
                 files.open.remove(&seg);
                 let p = segment::path(files.dir, seg);
                 if let Err(e) = std::fs::remove_file(&p) {
@@ -617,7 +589,7 @@ fn apply(
             }
         }
     }
-    run.flush(files, stats, failed, done, &mut spent);
+    flush(files, buf, &mut run, failed, done);
     if !spent.is_empty() {
         done.push(SpillDone::Spent {
             bodies: spent,
@@ -664,7 +636,7 @@ mod tests {
     }
 
     #[test]
-    fn written_records_go_back_to_be_freed_by_the_owner() {
+    fn written_bodies_go_back_to_be_freed_by_the_owner() {
         let dir = TempDir::new("spent");
         let (io, rx) = start(&dir);
         let loc = Loc {
@@ -672,12 +644,12 @@ mod tests {
             off: 0,
             len: 3,
         };
-        let op = SpillOp::write(loc, id(1), b"one");
-        let SpillOp::Append { recs, .. } = &op else {
-            unreachable!("an append")
-        };
-        let sent = recs.as_ptr();
-        io.submit(vec![op]);
+        let body = Bytes::from(b"one".to_vec());
+        io.submit(vec![SpillOp::Write {
+            loc,
+            id: id(1),
+            body: body.clone(),
+        }]);
         let done = rx
             .recv_timeout(Duration::from_secs(10))
             .expect("spill thread answered");
@@ -690,16 +662,7 @@ mod tests {
             .collect();
         assert_eq!(spent.len(), 1);
         // The very allocation the engine handed over, not a copy.
-        assert_eq!(spent[0].as_ptr(), sent);
-        // Sealed in place: the record reads back with its checksum.
-        let back = Files {
-            dir: dir.path(),
-            open: HashMap::new(),
-            span: Vec::new(),
-        }
-        .read(&id(1), loc)
-        .expect("the record checks");
-        assert_eq!(&back[..], b"one");
+        assert_eq!(spent[0].as_ptr(), body.as_ptr());
     }
 
     #[test]
@@ -718,7 +681,11 @@ mod tests {
             };
             off += loc.record_len() as u32;
             locs.push(loc);
-            writes.push(SpillOp::write(loc, id(n + 1), &body));
+            writes.push(SpillOp::Write {
+                loc,
+                id: id(n + 1),
+                body,
+            });
         }
         io.submit(writes);
         let _ = wait(&rx);
@@ -770,8 +737,16 @@ mod tests {
             len: 4,
         };
         io.submit(vec![
-            SpillOp::write(a, id(1), b"one"),
-            SpillOp::write(b, id(2), b"four"),
+            SpillOp::Write {
+                loc: a,
+                id: id(1),
+                body: Bytes::from_static(b"one"),
+            },
+            SpillOp::Write {
+                loc: b,
+                id: id(2),
+                body: Bytes::from_static(b"four"),
+            },
         ]);
         let end = (a.record_len() + b.record_len()) as u32;
         assert_eq!(wait(&rx), vec![SpillDone::Written { seg: 1, end }]);
@@ -869,19 +844,24 @@ mod tests {
             off: 0,
             len: 3,
         };
-        io.submit(vec![SpillOp::write(a, id(1), b"one")]);
+        io.submit(vec![SpillOp::Write {
+            loc: a,
+            id: id(1),
+            body: Bytes::from_static(b"one"),
+        }]);
         wait(&rx);
         // Many writes, then a read of a record already on disk, in one go.
         let n = SLICE * 8;
         let body = Bytes::from(vec![b'x'; 100]);
         let mut ops: Vec<SpillOp> = (0..n)
-            .map(|i| {
-                let loc = Loc {
+            .map(|i| SpillOp::Write {
+                loc: Loc {
                     seg: 2,
                     off: (i as u64 * (crate::engine::spill::RECORD_HEADER + 100)) as u32,
                     len: 100,
-                };
-                SpillOp::write(loc, id(2), &body)
+                },
+                id: id(2),
+                body: body.clone(),
             })
             .collect();
         ops.push(SpillOp::Read {
@@ -922,12 +902,15 @@ mod tests {
         let (io, rx) = start(&dir);
         // A directory where the segment file should be: open fails.
         std::fs::create_dir(segment::path(dir.path(), 5)).unwrap();
-        let loc = Loc {
-            seg: 5,
-            off: 0,
-            len: 1,
-        };
-        io.submit(vec![SpillOp::write(loc, id(1), b"x")]);
+        io.submit(vec![SpillOp::Write {
+            loc: Loc {
+                seg: 5,
+                off: 0,
+                len: 1,
+            },
+            id: id(1),
+            body: Bytes::from_static(b"x"),
+        }]);
         assert_eq!(
             wait(&rx),
             vec![SpillDone::WriteFailed {

@@ -97,25 +97,6 @@ pub fn encode(id: &JobId, body: &[u8], out: &mut BytesMut) {
     out.put_slice(body);
 }
 
-/// Fill in the checksums of records laid out back to back by the engine
-/// (`engine::spill::SpillOp::Append`), which leaves them zero so that
-/// the owner thread does not pay for them. Stops at a record that does
-/// not fit (never happens: the engine wrote them).
-pub fn seal(recs: &mut [u8]) {
-    let header = RECORD_HEADER as usize;
-    let mut at = 0usize;
-    while at + header <= recs.len() {
-        let len = u32::from_le_bytes([recs[at], recs[at + 1], recs[at + 2], recs[at + 3]]) as usize;
-        let end = at + header + len;
-        let Some(rec) = recs.get(at..end) else {
-            return;
-        };
-        let crc = crc32fast::hash(&rec[8..]).to_le_bytes();
-        recs[at + 4..at + 8].copy_from_slice(&crc);
-        at = end;
-    }
-}
-
 /// Check a whole record (header and body) read from `loc` against the
 /// job it should hold; the body on success.
 pub fn decode(buf: &[u8], id: &JobId, loc: Loc) -> Result<Bytes, &'static str> {

@@ -41,12 +41,12 @@ impl SimDisks {
         let mut done = Vec::new();
         for op in ops {
             match op {
-                SpillOp::Append { seg, off, recs } => {
-                    let end = off + recs.len() as u32;
-                    for (loc, id, body) in crate::engine::spill::appended(seg, off, &recs) {
-                        disk.insert((loc.seg, loc.off), (id, body));
-                    }
-                    done.push(SpillDone::Written { seg, end });
+                SpillOp::Write { loc, id, body } => {
+                    disk.insert((loc.seg, loc.off), (id, body));
+                    done.push(SpillDone::Written {
+                        seg: loc.seg,
+                        end: loc.off + loc.record_len() as u32,
+                    });
                 }
                 SpillOp::Read { h, id, loc } => {
                     let result = match disk.get(&(loc.seg, loc.off)) {
