@@ -225,11 +225,11 @@ pub enum SpillDone {
         result: Result<(), ReadFailure>,
     },
     /// What the spill thread is done with, handed back to be freed where
-    /// it was allocated: the append buffers it wrote and the emptied op
-    /// lists. When every record was a buffer of its own, freeing them on
-    /// the spill thread took the owner's malloc arena lock (glibc frees
-    /// chunks past its thread cache into their own arena), and the two
-    /// threads queued on it (docs/PERFORMANCE.md, run AN).
+    /// it was allocated: the bodies it wrote and the emptied op lists.
+    /// Freed on the spill thread, each 1 KiB record took the owner's
+    /// malloc arena lock (glibc frees chunks past its thread cache into
+    /// their own arena), and the two threads queued on it
+    /// (docs/PERFORMANCE.md, run AN).
     Spent {
         bodies: Vec<Bytes>,
         lists: Vec<Vec<SpillOp>>,

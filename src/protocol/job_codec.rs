@@ -166,10 +166,7 @@ impl<'a> RecordRef<'a, RawNodes<'a>> {
     pub fn decode(src: &'a [u8]) -> Result<(Self, usize), CodecError> {
         let p = parse(src)?;
         let f = &p.fixed;
-        let id: &[u8; 40] = src
-            .get(4..44)
-            .and_then(|s| s.try_into().ok())
-            .ok_or(CodecError::Truncated)?;
+        let id = peek_id(src).ok_or(CodecError::Truncated)?;
         // `parse` checked every range against `src`; `get` keeps that
         // knowledge local instead of trusting it with an index.
         let range = |(a, b): (usize, usize)| src.get(a..b).ok_or(CodecError::Truncated);
@@ -196,7 +193,8 @@ impl<'a> RecordRef<'a, RawNodes<'a>> {
 }
 
 /// The job ID of the record at the front of `src`, without decoding the
-/// rest (unchecked: a hint for prefetching, never trusted).
+/// rest (unchecked: `decode` checks the record; alone it is a hint for
+/// prefetching).
 pub fn peek_id(src: &[u8]) -> Option<&[u8; 40]> {
     src.get(4..44).and_then(|s| s.try_into().ok())
 }
